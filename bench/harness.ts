@@ -1,0 +1,58 @@
+/** Tiny benchmark harness: best of N timed runs after a warm-up, and a markdown table writer. */
+
+export interface Measurement {
+  name: string;
+  /** Items processed per run (events, rows, ...). */
+  items: number;
+  unit: string;
+  bestMs: number;
+}
+
+export function measure(name: string, items: number, unit: string, fn: () => void, runs = 3): Measurement {
+  fn(); // warm-up: JIT, caches
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now();
+    fn();
+    best = Math.min(best, performance.now() - t);
+  }
+  return { name, items, unit, bestMs: best };
+}
+
+export async function measureAsync(name: string, items: number, unit: string, fn: () => Promise<void>, runs = 3): Promise<Measurement> {
+  await fn();
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now();
+    await fn();
+    best = Math.min(best, performance.now() - t);
+  }
+  return { name, items, unit, bestMs: best };
+}
+
+export const rate = (m: Measurement) => (m.items / m.bestMs) * 1000;
+
+export interface Section {
+  title: string;
+  what: string;
+  baseline: Measurement;
+  rows: Measurement[];
+  notes?: string[];
+}
+
+export function renderSection(s: Section): string {
+  const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
+  const lines = [
+    `## ${s.title}`,
+    '',
+    s.what,
+    '',
+    '| measurement | per second | ratio to baseline |',
+    '| --- | ---: | ---: |',
+    ...[s.baseline, ...s.rows].map(
+      (m) => `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(s.baseline)).toFixed(2)}x |`,
+    ),
+  ];
+  if (s.notes?.length) lines.push('', ...s.notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}

@@ -1,0 +1,126 @@
+import { readFileSync } from 'node:fs';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { RankwatchError } from '../../core/errors.js';
+import {
+  DEFAULT_CONVENTION,
+  FLOP_CONVENTIONS,
+  flopsPerToken,
+  parseConvention,
+} from '../../detectors/mfu/flops.js';
+import { computeMfu } from '../../detectors/mfu/mfu.js';
+import { GPU_SPECS, peakFlops } from '../../detectors/mfu/peaks.js';
+import { ModelConfig } from '../../schema/events.js';
+import { type Command, num, parse } from '../args.js';
+import { table } from '../table.js';
+
+const checkModel = TypeCompiler.Compile(ModelConfig);
+
+export const mfu: Command = {
+  name: 'mfu',
+  summary: 'compute model FLOPs utilisation from a model config and a step time',
+  usage: `rankwatch mfu --model FILE.json --tokens-per-step T --step-ms X --gpus N
+              (--gpu-model NAME [--dtype bf16] | --peak-tflops P)
+              [--convention ${FLOP_CONVENTIONS.join('|')}] [--json]
+
+MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype).
+
+  --model FILE.json    the job event's model fields: params, layers, hidden, heads, kv_heads,
+                       ffn_hidden, seq_len, vocab, experts, top_k, plus head_dim, swiglu,
+                       moe_ffn_hidden where needed
+  --tokens-per-step T  tokens in one optimizer step (global batch x sequence length)
+  --step-ms X          wall time of one step, milliseconds
+  --gpus N             GPUs the job runs on
+  --gpu-model NAME     peak from rankwatch's table (see --list-gpus)
+  --dtype D            math precision for the peak (default bf16)
+  --peak-tflops P      peak dense TFLOP/s per GPU, instead of --gpu-model
+  --convention C       FLOP counting: palm (6N + 12·L·H·Q·T, the default: MFU's definition in
+                       the PaLM paper), megatron (Megatron-LM's per-matmul count with logits),
+                       megatron-causal (the same, causal attention halved)
+  --json               print JSON: mfu (fraction), flops_per_token, tflops_per_gpu, ...
+  --list-gpus          print the peak table with sources`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      model: { type: 'string' },
+      'tokens-per-step': { type: 'string' },
+      'step-ms': { type: 'string' },
+      gpus: { type: 'string' },
+      'gpu-model': { type: 'string' },
+      dtype: { type: 'string' },
+      'peak-tflops': { type: 'string' },
+      convention: { type: 'string' },
+      json: { type: 'boolean' },
+      'list-gpus': { type: 'boolean' },
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    if (values['list-gpus']) {
+      console.log(
+        table(
+          ['GPU', 'bf16', 'fp16', 'fp8', 'tf32', 'source'],
+          GPU_SPECS.map((g) => [
+            g.name,
+            g.peak.bf16 ?? '',
+            g.peak.fp16 ?? '',
+            g.peak.fp8 ?? '',
+            g.peak.tf32 ?? '',
+            g.source,
+          ]),
+        ),
+      );
+      return 0;
+    }
+    if (!values.model) throw new RankwatchError('RANKWATCH_ERR_USAGE', '--model FILE.json is required');
+    let model: unknown;
+    try {
+      model = JSON.parse(readFileSync(values.model, 'utf8'));
+    } catch (err) {
+      throw new RankwatchError(
+        'RANKWATCH_ERR_INPUT',
+        `cannot read model file ${values.model}: ${(err as Error).message}`,
+      );
+    }
+    if (!checkModel.Check(model)) {
+      const e = checkModel.Errors(model).First();
+      throw new RankwatchError(
+        'RANKWATCH_ERR_MODEL',
+        `model file ${values.model}: ${e?.path || '(root)'} ${e?.message}`,
+      );
+    }
+    const convention = values.convention ? parseConvention(values.convention) : DEFAULT_CONVENTION;
+    const dtype = values.dtype ?? 'bf16';
+    let peak: number;
+    if (values['peak-tflops'] !== undefined) peak = num(values['peak-tflops'], 'peak-tflops') * 1e12;
+    else if (values['gpu-model']) peak = peakFlops(values['gpu-model'], dtype);
+    else throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give --gpu-model NAME or --peak-tflops P');
+    const fpt = flopsPerToken(model, convention);
+    const r = computeMfu({
+      flopsPerToken: fpt,
+      tokensPerStep: num(values['tokens-per-step'], 'tokens-per-step'),
+      stepMs: num(values['step-ms'], 'step-ms'),
+      gpus: num(values.gpus, 'gpus'),
+      peakFlopsPerGpu: peak,
+    });
+    if (values.json) {
+      console.log(JSON.stringify({ ...r, convention, peak_tflops_per_gpu: peak / 1e12, dtype }));
+    } else {
+      console.log(
+        table(
+          ['MFU', 'TFLOP/s per GPU', 'peak TFLOP/s', 'FLOPs per token', 'tokens/s', 'convention'],
+          [
+            [
+              `${(r.mfu * 100).toFixed(2)}%`,
+              r.tflops_per_gpu.toFixed(1),
+              (peak / 1e12).toFixed(1),
+              r.flops_per_token.toExponential(4),
+              Math.round(r.tokens_per_s),
+              convention,
+            ],
+          ],
+        ),
+      );
+    }
+    return 0;
+  },
+};

@@ -1,0 +1,125 @@
+import { RankwatchError } from '../../core/errors.js';
+import { parseConvention } from '../../detectors/mfu/flops.js';
+import { DETECTOR_DEFAULTS, DetectorRunner } from '../../detectors/runner.js';
+import type { Finding } from '../../schema/finding.js';
+import { parseEventLine } from '../../schema/validate.js';
+import { ChdbStore } from '../../store/chdb.js';
+import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../store/rows.js';
+import { type Command, parse } from '../args.js';
+import { LineWriter, readLineChunks } from '../jsonl.js';
+
+const SHOW_FIRST_ERRORS = 5;
+
+export const replay: Command = {
+  name: 'replay',
+  summary: 'run the detectors over recorded events, as fast as the CPU allows',
+  usage: `rankwatch replay FILE|- [--findings OUT.jsonl] [options]
+
+Reads v1 events (JSON lines) from FILE or stdin, runs every detector with event time as the
+clock, and writes each finding event (open, update, resolved) as one JSON line. The same input
+gives the same findings, every time. Malformed lines are counted, the first few reported with
+their line numbers, and the rest of the input is still processed.
+
+  --findings FILE      where findings go (default: stdout)
+  --dead-letter FILE   write each malformed line with its reason as JSON lines
+  --store DIR          also store events and findings in chDB under DIR
+  --convention C       FLOP convention for MFU (palm, megatron, megatron-causal)
+  --quiet              no summary on stderr`,
+  async run(argv) {
+    const { values, positionals } = parse(
+      argv,
+      {
+        findings: { type: 'string' },
+        'dead-letter': { type: 'string' },
+        store: { type: 'string' },
+        convention: { type: 'string' },
+        quiet: { type: 'boolean' },
+      },
+      true,
+    );
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    if (positionals.length !== 1)
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give one input FILE, or - for stdin');
+    const runner = new DetectorRunner({
+      convention: values.convention ? parseConvention(values.convention) : DETECTOR_DEFAULTS.convention,
+    });
+    const out = new LineWriter(values.findings);
+    const dead = values['dead-letter'] ? new LineWriter(values['dead-letter']) : undefined;
+    const store = values.store ? new ChdbStore({ path: values.store }) : undefined;
+    await store?.migrate();
+    const errors: string[] = [];
+    let malformed = 0;
+    let events = 0;
+    let findings = 0;
+    const started = performance.now();
+    const pending: Parameters<typeof eventRows>[0] = [];
+    const deadRows: Parameters<typeof deadLetterRows>[0] = [];
+
+    const emit = async (fs: Finding[]) => {
+      findings += fs.length;
+      for (const f of fs) await out.write(JSON.stringify(f));
+    };
+    const flushStore = async () => {
+      if (!store) return;
+      const o = runner.take();
+      await emit(o.findings);
+      const batches: InsertBatch[] = [...eventRows(pending), ...deadLetterRows(deadRows), ...outputRows(o)];
+      pending.length = 0;
+      deadRows.length = 0;
+      await store.insert(batches);
+    };
+
+    try {
+      for await (const { first, lines } of readLineChunks(positionals[0])) {
+        for (let i = 0; i < lines.length; i++) {
+          const line = lines[i];
+          if (line.length === 0 || line.trim().length === 0) continue;
+          const n = first + i;
+          const v = parseEventLine(line);
+          if (!v.ok) {
+            malformed++;
+            if (errors.length < SHOW_FIRST_ERRORS) errors.push(`  line ${n}: ${v.reason}`);
+            await dead?.write(JSON.stringify({ line: n, reason: v.reason, raw: line }));
+            if (store) deadRows.push({ ts: Date.now(), source: positionals[0], reason: v.reason, raw: line });
+            continue;
+          }
+          events++;
+          runner.push(v.event);
+          if (store) {
+            pending.push(v.event);
+            if (pending.length >= 50_000) await flushStore();
+          }
+        }
+        if (!store) await emit(runner.take().findings);
+      }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${positionals[0]}`);
+      }
+      throw err;
+    }
+    runner.flush();
+    if (store) await flushStore();
+    else await emit(runner.take().findings);
+    await out.close();
+    await dead?.close();
+    await store?.close();
+    if (!values.quiet) {
+      const secs = (performance.now() - started) / 1000;
+      const rate = Math.round(events / Math.max(secs, 1e-9));
+      process.stderr.write(
+        `replayed ${events} events in ${secs.toFixed(2)} s (${rate.toLocaleString('en-US')} events/s), ` +
+          `${findings} finding events, peak RSS ${Math.round(process.resourceUsage().maxRSS / 1024)} MB\n`,
+      );
+      if (malformed > 0) {
+        process.stderr.write(
+          `${malformed} malformed line${malformed === 1 ? '' : 's'} set aside; first ${errors.length}:\n${errors.join('\n')}\n`,
+        );
+      }
+    }
+    return 0;
+  },
+};

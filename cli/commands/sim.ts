@@ -1,0 +1,83 @@
+import { writeFileSync } from 'node:fs';
+import { ClusterSim, SIM_DEFAULTS } from '../../sim/cluster.js';
+import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
+import { MODELS } from '../../sim/models.js';
+import { type Command, num, parse } from '../args.js';
+import { LineWriter } from '../jsonl.js';
+
+export const simOptions = {
+  ranks: { type: 'string' },
+  steps: { type: 'string' },
+  seed: { type: 'string' },
+  job: { type: 'string' },
+  'step-ms': { type: 'string' },
+  model: { type: 'string' },
+  'gpu-model': { type: 'string' },
+  fault: { type: 'string', multiple: true },
+  'no-telemetry': { type: 'boolean' },
+  'no-collectives': { type: 'boolean' },
+  start: { type: 'string' },
+} as const;
+
+export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job, a multiple of 8 (default ${SIM_DEFAULTS.ranks})
+  --steps N            optimizer steps (default ${SIM_DEFAULTS.steps})
+  --seed N             random seed; same seed, same events (default ${SIM_DEFAULTS.seed})
+  --job ID             job id (default sim-SEED)
+  --step-ms MS         typical step time (default ${SIM_DEFAULTS.stepMs})
+  --model NAME         ${Object.keys(MODELS).join(', ')} (default ${SIM_DEFAULTS.model})
+  --gpu-model NAME     GPU model (default ${SIM_DEFAULTS.gpuModel})
+  --fault SPEC         inject a fault, repeatable: TYPE:key=value,...
+                       types: ${FAULT_TYPES.join(', ')}
+                       keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code
+                       e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
+  --no-telemetry       leave out the 1 Hz gpu samples
+  --no-collectives     leave out collective events
+  --start ISO|MS       event time of the first event (default 2026-01-01T00:00:00Z)`;
+
+export function simFromFlags(v: Record<string, unknown>): ClusterSim {
+  const s = (k: string) => v[k] as string | undefined;
+  const start = s('start');
+  return new ClusterSim({
+    ranks: num(s('ranks'), 'ranks', SIM_DEFAULTS.ranks),
+    steps: num(s('steps'), 'steps', SIM_DEFAULTS.steps),
+    seed: num(s('seed'), 'seed', SIM_DEFAULTS.seed),
+    job: s('job'),
+    stepMs: num(s('step-ms'), 'step-ms', SIM_DEFAULTS.stepMs),
+    model: s('model'),
+    gpuModel: s('gpu-model'),
+    faults: ((v.fault as string[] | undefined) ?? []).map(parseFault),
+    telemetry: !v['no-telemetry'],
+    collectives: !v['no-collectives'],
+    startTs: start === undefined ? undefined : /^\d+$/.test(start) ? Number(start) : Date.parse(start),
+  });
+}
+
+export const sim: Command = {
+  name: 'sim',
+  summary: 'write the events of a simulated training job as JSON lines',
+  usage: `rankwatch sim [options] > job.jsonl
+
+Simulates a synchronous hybrid-parallel job (Megatron rank order, 8 GPUs per host) and writes
+its v1 events, one JSON object per line, in event-time order.
+
+${SIM_FLAGS_HELP}
+  --truth FILE         also write what was injected (hosts, GPUs, onset, true cost) as JSON
+  -o, --out FILE       write here instead of stdout`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      ...simOptions,
+      truth: { type: 'string' },
+      out: { type: 'string', short: 'o' },
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const simulation = simFromFlags(values);
+    const out = new LineWriter(values.out);
+    for (const e of simulation.events()) await out.write(JSON.stringify(e));
+    await out.close();
+    if (values.truth) writeFileSync(values.truth, `${JSON.stringify(simulation.faults, null, 2)}\n`);
+    return 0;
+  },
+};

@@ -1,0 +1,82 @@
+/**
+ * One catalogue of error codes. Every error that reaches a user names its code, says what
+ * happened and what to do next; `retriable` tells the retry helper whether trying again can help.
+ */
+export const ERRORS = {
+  RANKWATCH_ERR_USAGE: { retriable: false, hint: 'Run the command with --help to see its options.' },
+  RANKWATCH_ERR_INPUT: { retriable: false, hint: 'Fix the input file; see the reason and line number.' },
+  RANKWATCH_ERR_CONFIG: { retriable: false, hint: 'Fix the named configuration key.' },
+  RANKWATCH_ERR_MODEL: {
+    retriable: false,
+    hint: 'Give the model fields the FLOP convention needs, or --flops-per-token.',
+  },
+  RANKWATCH_ERR_UNKNOWN_GPU: {
+    retriable: false,
+    hint: 'Pass --peak-tflops, or use a GPU model listed by `rankwatch mfu --list-gpus`.',
+  },
+  RANKWATCH_ERR_STORE_UNAVAILABLE: {
+    retriable: true,
+    hint: 'Check that the store is reachable; rankwatch retries.',
+  },
+  RANKWATCH_ERR_STORE_QUERY: {
+    retriable: false,
+    hint: 'The store rejected a statement; this is a bug, please report it.',
+  },
+  RANKWATCH_ERR_TRANSPORT_UNAVAILABLE: {
+    retriable: true,
+    hint: 'Check that the bus is reachable; rankwatch retries.',
+  },
+  RANKWATCH_ERR_STOPPED: { retriable: false, hint: 'The component was stopped; create a new one.' },
+} as const;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class RankwatchError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  readonly hint: string;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RankwatchError';
+    this.code = code;
+    this.retriable = ERRORS[code].retriable;
+    this.hint = ERRORS[code].hint;
+  }
+
+  /** The text a person reads: what happened, then what to do. */
+  describe(): string {
+    return `${this.code}: ${this.message}\n  ${this.hint}`;
+  }
+}
+
+export function isRetriable(err: unknown): boolean {
+  return err instanceof RankwatchError && err.retriable;
+}
+
+export interface RetryOptions {
+  /** First delay; doubles each attempt up to maxDelayMs. */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Attempts in all (Infinity: until stopped by `signal`). */
+  attempts?: number;
+  signal?: AbortSignal;
+  onRetry?: (err: unknown, attempt: number, delayMs: number) => void;
+}
+
+/** Runs `fn` until it succeeds, retrying only errors marked retriable, with capped exponential backoff. */
+export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): Promise<T> {
+  const base = opts.baseDelayMs ?? 100;
+  const max = opts.maxDelayMs ?? 5_000;
+  const attempts = opts.attempts ?? 5;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isRetriable(err) || attempt >= attempts || opts.signal?.aborted) throw err;
+      const delay = Math.min(max, base * 2 ** (attempt - 1));
+      opts.onRetry?.(err, attempt, delay);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { estimateParams, flopsPerToken } from './flops.js';
+import { computeMfu } from './mfu.js';
+import { GPU_SPECS, peakFlops } from './peaks.js';
+
+const within = (actual: number, expected: number, rel: number) =>
+  expect(Math.abs(actual - expected) / expected).toBeLessThan(rel);
+
+describe('MFU against published figures', () => {
+  it('reproduces PaLM 540B at 46.2% (PaLM paper, appendix B)', () => {
+    // N=540e9, L=118, H=48 heads, Q=256 head dim, T=2048; 238.3k tokens/s on 6144 TPU v4 chips.
+    const model = {
+      params: 540e9,
+      layers: 118,
+      hidden: 18432,
+      heads: 48,
+      head_dim: 256,
+      seq_len: 2048,
+      vocab: 256000,
+    };
+    const fpt = flopsPerToken(model, 'palm');
+    const tokensPerStep = 238.3e3; // one second of tokens
+    const r = computeMfu({
+      flopsPerToken: fpt,
+      tokensPerStep,
+      stepMs: 1000,
+      gpus: 6144,
+      peakFlopsPerGpu: peakFlops('TPU-v4', 'bf16'),
+    });
+    within(r.mfu, 0.462, 0.01);
+  });
+
+  // Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"),
+  // tables 3 and 4: configurations, time per iteration and MFU on A100 (312 TFLOP/s bf16).
+  // Megatron's formula: 72·B·s·l·h²·(1 + s/6h + V/12lh) model FLOPs per iteration.
+  const rows = [
+    { name: '22B', heads: 64, hidden: 6144, layers: 48, gpus: 8, batch: 4, iterS: 1.1, mfu: 0.415 },
+    {
+      name: '175B (GPT-3)',
+      heads: 96,
+      hidden: 12288,
+      layers: 96,
+      gpus: 64,
+      batch: 64,
+      iterS: 13.75,
+      mfu: 0.514,
+    },
+    { name: '530B', heads: 128, hidden: 20480, layers: 105, gpus: 280, batch: 280, iterS: 37.83, mfu: 0.56 },
+  ];
+  for (const row of rows) {
+    it(`reproduces Megatron-LM ${row.name} at ${(row.mfu * 100).toFixed(1)}% with its own formula`, () => {
+      const model = { layers: row.layers, hidden: row.hidden, heads: row.heads, seq_len: 2048, vocab: 51200 };
+      const fpt = flopsPerToken(model, 'megatron');
+      const closedForm =
+        72 *
+        row.layers *
+        row.hidden ** 2 *
+        (1 + 2048 / (6 * row.hidden) + 51200 / (12 * row.layers * row.hidden));
+      within(fpt, closedForm, 1e-9);
+      const r = computeMfu({
+        flopsPerToken: fpt,
+        tokensPerStep: row.batch * 2048,
+        stepMs: row.iterS * 1000,
+        gpus: row.gpus,
+        peakFlopsPerGpu: peakFlops('A100', 'bf16'),
+      });
+      within(r.mfu, row.mfu, 0.01);
+    });
+  }
+
+  it('halves only the attention-score term under megatron-causal', () => {
+    const model = { layers: 32, hidden: 4096, heads: 32, seq_len: 8192, vocab: 128256 };
+    const full = flopsPerToken(model, 'megatron');
+    const causal = flopsPerToken(model, 'megatron-causal');
+    // scores term: 6 · L · 2 · s · h, halved
+    expect(full - causal).toBeCloseTo(6 * 32 * 8192 * 4096, -3);
+  });
+
+  it('counts GQA, SwiGLU and MoE top-k in the megatron convention', () => {
+    const dense = { layers: 2, hidden: 1024, heads: 16, seq_len: 1024, vocab: 1000, ffn_hidden: 4096 };
+    const gqa = { ...dense, kv_heads: 4 };
+    expect(flopsPerToken(gqa, 'megatron')).toBeLessThan(flopsPerToken(dense, 'megatron'));
+    const swiglu = { ...dense, swiglu: true };
+    expect(flopsPerToken(swiglu, 'megatron') - flopsPerToken(dense, 'megatron')).toBeCloseTo(
+      6 * 2 * 1024 * 4096,
+      -2,
+    );
+    const moe = { ...dense, experts: 8, top_k: 2 };
+    expect(flopsPerToken(moe, 'megatron') - flopsPerToken(dense, 'megatron')).toBeCloseTo(
+      6 * 2 * 2 * 1024 * 4096,
+      -2,
+    );
+  });
+
+  it('estimates parameters of a Llama-2-7B-shaped model to within 2%', () => {
+    const llama7b = {
+      layers: 32,
+      hidden: 4096,
+      heads: 32,
+      ffn_hidden: 11008,
+      swiglu: true,
+      seq_len: 4096,
+      vocab: 32000,
+    };
+    within(estimateParams(llama7b), 6.74e9, 0.02);
+  });
+});
+
+describe('peak table', () => {
+  it('gives dense figures with a source for every GPU', () => {
+    for (const spec of GPU_SPECS) {
+      expect(spec.source.length).toBeGreaterThan(10);
+      expect(Object.keys(spec.peak).length).toBeGreaterThan(0);
+    }
+    expect(peakFlops('H100-SXM', 'bf16')).toBe(989.4e12);
+    expect(peakFlops('NVIDIA H100 80GB HBM3', 'fp8')).toBe(1978.9e12);
+    expect(peakFlops('MI300X', 'bf16')).toBe(1307.4e12);
+    expect(peakFlops('l40s', 'bf16')).toBe(362.05e12);
+  });
+
+  it('rejects unknown GPUs and dtypes with a catalogued error', () => {
+    expect(() => peakFlops('RTX-9999')).toThrowError(/RTX-9999/);
+    expect(() => peakFlops('A100', 'fp8')).toThrowError(/no fp8 peak known for A100/);
+  });
+});

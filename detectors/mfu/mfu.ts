@@ -1,0 +1,43 @@
+/** MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype). */
+
+import type { ModelConfig } from '../../schema/events.js';
+import { type FlopConvention, flopsPerToken } from './flops.js';
+
+export interface MfuInput {
+  flopsPerToken: number;
+  tokensPerStep: number;
+  stepMs: number;
+  gpus: number;
+  peakFlopsPerGpu: number;
+}
+
+export interface MfuResult {
+  mfu: number;
+  flops_per_token: number;
+  flops_per_step: number;
+  tokens_per_s: number;
+  tflops_per_gpu: number;
+}
+
+export function computeMfu(i: MfuInput): MfuResult {
+  const flopsPerStep = i.flopsPerToken * i.tokensPerStep;
+  const perGpu = flopsPerStep / (i.stepMs / 1000) / i.gpus;
+  return {
+    mfu: perGpu / i.peakFlopsPerGpu,
+    flops_per_token: i.flopsPerToken,
+    flops_per_step: flopsPerStep,
+    tokens_per_s: i.tokensPerStep / (i.stepMs / 1000),
+    tflops_per_gpu: perGpu / 1e12,
+  };
+}
+
+/** FLOPs per step of a job: given directly, or from its model config and batch tokens. */
+export function jobFlopsPerStep(
+  job: { flops_per_step?: number; model?: ModelConfig; global_batch_tokens?: number },
+  convention: FlopConvention,
+): number | undefined {
+  if (job.flops_per_step !== undefined) return job.flops_per_step;
+  if (job.model && job.global_batch_tokens)
+    return flopsPerToken(job.model, convention) * job.global_batch_tokens;
+  return undefined;
+}

@@ -1,0 +1,284 @@
+/**
+ * The one runner every detector shares: routes events by job, assembles step frames, owns
+ * per-job state and its lifetime, links findings that explain each other, and hands out what
+ * the detectors produced. Pure: the only clock is the events' `ts`, so a replay of a recorded
+ * stream gives exactly the findings of the live run.
+ */
+import type { FaultEvent, GpuEvent, JobEvent, RankwatchEvent, StepEvent } from '../schema/events.js';
+import type { Finding } from '../schema/finding.js';
+import { findFault } from './faults/xid.js';
+import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
+import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
+import { findGpu } from './mfu/peaks.js';
+import { type MfuPoint, MfuSeries } from './mfu/series.js';
+import { rollupSteps, type StepRollup } from './rollup.js';
+import {
+  ASSEMBLER_DEFAULTS,
+  type AssemblerConfig,
+  RankTable,
+  StepAssembler,
+  type StepFrame,
+} from './steps.js';
+import { STRAGGLER_DEFAULTS, type StragglerConfig, StragglerDetector } from './straggler/straggler.js';
+import { THROTTLE_DEFAULTS, type ThrottleConfig, ThrottleDetector } from './throttle/throttle.js';
+
+export interface DetectorConfig {
+  convention: FlopConvention;
+  assembler: AssemblerConfig;
+  straggler: StragglerConfig;
+  throttle: ThrottleConfig;
+  lifecycle: LifecycleConfig;
+}
+
+export const DETECTOR_DEFAULTS: DetectorConfig = {
+  convention: DEFAULT_CONVENTION,
+  assembler: ASSEMBLER_DEFAULTS,
+  straggler: STRAGGLER_DEFAULTS,
+  throttle: THROTTLE_DEFAULTS,
+  lifecycle: LIFECYCLE_DEFAULTS,
+};
+
+export interface DetectorOutput {
+  findings: Finding[];
+  mfu: MfuPoint[];
+  rollups: StepRollup[];
+}
+
+export interface RunnerCounters {
+  events: number;
+  jobs: number;
+  duplicate_steps: number;
+  late_steps: number;
+}
+
+interface JobRuntime {
+  id: string;
+  meta?: JobEvent;
+  ranks: RankTable;
+  assembler: StepAssembler;
+  straggler: StragglerDetector;
+  mfu: MfuSeries;
+  lastTs: number;
+}
+
+export class DetectorRunner {
+  private readonly jobs = new Map<string, JobRuntime>();
+  private readonly jobOfGpu = new Map<string, { job: string; rank: number }>();
+  /** Final MFU of finished jobs, most recent last, bounded. */
+  private readonly finishedMfu = new Map<string, number | undefined>();
+  private out: DetectorOutput = { findings: [], mfu: [], rollups: [] };
+  private readonly log: FindingLog;
+  private readonly throttle: ThrottleDetector;
+  private readonly closed: StepFrame[] = [];
+  private scratch = new Float64Array(1024);
+  private readonly cfg: DetectorConfig;
+  private readonly counters: RunnerCounters = { events: 0, jobs: 0, duplicate_steps: 0, late_steps: 0 };
+  private lastTs = 0;
+
+  constructor(config: Partial<DetectorConfig> = {}) {
+    this.cfg = { ...DETECTOR_DEFAULTS, ...config };
+    this.log = new FindingLog(this.out.findings, this.cfg.lifecycle);
+    this.throttle = new ThrottleDetector(
+      this.log,
+      (job) => {
+        const model = job ? this.jobs.get(job)?.meta?.gpu_model : undefined;
+        return model ? findGpu(model)?.maxSmClockMhz : undefined;
+      },
+      this.cfg.throttle,
+    );
+  }
+
+  push(e: RankwatchEvent): void {
+    this.counters.events++;
+    if (e.ts > this.lastTs) this.lastTs = e.ts;
+    const before = this.out.findings.length;
+    switch (e.kind) {
+      case 'step':
+        this.onStep(e);
+        break;
+      case 'gpu':
+        this.onGpu(e);
+        break;
+      case 'job':
+        this.onJob(e);
+        break;
+      case 'fault':
+        this.onFault(e);
+        break;
+      case 'job_event':
+        if (e.event === 'finished') this.finishJob(e.job, e.ts);
+        break;
+      default:
+        break; // collective and checkpoint events are stored; their detectors come with issue 3
+    }
+    if (this.out.findings.length > before) this.link(before);
+  }
+
+  /** Closes every open step (end of input). Findings stay open: the stream may go on. */
+  flush(): void {
+    const before = this.out.findings.length;
+    for (const job of this.jobs.values()) {
+      job.assembler.flush(this.closed);
+      this.processClosed(job);
+    }
+    this.throttle.flush(this.lastTs);
+    if (this.out.findings.length > before) this.link(before);
+  }
+
+  /** Takes what the detectors produced since the last call. */
+  take(): DetectorOutput {
+    const o = this.out;
+    this.out = { findings: [], mfu: [], rollups: [] };
+    this.log.retarget(this.out.findings);
+    return o;
+  }
+
+  stats(): RunnerCounters {
+    let dup = 0;
+    let late = 0;
+    for (const j of this.jobs.values()) {
+      dup += j.assembler.duplicates;
+      late += j.assembler.late;
+    }
+    return { ...this.counters, jobs: this.jobs.size, duplicate_steps: dup, late_steps: late };
+  }
+
+  /** Overall MFU of a job so far. */
+  jobMfu(job: string): number | undefined {
+    return this.jobs.get(job)?.mfu.overall() ?? this.finishedMfu.get(job);
+  }
+
+  openFindings(): Finding[] {
+    return this.log.openFindings();
+  }
+
+  private job(id: string): JobRuntime {
+    let j = this.jobs.get(id);
+    if (!j) {
+      const ranks = new RankTable(64);
+      j = {
+        id,
+        ranks,
+        assembler: new StepAssembler(64, 0, this.cfg.assembler),
+        straggler: new StragglerDetector(id, ranks, this.log, this.cfg.straggler),
+        mfu: new MfuSeries(id, this.cfg.convention),
+        lastTs: 0,
+      };
+      this.jobs.set(id, j);
+    }
+    return j;
+  }
+
+  private onJob(e: JobEvent): void {
+    const j = this.job(e.job);
+    j.meta = e;
+    j.ranks.ensure(e.world_size - 1);
+    j.assembler.expected = e.world_size;
+    j.mfu.configure(e);
+  }
+
+  private onStep(e: StepEvent): void {
+    const j = this.job(e.job);
+    j.lastTs = Math.max(j.lastTs, e.ts);
+    const stage = e.stage ?? this.stageOf(j, e.rank);
+    if (j.ranks.learn(e.rank, e.host, e.gpu, stage))
+      this.jobOfGpu.set(`${e.host}/${e.gpu}`, { job: j.id, rank: e.rank });
+    j.assembler.add(e, this.closed);
+    if (this.closed.length) this.processClosed(j);
+  }
+
+  /** Without a `stage` field: Megatron order puts pipeline stages outermost. */
+  private stageOf(j: JobRuntime, rank: number): number {
+    const p = j.meta?.parallel;
+    if (!p || !j.meta) return 0;
+    return Math.floor(rank / Math.max(1, j.meta.world_size / p.pp));
+  }
+
+  private processClosed(j: JobRuntime): void {
+    for (const f of this.closed) {
+      if (this.scratch.length < j.ranks.gpu.length) this.scratch = new Float64Array(j.ranks.gpu.length);
+      const stepMs = rollupSteps(j.id, f, j.ranks, this.scratch, this.out.rollups);
+      const point = j.mfu.process(f, stepMs);
+      if (point) this.out.mfu.push(point);
+      j.straggler.process(f);
+      j.assembler.release(f);
+    }
+    this.closed.length = 0;
+  }
+
+  private onGpu(e: GpuEvent): void {
+    const owner = e.job === undefined ? this.jobOfGpu.get(`${e.host}/${e.gpu}`) : undefined;
+    this.throttle.process(e, e.job ?? owner?.job, e.rank ?? owner?.rank);
+  }
+
+  private onFault(e: FaultEvent): void {
+    findFault(e, this.log);
+  }
+
+  private finishJob(id: string, ts: number): void {
+    const j = this.jobs.get(id);
+    if (!j) return;
+    j.assembler.flush(this.closed);
+    this.processClosed(j);
+    for (const inc of j.straggler.openIncidents()) {
+      this.log.resolve(inc.id, ts, {
+        summary: `${inc.host}: job ${id} finished while the straggler persisted.`,
+      });
+    }
+    this.finishedMfu.set(id, j.mfu.overall());
+    if (this.finishedMfu.size > 1000) this.finishedMfu.delete(this.finishedMfu.keys().next().value!);
+    this.jobs.delete(id);
+    for (const [k, v] of this.jobOfGpu) if (v.job === id) this.jobOfGpu.delete(k);
+  }
+
+  /** Links newly opened findings with the open ones that explain them (throttle <-> straggler). */
+  private link(from: number): void {
+    const fresh = this.out.findings.slice(from).filter((f) => f.state === 'open');
+    for (const f of fresh) {
+      if (f.type === 'straggler') {
+        const ids = this.throttleIdsFor(f);
+        if (ids.length === 0 && f.gpu !== undefined) {
+          const id = this.throttle.explainByPowerCap(f.host, f.gpu, f.ts, f.id);
+          if (id) ids.push(id);
+        }
+        for (const id of ids) this.relate(f, id);
+      } else if (f.type === 'throttle') {
+        for (const j of this.jobs.values()) {
+          for (const inc of j.straggler.openIncidents()) {
+            if (inc.host !== f.host) continue;
+            const gpus = inc.ranks.map((r) => j.ranks.gpu[r]);
+            if (f.gpu === undefined || gpus.includes(f.gpu)) this.relate(f, inc.id);
+          }
+        }
+      }
+    }
+  }
+
+  private throttleIdsFor(f: Finding): string[] {
+    const gpus =
+      f.gpu !== undefined
+        ? [f.gpu]
+        : ((f.evidence.ranks as number[] | undefined) ?? []).map(
+            (r) => this.jobs.get(f.job ?? '')?.ranks.gpu[r] ?? -1,
+          );
+    const ids = new Set<string>();
+    for (const g of gpus) {
+      const id = this.throttle.incidentFor(f.host, g);
+      if (id) ids.add(id);
+    }
+    return [...ids];
+  }
+
+  /** Records the link on the fresh finding and pushes an update of the older one. */
+  private relate(fresh: Finding, otherId: string): void {
+    if (fresh.id === otherId) return;
+    fresh.related = [...new Set([...(fresh.related ?? []), otherId])];
+    const other = this.log.get(otherId);
+    if (!other || (other.related ?? []).includes(fresh.id)) return;
+    const patch: Partial<Finding> = { related: [...(other.related ?? []), fresh.id] };
+    // A throttle costs what the straggler it explains costs.
+    if (fresh.type === 'straggler' && other.type === 'throttle') patch.est_cost_pct = fresh.est_cost_pct;
+    if (fresh.type === 'throttle' && other.type === 'straggler') fresh.est_cost_pct = other.est_cost_pct;
+    this.log.update(otherId, fresh.ts, patch, true);
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * Detector cases as data: each file in ./scenarios describes a simulated job (events in) and the
+ * findings it must and must not produce (findings out). A new case is a new file.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Finding } from '../schema/finding.js';
+import { ClusterSim, type SimOptions } from '../sim/cluster.js';
+import { parseFault } from '../sim/faults.js';
+import { scoreRun } from '../sim/score.js';
+import { DetectorRunner } from './runner.js';
+
+interface Scenario {
+  description: string;
+  sim: Omit<SimOptions, 'faults'> & { faults?: string[] };
+  expect: { fault: number; types: string[]; within_s: number; host_level?: boolean; action?: string }[];
+  forbid: string[];
+  max_open?: Record<string, number>;
+}
+
+const dir = join(import.meta.dirname, 'scenarios');
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
+
+function runScenario(s: Scenario) {
+  const sim = new ClusterSim({ ...s.sim, faults: (s.sim.faults ?? []).map(parseFault) });
+  const runner = new DetectorRunner();
+  for (const e of sim.events()) runner.push(e);
+  runner.flush();
+  const findings: Finding[] = runner.take().findings;
+  return { sim, findings, score: scoreRun(findings, sim.faults) };
+}
+
+describe('detector scenarios', () => {
+  it('has scenario files', () => expect(files.length).toBeGreaterThan(5));
+  for (const file of files) {
+    const s = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Scenario;
+    it(`${file}: ${s.description}`, () => {
+      const { findings, score } = runScenario(s);
+      for (const exp of s.expect) {
+        const fs = score.faults[exp.fault];
+        expect(fs.detected, `fault ${exp.fault} (${fs.fault.spec.type}) not detected`).toBe(true);
+        expect(exp.types).toContain(fs.first!.type);
+        expect(fs.first!.host).toBe(fs.fault.host);
+        if (exp.host_level) expect(fs.first!.gpu).toBeUndefined();
+        else if (fs.fault.gpu !== undefined) expect(fs.first!.gpu).toBe(fs.fault.gpu);
+        expect(fs.ttdMs!).toBeGreaterThanOrEqual(0);
+        expect(fs.ttdMs! / 1000).toBeLessThanOrEqual(exp.within_s);
+        if (exp.action) expect(fs.first!.action).toBe(exp.action);
+      }
+      const falseOnes = score.falseFindings.filter((f) => s.forbid.includes(f.type));
+      expect(falseOnes.map((f) => f.summary)).toEqual([]);
+      for (const [type, max] of Object.entries(s.max_open ?? {})) {
+        expect(findings.filter((f) => f.type === type && f.state === 'open').length).toBeLessThanOrEqual(max);
+      }
+    });
+  }
+});

@@ -1,0 +1,366 @@
+/**
+ * Straggler detection: per rank, the log ratio of its compute time to the median of its peers
+ * (same job, same step, same pipeline stage), in units of the stage's robust spread, fed to a
+ * one-sided CUSUM with bounded increments.
+ *
+ * - Peer-relative: a job-wide stall or slowdown moves every peer alike and cancels out.
+ * - Same stage only: first/last pipeline stages cost more and are never compared with the rest.
+ * - Bounded increments (`cap`): one spike adds at most cap-k < h, so it cannot fire; a rank
+ *   slow on one step in three adds cap-k and loses 2k per cycle, a net gain when cap > 3k.
+ * - k and h set the false-alarm rate (see docs/detectors.md for the trade-off curve).
+ *
+ * Several ranks of one host crossing together (a node-wide power brake) become one host-level
+ * finding. Pure: no I/O, no clock; event time comes from the frames.
+ */
+import { type FindingLog, findingId, severityForCost } from '../findings.js';
+import { madSigmaInPlace, medianInPlace } from '../robust.js';
+import type { RankTable, StepFrame } from '../steps.js';
+
+export interface StragglerConfig {
+  /** CUSUM reference: shifts below k sigma are not worth a finding. */
+  k: number;
+  /** CUSUM decision threshold. */
+  h: number;
+  /** Largest increment one step can add (bounded CUSUM). */
+  cap: number;
+  /** Floor on the stage spread, log units (0.006 = 0.6%), so a very quiet stage cannot amplify noise. */
+  minSigma: number;
+  /** Weight of the newest step in the stage spread estimate. */
+  sigmaAlpha: number;
+  /** Evidence of normality needed to resolve (a second CUSUM, on k - x). */
+  resolveH: number;
+  /** Steps to wait for other ranks of the same host before deciding rank- or host-level. */
+  groupWaitSteps: number;
+  /** Stages with fewer peers reporting are skipped for that step. */
+  minPeers: number;
+}
+
+export const STRAGGLER_DEFAULTS: StragglerConfig = {
+  k: 1.5,
+  h: 24,
+  cap: 8,
+  minSigma: 0.006,
+  sigmaAlpha: 0.05,
+  resolveH: 30,
+  groupWaitSteps: 3,
+  minPeers: 4,
+};
+
+interface Pending {
+  host: string;
+  firstStep: number;
+  ranks: number[];
+}
+
+interface Incident {
+  id: string;
+  host: string;
+  ranks: number[];
+}
+
+export class StragglerDetector {
+  private cap = 0;
+  private s = new Float64Array(0);
+  private clear = new Float64Array(0);
+  private onsetStep = new Int32Array(0);
+  private onsetTs = new Float64Array(0);
+  private sumLog = new Float64Array(0);
+  private sumCompute = new Float64Array(0);
+  private sumPeer = new Float64Array(0);
+  private sumWait = new Float64Array(0);
+  private sumPeerWait = new Float64Array(0);
+  private sumExcess = new Float64Array(0);
+  private stepMsAtOnset = new Float64Array(0);
+  private n = new Int32Array(0);
+  private flagged = new Uint8Array(0);
+  private stageSigma: number[] = [];
+  private scratch = new Float64Array(0);
+  private scratch2 = new Float64Array(0);
+  private stageMedian: number[] = [];
+  private stageWaitMedian: number[] = [];
+  private cumStepMs = 0;
+  private readonly pending = new Map<string, Pending>();
+  private readonly incidents = new Map<string, Incident>();
+  private readonly incidentOfRank = new Map<number, Incident>();
+
+  constructor(
+    private readonly job: string,
+    private readonly ranks: RankTable,
+    private readonly log: FindingLog,
+    private readonly cfg: StragglerConfig = STRAGGLER_DEFAULTS,
+  ) {}
+
+  /** Number of bytes of state per tracked rank (for the bounded-memory test and docs). */
+  static readonly BYTES_PER_RANK = 8 * 11 + 4 * 2 + 1;
+
+  process(f: StepFrame): void {
+    this.ensure(this.ranks.gpu.length);
+    const { cfg } = this;
+    const stepMs = maxPresent(f.stepMs, f.seen, this.ranks.size);
+    this.cumStepMs += stepMs;
+    const hostTop = this.hostMaxima(f);
+
+    for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
+      const members = this.ranks.stageMembers[stage];
+      let m = 0;
+      let w = 0;
+      for (const r of members) {
+        if (!f.seen[r] || !(f.compute[r] > 0)) continue;
+        this.scratch[m++] = Math.log(f.compute[r]);
+        if (f.commWait[r] >= 0) this.scratch2[w++] = f.commWait[r];
+      }
+      if (m < cfg.minPeers) continue;
+      const med = medianInPlace(this.scratch, m);
+      const spread = madSigmaInPlace(this.scratch, m, med);
+      const prev = this.stageSigma[stage];
+      const sigma = prev === undefined ? spread : prev + cfg.sigmaAlpha * (spread - prev);
+      this.stageSigma[stage] = sigma;
+      this.stageMedian[stage] = med;
+      this.stageWaitMedian[stage] = w > 0 ? medianInPlace(this.scratch2, w) : Number.NaN;
+      const scale = Math.max(sigma, cfg.minSigma);
+      const peerMs = Math.exp(med);
+
+      for (const r of members) {
+        if (!f.seen[r] || !(f.compute[r] > 0)) continue;
+        const lr = Math.log(f.compute[r]) - med;
+        const x = Math.min(lr / scale, cfg.cap);
+        const before = this.s[r];
+        const after = Math.max(0, before + x - cfg.k);
+        this.s[r] = after;
+        if (!this.flagged[r]) {
+          if (after === 0) continue;
+          if (before === 0) {
+            // CUSUM's change-point estimate: the last step the statistic left zero.
+            this.onsetStep[r] = f.step;
+            this.onsetTs[r] = f.ts - stepMs;
+            this.resetSums(r, stepMs);
+          }
+        }
+        this.accumulate(r, f, lr, peerMs, stage, hostTop);
+        if (this.flagged[r]) {
+          this.clear[r] = Math.max(0, this.clear[r] + cfg.k - x);
+        } else if (after >= cfg.h) {
+          this.flagged[r] = 1;
+          this.clear[r] = 0;
+          const host = this.ranks.host[r];
+          const p = this.pending.get(host) ?? { host, firstStep: f.step, ranks: [] };
+          this.pending.set(host, p);
+          p.ranks.push(r);
+        }
+      }
+    }
+    this.decidePending(f);
+    this.updateIncidents(f);
+  }
+
+  /** Max compute per host this step, and the top two hosts, for the cost estimate. */
+  private hostMaxima(f: StepFrame): {
+    top: string | undefined;
+    topMs: number;
+    secondMs: number;
+    byHost: Map<string, number>;
+  } {
+    const byHost = new Map<string, number>();
+    for (let r = 0; r < this.ranks.size; r++) {
+      if (!f.seen[r]) continue;
+      const h = this.ranks.host[r];
+      const c = f.compute[r];
+      const cur = byHost.get(h);
+      if (cur === undefined || c > cur) byHost.set(h, c);
+    }
+    let top: string | undefined;
+    let topMs = 0;
+    let secondMs = 0;
+    for (const [h, c] of byHost) {
+      if (c > topMs) {
+        secondMs = topMs;
+        topMs = c;
+        top = h;
+      } else if (c > secondMs) secondMs = c;
+    }
+    return { top, topMs, secondMs, byHost };
+  }
+
+  /** Starts the since-onset sums at the current step (whose wall time is already in cumStepMs). */
+  private resetSums(r: number, stepMs: number): void {
+    this.n[r] = 0;
+    this.sumLog[r] = 0;
+    this.sumCompute[r] = 0;
+    this.sumPeer[r] = 0;
+    this.sumWait[r] = 0;
+    this.sumPeerWait[r] = 0;
+    this.sumExcess[r] = 0;
+    this.stepMsAtOnset[r] = this.cumStepMs - stepMs;
+  }
+
+  private accumulate(
+    r: number,
+    f: StepFrame,
+    lr: number,
+    peerMs: number,
+    stage: number,
+    hostTop: { top: string | undefined; topMs: number; secondMs: number },
+  ): void {
+    this.n[r]++;
+    this.sumLog[r] += lr;
+    this.sumCompute[r] += f.compute[r];
+    this.sumPeer[r] += peerMs;
+    if (f.commWait[r] >= 0) this.sumWait[r] += f.commWait[r];
+    const pw = this.stageWaitMedian[stage];
+    if (pw >= 0) this.sumPeerWait[r] += pw;
+    // What the job would have saved without this rank: its lead over the slowest other host.
+    const other = this.ranks.host[r] === hostTop.top ? hostTop.secondMs : hostTop.topMs;
+    if (f.compute[r] > other) this.sumExcess[r] += f.compute[r] - other;
+  }
+
+  private costPct(r: number): number {
+    const span = this.cumStepMs - this.stepMsAtOnset[r];
+    return span > 0 ? (100 * this.sumExcess[r]) / span : 0;
+  }
+
+  private decidePending(f: StepFrame): void {
+    for (const [host, p] of this.pending) {
+      const onHost = this.ranks.ranksOnHost.get(host) ?? 1;
+      const hostWide = p.ranks.length >= Math.max(2, Math.ceil(onHost / 2));
+      if (f.step - p.firstStep < this.cfg.groupWaitSteps && !(hostWide && p.ranks.length >= onHost)) continue;
+      this.pending.delete(host);
+      const existing = [...this.incidents.values()].find((i) => i.host === host && i.ranks.length > 1);
+      if (existing) {
+        for (const r of p.ranks) this.join(existing, r);
+      } else if (hostWide) {
+        this.openIncident(host, p.ranks, f);
+      } else {
+        for (const r of p.ranks) this.openIncident(host, [r], f);
+      }
+    }
+  }
+
+  private join(inc: Incident, r: number): void {
+    if (!inc.ranks.includes(r)) inc.ranks.push(r);
+    this.incidentOfRank.set(r, inc);
+  }
+
+  private openIncident(host: string, ranks: number[], f: StepFrame): void {
+    const lead = ranks.reduce((a, b) => (this.onsetStep[a] <= this.onsetStep[b] ? a : b));
+    const single = ranks.length === 1;
+    const id = findingId(
+      'straggler',
+      this.job,
+      host,
+      single ? this.ranks.gpu[lead] : undefined,
+      this.onsetStep[lead],
+    );
+    const inc: Incident = { id, host, ranks: [] };
+    for (const r of ranks) this.join(inc, r);
+    this.incidents.set(id, inc);
+    this.log.openFinding(id, f.ts, this.draft(inc));
+  }
+
+  private draft(inc: Incident) {
+    const rs = inc.ranks;
+    const lead = rs.reduce((a, b) => (this.costPct(a) >= this.costPct(b) ? a : b));
+    const single = rs.length === 1;
+    const n = Math.max(1, this.n[lead]);
+    const slowdown = 100 * (Math.exp(this.sumLog[lead] / n) - 1);
+    const cost = Math.max(...rs.map((r) => this.costPct(r)));
+    const compute = this.sumCompute[lead] / n;
+    const peer = this.sumPeer[lead] / n;
+    const wait = this.sumWait[lead] / n;
+    const peerWait = this.sumPeerWait[lead] / n;
+    const gpu = single ? this.ranks.gpu[lead] : undefined;
+    const where = single ? `rank ${lead} on ${inc.host}/${gpu}` : `${rs.length} ranks on ${inc.host}`;
+    return {
+      type: 'straggler',
+      job: this.job,
+      host: inc.host,
+      gpu,
+      rank: single ? lead : undefined,
+      severity: severityForCost(cost),
+      onset_ts: Math.min(...rs.map((r) => this.onsetTs[r])),
+      est_cost_pct: round(cost, 2),
+      action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
+      evidence: {
+        onset_step: Math.min(...rs.map((r) => this.onsetStep[r])),
+        slowdown_pct: round(slowdown, 1),
+        compute_ms: round(compute, 1),
+        peer_median_compute_ms: round(peer, 1),
+        comm_wait_ms: round(wait, 1),
+        peer_median_comm_wait_ms: round(peerWait, 1),
+        stage: this.ranks.stage[lead],
+        steps: this.n[lead],
+        cusum: round(this.s[lead], 1),
+        ranks: rs.slice().sort((a, b) => a - b),
+        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+      },
+      summary:
+        `${where} computes ${round(slowdown, 1)}% slower than its stage peers ` +
+        `(${round(compute, 0)} vs ${round(peer, 0)} ms, waits ${round(wait, 0)} vs ${round(peerWait, 0)} ms in collectives)` +
+        ` and costs the job ~${round(cost, 1)}% of its throughput.`,
+    };
+  }
+
+  private updateIncidents(f: StepFrame): void {
+    for (const [id, inc] of this.incidents) {
+      if (inc.ranks.every((r) => this.clear[r] >= this.cfg.resolveH)) {
+        this.log.resolve(id, f.ts, { summary: `${inc.host}: compute back in line with stage peers.` });
+        this.incidents.delete(id);
+        for (const r of inc.ranks) {
+          this.flagged[r] = 0;
+          this.s[r] = 0;
+          this.clear[r] = 0;
+          this.incidentOfRank.delete(r);
+        }
+      } else {
+        this.log.update(id, f.ts, this.draft(inc));
+      }
+    }
+  }
+
+  /** Open incidents, for linking and the end-of-job summary. */
+  openIncidents(): { id: string; host: string; ranks: number[] }[] {
+    return [...this.incidents.values()];
+  }
+
+  private ensure(capacity: number): void {
+    if (capacity <= this.cap) return;
+    const f64 = (a: Float64Array) => {
+      const b = new Float64Array(capacity);
+      b.set(a);
+      return b;
+    };
+    const i32 = (a: Int32Array) => {
+      const b = new Int32Array(capacity);
+      b.set(a);
+      return b;
+    };
+    this.s = f64(this.s);
+    this.clear = f64(this.clear);
+    this.onsetTs = f64(this.onsetTs);
+    this.sumLog = f64(this.sumLog);
+    this.sumCompute = f64(this.sumCompute);
+    this.sumPeer = f64(this.sumPeer);
+    this.sumWait = f64(this.sumWait);
+    this.sumPeerWait = f64(this.sumPeerWait);
+    this.sumExcess = f64(this.sumExcess);
+    this.stepMsAtOnset = f64(this.stepMsAtOnset);
+    this.onsetStep = i32(this.onsetStep);
+    this.n = i32(this.n);
+    const fl = new Uint8Array(capacity);
+    fl.set(this.flagged);
+    this.flagged = fl;
+    this.scratch = new Float64Array(capacity);
+    this.scratch2 = new Float64Array(capacity);
+    this.cap = capacity;
+  }
+}
+
+function maxPresent(a: Float64Array, seen: Uint8Array, n: number): number {
+  let m = 0;
+  for (let i = 0; i < n; i++) if (seen[i] && a[i] > m) m = a[i];
+  return m;
+}
+
+function round(x: number, digits: number): number {
+  const p = 10 ** digits;
+  return Math.round(x * p) / p;
+}

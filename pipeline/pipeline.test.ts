@@ -1,0 +1,148 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { RankwatchError } from '../core/errors.js';
+import { ClusterSim } from '../sim/cluster.js';
+import { parseFault } from '../sim/faults.js';
+import { ChdbStore } from '../store/chdb.js';
+import { findingsOf, tableCounts } from '../store/queries.js';
+import type { InsertBatch } from '../store/rows.js';
+import type { Store } from '../store/store.js';
+import { MemoryTransport } from '../stream/memory.js';
+import { batchByKey } from '../stream/transport.js';
+import { Pipeline } from './pipeline.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-pipeline-'));
+const chdb = new ChdbStore({ path: dir });
+afterAll(async () => {
+  await chdb.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+beforeEach(async () => {
+  for (const t of [
+    'events',
+    'steps',
+    'mfu',
+    'step_rollups',
+    'findings',
+    'dead_letters',
+    'schema_migrations',
+  ]) {
+    await chdb.exec(`DROP TABLE IF EXISTS ${t}`);
+  }
+});
+
+/** The real chDB store behind a switch that makes it unreachable, as a network store can be. */
+class SwitchableStore implements Store {
+  readonly type = 'switchable-chdb';
+  down = false;
+  failures = 0;
+  constructor(private readonly inner: Store) {}
+  migrate() {
+    return this.inner.migrate();
+  }
+  async insert(batches: InsertBatch[]) {
+    if (this.down) {
+      this.failures++;
+      throw new RankwatchError('RANKWATCH_ERR_STORE_UNAVAILABLE', 'store endpoint down');
+    }
+    return this.inner.insert(batches);
+  }
+  query<T>(sql: string, params?: Record<string, unknown>) {
+    return this.inner.query<T>(sql, params);
+  }
+  exec(sql: string) {
+    return this.inner.exec(sql);
+  }
+  close() {
+    return Promise.resolve();
+  }
+}
+
+function job(faults: string[] = []) {
+  return new ClusterSim({
+    ranks: 32,
+    steps: 60,
+    seed: 2,
+    startTs: Date.now() - 600_000,
+    faults: faults.map(parseFault),
+  });
+}
+
+describe('embedded pipeline', () => {
+  it('stores every event and finding once, even when batches are delivered twice', async () => {
+    const sim = job(['slow_rank:rank=20,at=10,slowdown=0.4']);
+    const events = [...sim.events()];
+    const transport = new MemoryTransport();
+    const pipeline = new Pipeline({ transport, store: chdb });
+    await pipeline.start();
+    for (let i = 0; i < events.length; i += 500) {
+      const batches = batchByKey(events.slice(i, i + 500));
+      await transport.publish(batches);
+      if (i % 2000 === 0) await transport.publish(batches); // redelivery, as after a consumer crash
+    }
+    await pipeline.stop();
+    const counts = await tableCounts(chdb);
+    expect(counts.events).toBe(events.length);
+    expect(counts.steps).toBe(32 * 60);
+    const found = await findingsOf(chdb, sim.opts.job);
+    const opens = found.filter((f) => f.state === 'open');
+    expect(opens.map((f) => [f.type, f.host, f.gpu])).toEqual([
+      ['straggler', sim.faults[0].host, sim.faults[0].gpu],
+    ]);
+    expect(new Set(found.map((f) => `${f.id}/${f.state}/${f.ts}`)).size).toBe(found.length);
+  });
+
+  it('sets malformed events aside with their reason and keeps the good ones', async () => {
+    const transport = new MemoryTransport();
+    const dead: string[] = [];
+    const pipeline = new Pipeline({
+      transport,
+      store: chdb,
+      onDeadLetters: (rows) => dead.push(...rows.map((r) => r.reason)),
+    });
+    await pipeline.start();
+    const good = [...job().events()].slice(0, 300);
+    await transport.publish([
+      {
+        key: 'sim-2',
+        events: [...good.slice(0, 100), { v: 1, kind: 'step', ts: 1 }, 'not an object', ...good.slice(100)],
+      },
+    ]);
+    await pipeline.stop();
+    expect(dead).toEqual(['step: missing field: job', 'not a JSON object']);
+    const counts = await tableCounts(chdb);
+    expect(counts.events).toBe(300);
+    expect(counts.dead_letters).toBe(2);
+    const rows = await chdb.query<{ reason: string }>(
+      'SELECT reason FROM dead_letters FINAL ORDER BY reason',
+    );
+    expect(rows.map((r) => r.reason)).toEqual(['not a JSON object', 'step: missing field: job']);
+  });
+
+  it('holds the batch and retries while the store is down, then writes everything', async () => {
+    const store = new SwitchableStore(chdb);
+    const transport = new MemoryTransport({ maxQueuedBatches: 2 });
+    const retries: number[] = [];
+    const pipeline = new Pipeline({ transport, store, onStoreRetry: (_e, n) => retries.push(n) });
+    await pipeline.start();
+    const events = [...job().events()];
+    store.down = true;
+    let published = 0;
+    const producer = (async () => {
+      for (let i = 0; i < events.length; i += 200) {
+        await transport.publish([{ key: 'sim-2', events: events.slice(i, i + 200) }]);
+        published += 200;
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 400));
+    expect(store.failures).toBeGreaterThan(1);
+    expect(published).toBeLessThan(events.length); // backpressure reached the producer
+    store.down = false;
+    await producer;
+    await pipeline.stop();
+    expect(retries.length).toBeGreaterThan(0);
+    expect((await tableCounts(chdb)).events).toBe(events.length);
+  });
+});

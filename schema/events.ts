@@ -1,0 +1,169 @@
+/**
+ * The v1 event contract of design.md as TypeBox schemas. Field names are the contract:
+ * extend, never rename. Objects are open (unknown fields are kept, never rejected).
+ */
+import { type Static, type TSchema, Type } from '@sinclair/typebox';
+
+const Str = (description: string) => Type.String({ minLength: 1, description });
+const Int = (description: string, minimum = 0) => Type.Integer({ minimum, description });
+const Num = (description: string, minimum = 0) => Type.Number({ minimum, description });
+const Opt = <T extends TSchema>(t: T) => Type.Optional(t);
+
+function kind<K extends string, P extends Record<string, TSchema>>(k: K, description: string, props: P) {
+  return Type.Object(
+    {
+      v: Type.Literal(1, { description: 'contract version' }),
+      kind: Type.Literal(k),
+      ts: Type.Number({ minimum: 0, description: 'event time, epoch milliseconds' }),
+      ...props,
+    },
+    { description, additionalProperties: true },
+  );
+}
+
+export const ParallelLayout = Type.Object(
+  {
+    tp: Int('tensor-parallel size', 1),
+    pp: Int('pipeline-parallel size', 1),
+    dp: Int('data-parallel size', 1),
+    cp: Opt(Int('context-parallel size', 1)),
+    ep: Opt(Int('expert-parallel size', 1)),
+  },
+  { additionalProperties: true },
+);
+
+export const ModelConfig = Type.Object(
+  {
+    params: Opt(Num('total parameters')),
+    layers: Int('transformer layers', 1),
+    hidden: Int('hidden size', 1),
+    heads: Int('attention (query) heads', 1),
+    kv_heads: Opt(Int('key/value heads (GQA); defaults to heads', 1)),
+    head_dim: Opt(Int('per-head dimension; defaults to hidden/heads', 1)),
+    ffn_hidden: Opt(Int('MLP inner size; defaults to 4*hidden', 1)),
+    swiglu: Opt(Type.Boolean({ description: 'gated MLP (three matrices)' })),
+    seq_len: Int('sequence length', 1),
+    vocab: Int('vocabulary size', 1),
+    experts: Opt(Int('MoE experts', 1)),
+    top_k: Opt(Int('MoE experts each token is routed to', 1)),
+    moe_ffn_hidden: Opt(Int('MoE expert MLP inner size; defaults to ffn_hidden', 1)),
+  },
+  { additionalProperties: true },
+);
+
+export const JobEvent = kind('job', 'a training job announces its shape, once at start', {
+  job: Str('job id'),
+  world_size: Int('number of ranks', 1),
+  gpu_model: Str('GPU model, e.g. H100-SXM'),
+  dtype: Str('training math precision, e.g. bf16'),
+  parallel: ParallelLayout,
+  model: Opt(ModelConfig),
+  flops_per_step: Opt(Num('model FLOPs per optimizer step, when the model config is not given')),
+  global_batch_tokens: Opt(Num('tokens per optimizer step, whole job')),
+  hosts: Opt(Type.Array(Type.String(), { description: 'hosts the job runs on' })),
+});
+
+export const StepEvent = kind('step', 'one rank finished one optimizer step', {
+  job: Str('job id'),
+  rank: Int('global rank'),
+  host: Str('host name'),
+  gpu: Int('GPU index on the host'),
+  stage: Opt(Int('pipeline stage')),
+  step: Int('optimizer step number'),
+  step_ms: Num('wall time of the step'),
+  compute_ms: Num('busy time, excluding time blocked in collectives'),
+  comm_wait_ms: Opt(Num('time blocked waiting in collectives')),
+  tokens: Opt(Num('tokens this rank processed in the step')),
+});
+
+export const CollectiveOp = Type.Union(
+  ['allreduce', 'allgather', 'reducescatter', 'alltoall', 'broadcast', 'send', 'recv'].map((op) =>
+    Type.Literal(op),
+  ),
+);
+
+export const CollectiveEvent = kind('collective', 'timing of one NCCL collective or p2p transfer', {
+  job: Str('job id'),
+  rank: Int('global rank'),
+  host: Str('host name'),
+  gpu: Opt(Int('GPU index on the host (the NIC rail in rail-optimised fabrics)')),
+  step: Int('optimizer step number'),
+  op: CollectiveOp,
+  comm: Str('communicator id'),
+  nranks: Opt(Int('ranks in the communicator', 1)),
+  peer: Opt(Int('peer rank (send/recv)')),
+  peer_host: Opt(Str('peer host (send/recv)')),
+  bytes: Num('payload bytes'),
+  dur_ms: Num('duration'),
+});
+
+export const GpuEvent = kind('gpu', 'one GPU telemetry sample', {
+  host: Str('host name'),
+  gpu: Int('GPU index on the host'),
+  uuid: Opt(Type.String()),
+  job: Opt(Type.String()),
+  rank: Opt(Int('global rank')),
+  sm_clock_mhz: Num('SM clock'),
+  max_sm_clock_mhz: Opt(Num('maximum SM clock')),
+  power_w: Opt(Num('power draw')),
+  temp_c: Opt(Type.Number()),
+  util_pct: Opt(Num('GPU utilisation')),
+  throttle_reasons: Int('NVML clock-event reasons bitmask'),
+  ecc_sbe: Opt(Int('single-bit ECC errors')),
+  ecc_dbe: Opt(Int('double-bit ECC errors')),
+});
+
+export const CheckpointEvent = kind('checkpoint', 'a checkpoint save or load', {
+  job: Str('job id'),
+  rank: Opt(Int('global rank')),
+  step: Int('optimizer step number'),
+  phase: Type.Union([Type.Literal('save'), Type.Literal('load')]),
+  dur_ms: Num('duration'),
+  bytes: Opt(Num('bytes written or read')),
+  ok: Type.Boolean(),
+});
+
+export const FaultEvent = kind('fault', 'a hardware or runtime fault', {
+  host: Str('host name'),
+  gpu: Opt(Int('GPU index on the host')),
+  job: Opt(Type.String()),
+  rank: Opt(Int('global rank')),
+  source: Str('xid, ecc, nccl_timeout, exit, link…'),
+  code: Opt(Type.Union([Type.Integer(), Type.String()])),
+  message: Type.String(),
+});
+
+export const JobLifecycleEvent = kind('job_event', 'a job starts, restarts, is interrupted or finishes', {
+  job: Str('job id'),
+  event: Type.Union(['start', 'restart', 'interrupted', 'finished'].map((e) => Type.Literal(e))),
+  cause: Opt(Type.String()),
+});
+
+export const EVENT_SCHEMAS = {
+  job: JobEvent,
+  step: StepEvent,
+  collective: CollectiveEvent,
+  gpu: GpuEvent,
+  checkpoint: CheckpointEvent,
+  fault: FaultEvent,
+  job_event: JobLifecycleEvent,
+} as const;
+
+export type EventKind = keyof typeof EVENT_SCHEMAS;
+export type JobEvent = Static<typeof JobEvent>;
+export type StepEvent = Static<typeof StepEvent>;
+export type CollectiveEvent = Static<typeof CollectiveEvent>;
+export type GpuEvent = Static<typeof GpuEvent>;
+export type CheckpointEvent = Static<typeof CheckpointEvent>;
+export type FaultEvent = Static<typeof FaultEvent>;
+export type JobLifecycleEvent = Static<typeof JobLifecycleEvent>;
+export type ModelConfig = Static<typeof ModelConfig>;
+export type ParallelLayout = Static<typeof ParallelLayout>;
+export type RankwatchEvent =
+  | JobEvent
+  | StepEvent
+  | CollectiveEvent
+  | GpuEvent
+  | CheckpointEvent
+  | FaultEvent
+  | JobLifecycleEvent;

@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { parseEventLine, validateEvent } from './validate.js';
+
+const step = {
+  v: 1,
+  kind: 'step',
+  ts: 1767225600000,
+  job: 'j1',
+  rank: 3,
+  host: 'gpu-0000',
+  gpu: 3,
+  step: 10,
+  step_ms: 1200,
+  compute_ms: 1000,
+  comm_wait_ms: 150,
+};
+
+describe('validateEvent', () => {
+  it('accepts a valid event and keeps unknown fields', () => {
+    const v = validateEvent({ ...step, collector_version: '1.2', extra: { a: 1 } });
+    expect(v.ok).toBe(true);
+    if (v.ok) expect((v.event as Record<string, unknown>).collector_version).toBe('1.2');
+  });
+
+  it.each([
+    ['not JSON', '{"v":1,', /not valid JSON/],
+    ['not an object', '[1,2]', /not a JSON object/],
+    ['no kind', '{"v":1,"ts":1}', /missing field: kind/],
+    ['unknown kind', '{"v":1,"kind":"weather","ts":1}', /unknown kind "weather"/],
+    ['missing field', JSON.stringify({ ...step, compute_ms: undefined }), /step: missing field: compute_ms/],
+    ['wrong type', JSON.stringify({ ...step, step_ms: 'fast' }), /step\.step_ms: .*number.*"fast"/],
+    ['negative time', JSON.stringify({ ...step, compute_ms: -5 }), /step\.compute_ms/],
+    ['wrong version', JSON.stringify({ ...step, v: 2 }), /step\.v/],
+    [
+      'bad op',
+      JSON.stringify({
+        v: 1,
+        kind: 'collective',
+        ts: 1,
+        job: 'j',
+        rank: 0,
+        host: 'h',
+        step: 1,
+        op: 'shout',
+        comm: 'c',
+        bytes: 1,
+        dur_ms: 1,
+      }),
+      /collective\.op/,
+    ],
+  ])('rejects %s with a reason naming the problem', (_name, line, reason) => {
+    const v = parseEventLine(line);
+    expect(v.ok).toBe(false);
+    if (!v.ok) expect(v.reason).toMatch(reason);
+  });
+
+  it('accepts every kind of the v1 contract', () => {
+    const ts = 1;
+    const events = [
+      {
+        v: 1,
+        kind: 'job',
+        ts,
+        job: 'j',
+        world_size: 8,
+        gpu_model: 'H100-SXM',
+        dtype: 'bf16',
+        parallel: { tp: 8, pp: 1, dp: 1 },
+        flops_per_step: 1e15,
+      },
+      step,
+      {
+        v: 1,
+        kind: 'collective',
+        ts,
+        job: 'j',
+        rank: 0,
+        host: 'h',
+        step: 1,
+        op: 'send',
+        comm: 'pp',
+        peer: 8,
+        bytes: 1e6,
+        dur_ms: 2,
+      },
+      { v: 1, kind: 'gpu', ts, host: 'h', gpu: 0, sm_clock_mhz: 1980, throttle_reasons: 0 },
+      { v: 1, kind: 'checkpoint', ts, job: 'j', step: 100, phase: 'save', dur_ms: 9000, ok: true },
+      {
+        v: 1,
+        kind: 'fault',
+        ts,
+        host: 'h',
+        gpu: 1,
+        source: 'xid',
+        code: 79,
+        message: 'GPU has fallen off the bus.',
+      },
+      { v: 1, kind: 'job_event', ts, job: 'j', event: 'restart', cause: 'xid 79' },
+    ];
+    for (const e of events) expect(validateEvent(e)).toMatchObject({ ok: true });
+  });
+});

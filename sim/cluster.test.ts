@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import type { StepEvent } from '../schema/events.js';
+import { validateEvent } from '../schema/validate.js';
+import { ClusterSim } from './cluster.js';
+import { parseFault } from './faults.js';
+import { place } from './topology.js';
+
+const steps = (sim: ClusterSim) => [...sim.events()].filter((e): e is StepEvent => e.kind === 'step');
+
+describe('cluster simulator', () => {
+  it('lays ranks out in Megatron order: tp fastest, then dp, then pp; 8 GPUs per host', () => {
+    const l = { tp: 4, dp: 2, pp: 2, gpusPerHost: 8 };
+    expect(place(0, l)).toMatchObject({ tp: 0, dp: 0, stage: 0, host: 'gpu-0000', gpu: 0 });
+    expect(place(5, l)).toMatchObject({ tp: 1, dp: 1, stage: 0, host: 'gpu-0000', gpu: 5 });
+    expect(place(9, l)).toMatchObject({ tp: 1, dp: 0, stage: 1, host: 'gpu-0001', gpu: 1 });
+  });
+
+  it('is deterministic for a seed, and every event meets the v1 contract', () => {
+    const a = [...new ClusterSim({ ranks: 16, steps: 20, seed: 3 }).events()];
+    const b = [...new ClusterSim({ ranks: 16, steps: 20, seed: 3 }).events()];
+    const c = [...new ClusterSim({ ranks: 16, steps: 20, seed: 4 }).events()];
+    expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+    expect(JSON.stringify(a)).not.toBe(JSON.stringify(c));
+    for (const e of a) expect(validateEvent(e).ok).toBe(true);
+  });
+
+  it('synchronises ranks: the same step_ms for all; the slow rank has high compute and low comm wait', () => {
+    const sim = new ClusterSim({
+      ranks: 64,
+      steps: 30,
+      faults: [parseFault('slow_rank:rank=9,at=10,slowdown=0.3')],
+    });
+    const s = steps(sim).filter((e) => e.step === 20);
+    expect(new Set(s.map((e) => e.step_ms)).size).toBe(1);
+    const slow = s.find((e) => e.rank === 9)!;
+    const peers = s.filter((e) => e.stage === slow.stage && e.rank !== 9);
+    expect(slow.compute_ms).toBeGreaterThan(Math.max(...peers.map((e) => e.compute_ms)));
+    expect(slow.comm_wait_ms!).toBeLessThan(Math.min(...peers.map((e) => e.comm_wait_ms!)));
+  });
+
+  it('makes the first and last pipeline stages costlier', () => {
+    const s = steps(new ClusterSim({ ranks: 256, steps: 5, spikeProb: 0 }));
+    const mean = (stage: number) => {
+      const xs = s.filter((e) => e.stage === stage).map((e) => e.compute_ms);
+      return xs.reduce((a, b) => a + b, 0) / xs.length;
+    };
+    expect(mean(0)).toBeGreaterThan(mean(1) * 1.03);
+    expect(mean(3)).toBeGreaterThan(mean(0));
+  });
+
+  it('adding a fault changes no other rank', () => {
+    const clean = steps(new ClusterSim({ ranks: 64, steps: 10, telemetry: false, collectives: false }));
+    const faulty = steps(
+      new ClusterSim({
+        ranks: 64,
+        steps: 10,
+        telemetry: false,
+        collectives: false,
+        faults: [parseFault('slow_rank:rank=20,at=0')],
+      }),
+    );
+    for (let i = 0; i < clean.length; i++) {
+      if (clean[i].rank !== 20) expect(faulty[i].compute_ms).toBe(clean[i].compute_ms);
+    }
+  });
+
+  it('throttle and power brake show in telemetry; degraded NIC slows its collectives', () => {
+    const sim = new ClusterSim({
+      ranks: 64,
+      steps: 30,
+      faults: ['throttle:rank=3,at=5', 'power_brake:host=5,at=5', 'nic:rank=17,at=5,factor=4'].map(
+        parseFault,
+      ),
+    });
+    const events = [...sim.events()];
+    const late = events.filter((e) => e.ts > sim.faults[0].onsetTs! + 2000);
+    const gpu = late.filter((e) => e.kind === 'gpu');
+    const throttled = gpu.filter((e) => e.host === 'gpu-0000' && e.gpu === 3 && e.throttle_reasons & 0x40);
+    expect(throttled.length).toBeGreaterThan(10);
+    const braked = gpu.filter((e) => e.host === 'gpu-0005' && e.throttle_reasons & 0x80);
+    expect(new Set(braked.map((e) => (e.kind === 'gpu' ? e.gpu : -1))).size).toBe(8);
+    const ar = late.filter((e) => e.kind === 'collective' && e.op === 'allreduce');
+    const slowComm = ar.find((e) => e.kind === 'collective' && e.rank === 17);
+    const otherComm = ar.find((e) => e.kind === 'collective' && e.rank === 18);
+    expect(slowComm && otherComm && slowComm.kind === 'collective' && otherComm.kind === 'collective').toBe(
+      true,
+    );
+    if (slowComm?.kind === 'collective' && otherComm?.kind === 'collective')
+      expect(slowComm.dur_ms).toBeGreaterThan(otherComm.dur_ms * 2);
+    expect(sim.faults.map((f) => [f.host, f.gpu])).toEqual([
+      ['gpu-0000', 3],
+      ['gpu-0005', undefined],
+      ['gpu-0002', 1],
+    ]);
+  });
+});

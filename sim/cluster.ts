@@ -1,0 +1,494 @@
+/**
+ * A simulated synchronous hybrid-parallel training job that emits v1 events.
+ *
+ * The model: every rank computes its share of the step (cost set by its pipeline stage, per-rank
+ * hardware offset, per-step noise, rare spikes, job-wide jitter), then all ranks meet at the
+ * collectives, so the wall step time is the same for all and equals the slowest rank's compute
+ * plus the exposed communication plus any job-wide stall. The slow rank therefore shows high
+ * `compute_ms` and low `comm_wait_ms`. Seeded and deterministic: the same options give the same
+ * events, and adding a fault does not change the noise any other rank sees.
+ */
+import { Random } from '../core/random.js';
+import { findGpu } from '../detectors/mfu/peaks.js';
+import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
+import { clockSlowdown, type FaultSpec, isActive } from './faults.js';
+import { MODELS } from './models.js';
+import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
+
+export interface SimOptions {
+  job?: string;
+  ranks?: number;
+  steps?: number;
+  /** Typical wall time of a step. */
+  stepMs?: number;
+  seed?: number;
+  startTs?: number;
+  gpuModel?: string;
+  dtype?: string;
+  model?: string;
+  layout?: Partial<Layout>;
+  /** Per-rank, per-step compute noise (log-normal sigma). */
+  noise?: number;
+  /** Job-wide compute jitter per step (moves everyone alike). */
+  jobJitter?: number;
+  /** Probability per rank-step of a single-step spike (GC, page fault). */
+  spikeProb?: number;
+  /** Probability per step of a job-wide data-loader stall. */
+  stallProb?: number;
+  /** Extra cost of the first and last pipeline stages (embeddings, logits). */
+  firstStageCost?: number;
+  lastStageCost?: number;
+  telemetry?: boolean;
+  collectives?: boolean;
+  checkpointEvery?: number;
+  faults?: FaultSpec[];
+}
+
+/** What was injected, where, and what it really cost: the ground truth the evaluation scores against. */
+export interface InjectedFault {
+  spec: FaultSpec;
+  host: string;
+  gpu?: number;
+  rank?: number;
+  ranks: number[];
+  onsetStep: number;
+  onsetTs?: number;
+  /** Share of throughput lost to this fault alone over its active steps, percent. */
+  trueCostPct: number;
+}
+
+export const SIM_DEFAULTS = {
+  ranks: 256,
+  steps: 240,
+  stepMs: 1200,
+  seed: 1,
+  startTs: Date.UTC(2026, 0, 1),
+  gpuModel: 'H100-SXM',
+  dtype: 'bf16',
+  model: 'llama-70b',
+  noise: 0.015,
+  jobJitter: 0.02,
+  spikeProb: 0.001,
+  stallProb: 0.02,
+  firstStageCost: 1.06,
+  lastStageCost: 1.12,
+  telemetry: true,
+  collectives: true,
+  checkpointEvery: 100,
+};
+
+const EXPOSED_COMM_SHARE = 0.06;
+const RAIL_BUSBW_BYTES_PER_MS = 40e6; // 40 GB/s bus bandwidth per NIC rail
+const P2P_BYTES_PER_MS = 20e6;
+
+export class ClusterSim {
+  readonly opts: typeof SIM_DEFAULTS & SimOptions & { job: string };
+  readonly layout: Layout;
+  readonly places: RankPlace[];
+  readonly faults: InjectedFault[];
+  private readonly model: ModelConfig;
+  private readonly maxClock: number;
+
+  constructor(options: SimOptions = {}) {
+    const o = { ...SIM_DEFAULTS, ...stripUndefined(options) };
+    this.opts = { ...o, job: options.job ?? `sim-${o.seed}` };
+    const base = defaultLayout(o.ranks, o.layout?.gpusPerHost ?? 8);
+    this.layout = { ...base, ...stripUndefined(o.layout ?? {}) };
+    const { tp, dp, pp } = this.layout;
+    if (tp * dp * pp !== o.ranks) throw new Error(`layout tp*dp*pp = ${tp * dp * pp} != ranks ${o.ranks}`);
+    this.places = Array.from({ length: o.ranks }, (_, r) => place(r, this.layout));
+    const model = MODELS[o.model];
+    if (!model) throw new Error(`unknown model "${o.model}" (expected ${Object.keys(MODELS).join(', ')})`);
+    this.model = model;
+    this.maxClock = findGpu(o.gpuModel)?.maxSmClockMhz ?? 1980;
+    this.faults = (o.faults ?? []).map((f) => this.resolveFault(f));
+  }
+
+  private resolveFault(spec: FaultSpec): InjectedFault {
+    const hostIndex = spec.host ?? (spec.rank !== undefined ? this.places[spec.rank]?.hostIndex : undefined);
+    if (hostIndex === undefined) throw new Error(`fault ${spec.type} needs rank= or host=`);
+    const onHost = this.places.filter((p) => p.hostIndex === hostIndex);
+    if (onHost.length === 0) throw new Error(`fault ${spec.type}: host ${hostIndex} is not in the job`);
+    if (spec.type === 'power_brake') {
+      return {
+        spec,
+        host: hostName(hostIndex),
+        ranks: onHost.map((p) => p.rank),
+        onsetStep: spec.at,
+        trueCostPct: 0,
+      };
+    }
+    const rank = spec.rank ?? onHost.find((p) => p.gpu === (spec.gpu ?? 0))?.rank;
+    if (rank === undefined || !this.places[rank]) throw new Error(`fault ${spec.type}: rank not in the job`);
+    const p = this.places[rank];
+    return { spec, host: p.host, gpu: p.gpu, rank, ranks: [rank], onsetStep: spec.at, trueCostPct: 0 };
+  }
+
+  private stageCost(stage: number): number {
+    const { pp } = this.layout;
+    let c = 1;
+    if (stage === 0) c *= this.opts.firstStageCost;
+    if (stage === pp - 1) c *= this.opts.lastStageCost;
+    return c;
+  }
+
+  jobEvent(ts: number): RankwatchEvent {
+    const { tp, dp, pp } = this.layout;
+    return {
+      v: 1,
+      kind: 'job',
+      ts,
+      job: this.opts.job,
+      world_size: this.opts.ranks,
+      gpu_model: this.opts.gpuModel,
+      dtype: this.opts.dtype,
+      parallel: { tp, pp, dp },
+      model: this.model,
+      global_batch_tokens: this.globalBatchTokens(),
+      hosts: [...new Set(this.places.map((p) => p.host))],
+    };
+  }
+
+  /** Sized so a healthy job runs near 40% MFU at the chosen step time. */
+  private globalBatchTokens(): number {
+    const seqs = Math.max(1, Math.round((this.opts.ranks * this.opts.stepMs) / 1200 / 8));
+    return seqs * this.model.seq_len;
+  }
+
+  *events(): Generator<RankwatchEvent> {
+    const o = this.opts;
+    const { tp, dp, pp } = this.layout;
+    const n = o.ranks;
+    const noiseRng = new Random(o.seed);
+    const jobRng = new Random(o.seed ^ 0x5bd1e995);
+    const telRng = new Random(o.seed ^ 0x27d4eb2f);
+    const commRng = new Random(o.seed ^ 0x165667b1);
+    const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
+    // Compute so that the costliest stage plus exposed comm fills the step.
+    const unit =
+      (o.stepMs * (1 - EXPOSED_COMM_SHARE)) /
+      Math.max(...Array.from({ length: pp }, (_, s) => this.stageCost(s))) /
+      1.03;
+    const stageBase = Array.from({ length: pp }, (_, s) => unit * this.stageCost(s));
+    const params = this.model.params ?? 1e10;
+    const gradBytes = (params / pp / tp) * 2;
+    const arNominal = (gradBytes * (2 * (dp - 1))) / dp / RAIL_BUSBW_BYTES_PER_MS;
+    const actBytes = ((this.globalBatchTokens() / dp) * this.model.hidden * 2) / tp;
+    const p2pNominal = actBytes / P2P_BYTES_PER_MS;
+    const exposedBase = o.stepMs * EXPOSED_COMM_SHARE;
+
+    const compute = new Float64Array(n);
+    const clean = new Float64Array(n);
+    const costSums = this.faults.map(() => ({ actual: 0, without: 0 }));
+    let ts = o.startTs;
+    yield this.jobEvent(ts);
+    yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'start' };
+
+    for (let step = 0; step < o.steps; step++) {
+      const t0 = ts;
+      const jobFactor = Math.exp(o.jobJitter * jobRng.normal());
+      const stall = jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0;
+      for (let r = 0; r < n; r++) {
+        const spike = noiseRng.chance(o.spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
+        const z = noiseRng.normal();
+        clean[r] = stageBase[this.places[r].stage] * offsets[r] * Math.exp(o.noise * z) * jobFactor * spike;
+        compute[r] = clean[r] * this.computeFactor(r, step);
+      }
+      // Communicator durations: DP all-reduce per (stage, tp) group, p2p per edge.
+      const commNoise = Math.exp(0.03 * commRng.normal());
+      const arDur = (stage: number, t: number) => {
+        let f = 1;
+        for (let d = 0; d < dp; d++) f = Math.max(f, this.linkFactor(rankOf(t, d, stage, this.layout), step));
+        return arNominal * f * commNoise;
+      };
+      const p2pDur = (from: number, to: number) =>
+        p2pNominal * Math.max(this.linkFactor(from, step), this.linkFactor(to, step)) * commNoise;
+      let commExtra = 0;
+      if (dp > 1) {
+        for (let s = 0; s < pp; s++)
+          for (let t = 0; t < tp; t++) commExtra = Math.max(commExtra, arDur(s, t) - arNominal * commNoise);
+      }
+      for (let r = 0; r < n && pp > 1; r++) {
+        const p = this.places[r];
+        if (p.stage < pp - 1)
+          commExtra = Math.max(
+            commExtra,
+            p2pDur(r, rankOf(p.tp, p.dp, p.stage + 1, this.layout)) - p2pNominal * commNoise,
+          );
+      }
+      const checkpoint = o.checkpointEvery > 0 && step > 0 && step % o.checkpointEvery === 0;
+      const ckptMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
+      const maxCompute = maxOf(compute);
+      const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
+      const t1 = Math.round(t0 + stepMs);
+      this.accumulateCost(step, compute, clean, stepMs, stall + ckptMs + exposedBase, commExtra, costSums);
+
+      if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
+      for (const f of this.faults) {
+        if (step === f.spec.at) f.onsetTs = t0;
+        if (f.spec.type === 'xid' && step === f.spec.at) {
+          yield {
+            v: 1,
+            kind: 'fault',
+            ts: t0 + 1,
+            host: f.host,
+            gpu: f.gpu,
+            job: o.job,
+            rank: f.rank,
+            source: 'xid',
+            code: f.spec.code ?? 79,
+            message: xidMessage(f.spec.code ?? 79),
+          };
+        }
+      }
+      if (o.collectives) {
+        const tc = t1 - 5;
+        for (let r = 0; r < n; r++) {
+          const p = this.places[r];
+          if (dp > 1) {
+            yield {
+              v: 1,
+              kind: 'collective',
+              ts: tc,
+              job: o.job,
+              rank: r,
+              host: p.host,
+              gpu: p.gpu,
+              step,
+              op: 'allreduce',
+              comm: `dp.s${p.stage}.t${p.tp}`,
+              nranks: dp,
+              bytes: Math.round(gradBytes),
+              dur_ms: round3(arDur(p.stage, p.tp)),
+            };
+          }
+          if (p.stage < pp - 1) {
+            const peer = rankOf(p.tp, p.dp, p.stage + 1, this.layout);
+            yield {
+              v: 1,
+              kind: 'collective',
+              ts: tc,
+              job: o.job,
+              rank: r,
+              host: p.host,
+              gpu: p.gpu,
+              step,
+              op: 'send',
+              comm: `pp.d${p.dp}.t${p.tp}`,
+              nranks: 2,
+              peer,
+              peer_host: this.places[peer].host,
+              bytes: Math.round(actBytes),
+              dur_ms: round3(p2pDur(r, peer)),
+            };
+          }
+          if (p.stage > 0) {
+            const peer = rankOf(p.tp, p.dp, p.stage - 1, this.layout);
+            yield {
+              v: 1,
+              kind: 'collective',
+              ts: tc,
+              job: o.job,
+              rank: r,
+              host: p.host,
+              gpu: p.gpu,
+              step,
+              op: 'recv',
+              comm: `pp.d${p.dp}.t${p.tp}`,
+              nranks: 2,
+              peer,
+              peer_host: this.places[peer].host,
+              bytes: Math.round(actBytes),
+              dur_ms: round3(p2pDur(peer, r)),
+            };
+          }
+        }
+      }
+      const tokens = this.globalBatchTokens() / dp;
+      for (let r = 0; r < n; r++) {
+        const p = this.places[r];
+        yield {
+          v: 1,
+          kind: 'step',
+          ts: t1,
+          job: o.job,
+          rank: r,
+          host: p.host,
+          gpu: p.gpu,
+          stage: p.stage,
+          step,
+          step_ms: round3(stepMs),
+          compute_ms: round3(compute[r]),
+          comm_wait_ms: round3(stepMs - compute[r] - stall - ckptMs),
+          tokens: p.tp === 0 && p.stage === pp - 1 ? tokens : 0,
+        };
+      }
+      if (checkpoint) {
+        yield {
+          v: 1,
+          kind: 'checkpoint',
+          ts: t1,
+          job: o.job,
+          rank: 0,
+          step,
+          phase: 'save',
+          dur_ms: Math.round(ckptMs),
+          bytes: Math.round(params * 14),
+          ok: true,
+        };
+      }
+      ts = t1;
+    }
+    yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'finished' };
+    this.faults.forEach((f, i) => {
+      const c = costSums[i];
+      f.trueCostPct = c.actual > 0 ? (100 * (c.actual - c.without)) / c.actual : 0;
+    });
+  }
+
+  /** Product of every active fault's compute multiplier on rank r at `step`. */
+  private computeFactor(r: number, step: number, skip?: InjectedFault): number {
+    let f = 1;
+    for (const fault of this.faults) {
+      if (fault === skip || !isActive(fault.spec, step) || !fault.ranks.includes(r)) continue;
+      f *= faultComputeFactor(fault.spec, step);
+    }
+    return f;
+  }
+
+  /** Bandwidth divisor for transfers through rank r's NIC rail. */
+  private linkFactor(r: number, step: number): number {
+    let f = 1;
+    for (const fault of this.faults) {
+      if (fault.spec.type === 'nic' && fault.rank === r && isActive(fault.spec, step))
+        f *= fault.spec.factor ?? 3;
+    }
+    return f;
+  }
+
+  private accumulateCost(
+    step: number,
+    compute: Float64Array,
+    clean: Float64Array,
+    stepMs: number,
+    fixedMs: number,
+    commExtra: number,
+    sums: { actual: number; without: number }[],
+  ): void {
+    this.faults.forEach((fault, i) => {
+      if (!isActive(fault.spec, step)) return;
+      let without: number;
+      if (fault.spec.type === 'nic') {
+        without = stepMs - commExtra;
+      } else {
+        let m = 0;
+        for (let r = 0; r < compute.length; r++) {
+          const c = fault.ranks.includes(r) ? clean[r] * this.computeFactor(r, step, fault) : compute[r];
+          if (c > m) m = c;
+        }
+        without = fixedMs + m + commExtra;
+      }
+      sums[i].actual += stepMs;
+      sums[i].without += without;
+    });
+  }
+
+  private *telemetry(
+    t0: number,
+    t1: number,
+    step: number,
+    idleMs: number,
+    rng: Random,
+  ): Generator<RankwatchEvent> {
+    const o = this.opts;
+    const first = Math.ceil((t0 + 1) / 1000) * 1000;
+    for (let sec = first; sec <= t1; sec += 1000) {
+      const idle = sec - t0 < idleMs;
+      for (const p of this.places) {
+        let clock = this.maxClock;
+        let reasons = 0;
+        let temp = 62 + 6 * rng.next();
+        let power = 640 + 40 * rng.next();
+        let util = 96 + 4 * rng.next();
+        if (idle) {
+          clock = 1000 + Math.round(200 * rng.next());
+          reasons = 0x1;
+          util = 3 * rng.next();
+          power = 120;
+        } else if (rng.chance(0.15)) {
+          reasons = 0x4; // software power cap: common under load, not a fault
+          clock = this.maxClock - Math.round(150 * rng.next());
+        } else if (rng.chance(0.0005)) {
+          reasons = 0x40; // a lone thermal blip: one sample must not fire
+          clock = Math.round(this.maxClock * 0.85);
+        }
+        for (const f of this.faults) {
+          if (idle || !isActive(f.spec, step) || !f.ranks.includes(p.rank)) continue;
+          if (f.spec.type === 'throttle' && rng.chance(0.9)) {
+            clock = Math.round(this.maxClock * (1 - (f.spec.depth ?? 0.2)) * (1 + 0.01 * rng.normal()));
+            reasons |= 0x20 | 0x40;
+            temp = 88 + 4 * rng.next();
+          } else if (f.spec.type === 'power_brake') {
+            clock = Math.round(this.maxClock * (1 - (f.spec.depth ?? 0.45)) * (1 + 0.01 * rng.normal()));
+            reasons |= 0x80 | 0x8;
+            power = 300 + 20 * rng.next();
+          }
+        }
+        yield {
+          v: 1,
+          kind: 'gpu',
+          ts: sec,
+          host: p.host,
+          gpu: p.gpu,
+          job: o.job,
+          rank: p.rank,
+          sm_clock_mhz: clock,
+          max_sm_clock_mhz: this.maxClock,
+          power_w: Math.round(power),
+          temp_c: Math.round(temp),
+          util_pct: Math.round(util),
+          throttle_reasons: reasons,
+        };
+      }
+    }
+  }
+}
+
+export function faultComputeFactor(spec: FaultSpec, step: number): number {
+  switch (spec.type) {
+    case 'throttle':
+      return clockSlowdown(spec.depth ?? 0.2);
+    case 'power_brake':
+      return clockSlowdown(spec.depth ?? 0.45);
+    case 'slow_rank':
+      return 1 + (spec.slowdown ?? 0.1);
+    case 'intermittent':
+      return (step - spec.at) % (spec.every ?? 3) === 0 ? 1 + (spec.slowdown ?? 0.3) : 1;
+    default:
+      return 1;
+  }
+}
+
+function xidMessage(code: number): string {
+  const known: Record<number, string> = {
+    48: 'Double Bit ECC Error',
+    79: 'GPU has fallen off the bus.',
+    94: 'Contained ECC error.',
+    95: 'Uncontained ECC error.',
+  };
+  return known[code] ?? `Xid ${code}`;
+}
+
+function maxOf(a: Float64Array): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) if (a[i] > m) m = a[i];
+  return m;
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

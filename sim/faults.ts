@@ -1,0 +1,97 @@
+/**
+ * Faults the simulator can inject, and how each one changes a rank's compute time, its GPU's
+ * telemetry and its links. A fault is written `type:key=value,...`, e.g.
+ * `throttle:rank=37,at=60,depth=0.2` or `nic:host=3,gpu=5,at=40,factor=3`.
+ */
+import { RankwatchError } from '../core/errors.js';
+
+export const FAULT_TYPES = ['throttle', 'slow_rank', 'intermittent', 'nic', 'power_brake', 'xid'] as const;
+export type FaultType = (typeof FAULT_TYPES)[number];
+
+export interface FaultSpec {
+  type: FaultType;
+  /** Global rank hit (throttle, slow_rank, intermittent, xid; nic: the rank whose rail is degraded). */
+  rank?: number;
+  /** Host index hit (power_brake; nic with `gpu`). */
+  host?: number;
+  gpu?: number;
+  /** First affected step. */
+  at: number;
+  /** Last affected step (inclusive); default: to the end. */
+  until?: number;
+  /** slow_rank / intermittent: extra compute time as a fraction (0.05 = 5% slower). */
+  slowdown?: number;
+  /** intermittent: slow on one step in `every`. */
+  every?: number;
+  /** throttle / power_brake: fraction the SM clock drops by. */
+  depth?: number;
+  /** nic: bandwidth divisor on every transfer through the degraded NIC. */
+  factor?: number;
+  /** xid: the XID code. */
+  code?: number;
+}
+
+export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
+  throttle: { depth: 0.2 },
+  slow_rank: { slowdown: 0.1 },
+  intermittent: { slowdown: 0.3, every: 3 },
+  nic: { factor: 3 },
+  power_brake: { depth: 0.45 },
+  xid: { code: 79 },
+};
+
+const NUMERIC_KEYS = [
+  'rank',
+  'host',
+  'gpu',
+  'at',
+  'until',
+  'slowdown',
+  'every',
+  'depth',
+  'factor',
+  'code',
+] as const;
+
+export function parseFault(text: string): FaultSpec {
+  const [type, rest = ''] = text.split(':', 2);
+  if (!(FAULT_TYPES as readonly string[]).includes(type)) {
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `unknown fault type "${type}" (expected ${FAULT_TYPES.join(', ')})`,
+    );
+  }
+  const spec: Record<string, unknown> = { type, at: 0, ...FAULT_DEFAULTS[type as FaultType] };
+  for (const pair of rest.split(',').filter(Boolean)) {
+    const [key, value] = pair.split('=', 2);
+    if (!(NUMERIC_KEYS as readonly string[]).includes(key)) {
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `fault "${text}": unknown key "${key}" (expected ${NUMERIC_KEYS.join(', ')})`,
+      );
+    }
+    const n = Number(value);
+    if (value === undefined || !Number.isFinite(n)) {
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', `fault "${text}": ${key} needs a number`);
+    }
+    spec[key] = n;
+  }
+  return spec as unknown as FaultSpec;
+}
+
+export function formatFault(f: FaultSpec): string {
+  const keys = NUMERIC_KEYS.filter((k) => f[k] !== undefined && !(k === 'at' && f.at === 0));
+  return `${f.type}:${keys.map((k) => `${k}=${f[k]}`).join(',')}`;
+}
+
+export function isActive(f: FaultSpec, step: number): boolean {
+  return step >= f.at && (f.until === undefined || step <= f.until);
+}
+
+/** Share of compute that scales with the SM clock; the rest waits on memory and is unchanged. */
+const CLOCK_BOUND_SHARE = 0.9;
+
+/** Compute-time multiplier from an SM clock that dropped by `depth`. */
+export function clockSlowdown(depth: number): number {
+  return 1 + (1 / (1 - depth) - 1) * CLOCK_BOUND_SHARE;
+}

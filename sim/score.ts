@@ -1,0 +1,69 @@
+/**
+ * Scores findings against what the simulator injected: which fault each finding names (same
+ * host, and the same GPU unless the fault or the finding is host-wide), how long after onset it
+ * opened (event time), and how far its cost estimate is from the true cost.
+ */
+import type { Finding } from '../schema/finding.js';
+import type { InjectedFault } from './cluster.js';
+
+/** Finding types that count as catching each fault. */
+export const CATCHES: Record<string, string[]> = {
+  throttle: ['throttle', 'straggler'],
+  slow_rank: ['straggler'],
+  intermittent: ['straggler'],
+  nic: ['slow_link'],
+  power_brake: ['throttle', 'straggler'],
+  xid: ['xid'],
+};
+
+/** Types whose findings on a clean job are false alarms. */
+export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link']);
+
+export interface FaultScore {
+  fault: InjectedFault;
+  detected: boolean;
+  /** First matching finding. */
+  first?: Finding;
+  ttdMs?: number;
+  /** Cost estimate of the matching straggler/slow_link finding (latest), percent. */
+  estCostPct?: number;
+}
+
+export interface RunScore {
+  faults: FaultScore[];
+  /** Opened findings that match no injected fault, of the judged types. */
+  falseFindings: Finding[];
+}
+
+export function matches(f: Finding, fault: InjectedFault): boolean {
+  if (!CATCHES[fault.spec.type]?.includes(f.type)) return false;
+  const hostMatch = f.host === fault.host || f.peer_host === fault.host;
+  if (!hostMatch) return false;
+  if (fault.gpu === undefined || f.gpu === undefined) return true;
+  return f.gpu === fault.gpu;
+}
+
+export function scoreRun(findings: Finding[], faults: InjectedFault[]): RunScore {
+  const opens = findings.filter((f) => f.state === 'open');
+  const used = new Set<string>();
+  const scores = faults.map((fault): FaultScore => {
+    const hits = opens.filter((f) => matches(f, fault) && f.ts >= (fault.onsetTs ?? 0));
+    for (const h of hits) used.add(h.id);
+    const first = hits.sort((a, b) => a.ts - b.ts)[0];
+    const costIds = new Set(hits.filter((h) => h.est_cost_pct !== undefined).map((h) => h.id));
+    const latest =
+      findings.filter((f) => costIds.has(f.id) && f.state !== 'resolved').at(-1) ??
+      findings.filter((f) => costIds.has(f.id)).at(-1);
+    return {
+      fault,
+      detected: first !== undefined,
+      first,
+      ttdMs: first && fault.onsetTs !== undefined ? first.ts - fault.onsetTs : undefined,
+      estCostPct: latest?.est_cost_pct,
+    };
+  });
+  // Findings that explain a matched one (linked) are not false alarms either.
+  for (const f of opens) if (f.related?.some((id) => used.has(id))) used.add(f.id);
+  const falseFindings = opens.filter((f) => JUDGED_TYPES.has(f.type) && !used.has(f.id));
+  return { faults: scores, falseFindings };
+}

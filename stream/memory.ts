@@ -1,0 +1,128 @@
+/**
+ * The in-process bus: a bounded queue per partition, one delivery loop per partition. A handler
+ * that rejects gets the same batch again after a backoff (at least once); publish waits while a
+ * partition holds `maxQueuedBatches`, which carries the consumer's backpressure to producers.
+ */
+import { RankwatchError } from '../core/errors.js';
+import {
+  type Batch,
+  type Delivery,
+  type DeliveryHandler,
+  partitionOf,
+  type Transport,
+  type TransportCounters,
+} from './transport.js';
+
+export interface MemoryTransportConfig {
+  partitions?: number;
+  maxQueuedBatches?: number;
+  /** Delay before redelivering a batch whose handler failed. */
+  retryDelayMs?: number;
+}
+
+interface Partition {
+  queue: Delivery[];
+  nextOffset: number;
+  running: boolean;
+}
+
+export class MemoryTransport implements Transport {
+  readonly type = 'memory';
+  private readonly parts: Partition[];
+  private readonly maxQueued: number;
+  private readonly retryDelayMs: number;
+  private handler: DeliveryHandler | undefined;
+  private stopped = false;
+  private waiters: (() => void)[] = [];
+  private readonly c: TransportCounters = {
+    published_batches: 0,
+    published_events: 0,
+    delivered_batches: 0,
+    redelivered_batches: 0,
+    handler_errors: 0,
+  };
+
+  constructor(config: MemoryTransportConfig = {}) {
+    this.parts = Array.from({ length: config.partitions ?? 1 }, () => ({
+      queue: [],
+      nextOffset: 0,
+      running: false,
+    }));
+    this.maxQueued = config.maxQueuedBatches ?? 64;
+    this.retryDelayMs = config.retryDelayMs ?? 50;
+  }
+
+  async publish(batches: Batch[]): Promise<void> {
+    for (const b of batches) {
+      if (this.stopped)
+        throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped memory transport');
+      const index = partitionOf(b.key, this.parts.length);
+      const part = this.parts[index];
+      while (part.queue.length >= this.maxQueued && !this.stopped) await this.waitForProgress();
+      part.queue.push({ key: b.key, partition: index, offset: part.nextOffset++, events: b.events });
+      this.c.published_batches++;
+      this.c.published_events += b.events.length;
+      this.pump(part);
+    }
+  }
+
+  async consume(handler: DeliveryHandler): Promise<void> {
+    if (this.handler)
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', 'memory transport has a consumer already');
+    this.handler = handler;
+    for (const p of this.parts) this.pump(p);
+  }
+
+  async drain(): Promise<void> {
+    while (!this.stopped && this.parts.some((p) => p.queue.length > 0)) await this.waitForProgress();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake();
+  }
+
+  counters(): TransportCounters {
+    return { ...this.c };
+  }
+
+  private pump(part: Partition): void {
+    if (part.running || !this.handler || part.queue.length === 0 || this.stopped) return;
+    part.running = true;
+    void this.deliverLoop(part);
+  }
+
+  private async deliverLoop(part: Partition): Promise<void> {
+    const handler = this.handler!;
+    let attempt = 0;
+    while (part.queue.length > 0 && !this.stopped) {
+      const d = part.queue[0];
+      try {
+        await handler(d);
+        part.queue.shift();
+        this.c.delivered_batches++;
+        attempt = 0;
+        this.wake();
+      } catch {
+        this.c.handler_errors++;
+        this.c.redelivered_batches++;
+        attempt++;
+        await new Promise((r) =>
+          setTimeout(r, Math.min(5_000, this.retryDelayMs * 2 ** Math.min(attempt, 7))),
+        );
+      }
+    }
+    part.running = false;
+    this.wake();
+  }
+
+  private waitForProgress(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const fn of w) fn();
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * The bus between collectors and detectors. Producers publish batches of events keyed by job
+ * (or by host for telemetry without a job), so one consumer sees every rank of a job in order.
+ * Consumers get batches and acknowledge each by resolving the handler's promise: a batch whose
+ * handler rejects is delivered again (at least once), so handlers must be idempotent.
+ *
+ * Two implementations: `memory` (in-process, the embedded default) and `kafka` (at scale).
+ */
+
+export interface Batch {
+  /** Partitioning key: the job id, or the host for events without a job. */
+  key: string;
+  events: unknown[];
+}
+
+export interface Delivery {
+  key: string;
+  partition: number;
+  /** Position of the batch in its partition; increases by one per batch. */
+  offset: number;
+  events: unknown[];
+  /** Payloads the transport could not decode, with the reason, for the dead-letter sink. */
+  undecodable?: { raw: string; reason: string }[];
+}
+
+export type DeliveryHandler = (delivery: Delivery) => Promise<void>;
+
+export interface TransportCounters {
+  published_batches: number;
+  published_events: number;
+  delivered_batches: number;
+  redelivered_batches: number;
+  handler_errors: number;
+}
+
+export interface Transport {
+  readonly type: string;
+  /** Sends batches; resolves once the bus holds them (may wait under backpressure). */
+  publish(batches: Batch[]): Promise<void>;
+  /** Starts delivering to `handler`; resolves once subscribed. One handler per transport. */
+  consume(handler: DeliveryHandler): Promise<void>;
+  /** Resolves when everything published so far has been acknowledged. */
+  drain(): Promise<void>;
+  /** Idempotent; stops delivery after the batch in flight and releases resources. */
+  stop(): Promise<void>;
+  counters(): TransportCounters;
+}
+
+/** Key for an event: its job, else its host, else a fixed key. */
+export function keyOf(event: unknown): string {
+  const e = event as { job?: unknown; host?: unknown };
+  if (typeof e.job === 'string' && e.job) return e.job;
+  if (typeof e.host === 'string' && e.host) return `host:${e.host}`;
+  return '_';
+}
+
+/** Groups events into one batch per key, keeping their order within each key. */
+export function batchByKey(events: unknown[]): Batch[] {
+  const byKey = new Map<string, unknown[]>();
+  for (const e of events) {
+    const k = keyOf(e);
+    const list = byKey.get(k);
+    if (list) list.push(e);
+    else byKey.set(k, [e]);
+  }
+  return [...byKey].map(([key, evs]) => ({ key, events: evs }));
+}
+
+/** FNV-1a, the same partition for the same key on every run. */
+export function partitionOf(key: string, partitions: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % partitions;
+}

@@ -1,0 +1,236 @@
+/** The command line as a user runs it: the built binary, real files, real chDB. */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Finding } from '../schema/finding.js';
+
+const run = promisify(execFile);
+const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-cli-'));
+
+async function rankwatch(...args: string[]) {
+  try {
+    const r = await run(process.execPath, [bin, ...args], { maxBuffer: 64 << 20 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+const readFindings = (path: string): Finding[] =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
+  const faulty = join(dir, 'throttle.jsonl');
+  const clean = join(dir, 'clean.jsonl');
+  const truth = join(dir, 'truth.json');
+
+  beforeAll(async () => {
+    const a = await rankwatch(
+      'sim',
+      '--ranks',
+      '256',
+      '--steps',
+      '240',
+      '--seed',
+      '5',
+      '--fault',
+      'throttle:rank=37,at=60',
+      '--truth',
+      truth,
+      '-o',
+      faulty,
+    );
+    const b = await rankwatch('sim', '--ranks', '256', '--steps', '240', '--seed', '5', '-o', clean);
+    expect(a.code).toBe(0);
+    expect(b.code).toBe(0);
+  });
+
+  it('names the throttled rank (host and gpu) after onset', async () => {
+    const out = join(dir, 'f1.jsonl');
+    const r = await rankwatch('replay', faulty, '--findings', out);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/replayed \d+ events/);
+    const [injected] = JSON.parse(readFileSync(truth, 'utf8'));
+    expect(injected).toMatchObject({ host: 'gpu-0004', gpu: 5, rank: 37 });
+    const hits = readFindings(out).filter(
+      (f) =>
+        f.state === 'open' &&
+        ['throttle', 'straggler'].includes(f.type) &&
+        f.host === 'gpu-0004' &&
+        f.gpu === 5,
+    );
+    expect(hits.length).toBeGreaterThan(0);
+    for (const h of hits) expect(h.ts).toBeGreaterThanOrEqual(injected.onsetTs);
+  });
+
+  it('reports no straggler or throttle on the same job without the fault', async () => {
+    const out = join(dir, 'f2.jsonl');
+    expect((await rankwatch('replay', clean, '--findings', out)).code).toBe(0);
+    expect(readFindings(out).filter((f) => ['throttle', 'straggler'].includes(f.type))).toEqual([]);
+  });
+
+  it('gives the same findings every time', async () => {
+    const a = join(dir, 'a.jsonl');
+    const b = join(dir, 'b.jsonl');
+    await rankwatch('replay', faulty, '--findings', a);
+    await rankwatch('replay', faulty, '--findings', b);
+    expect(readFileSync(a, 'utf8')).toBe(readFileSync(b, 'utf8'));
+    expect(readFileSync(a, 'utf8').length).toBeGreaterThan(0);
+  });
+
+  it('sets malformed lines aside with line numbers and still processes the good events around them', async () => {
+    const lines = readFileSync(faulty, 'utf8').split('\n');
+    const bad = [
+      '{"v":1,"kind":"step","ts":', // truncated
+      '{"v":1,"kind":"weather","ts":1}', // unknown kind
+      '{"v":1,"kind":"step","ts":1,"job":"x"}', // missing fields
+      '{"v":1,"kind":"gpu","ts":1,"host":"h","gpu":"zero","sm_clock_mhz":1,"throttle_reasons":0}', // wrong type
+      'garbage',
+      '[]',
+    ];
+    const at = [10, 5000, 90000, 150000, 200000, 250000];
+    for (const [i, n] of at.entries()) lines.splice(n - 1, 0, bad[i]);
+    const mixed = join(dir, 'mixed.jsonl');
+    writeFileSync(mixed, lines.join('\n'));
+    const out = join(dir, 'f3.jsonl');
+    const dead = join(dir, 'dead.jsonl');
+    const r = await rankwatch('replay', mixed, '--findings', out, '--dead-letter', dead);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/6 malformed lines set aside; first 5:/);
+    expect(r.stderr).toMatch(/line 10: not valid JSON/);
+    expect(r.stderr).toMatch(/line 5000: unknown kind "weather"/);
+    expect(r.stderr).toMatch(/line 90000: step: missing field: rank/);
+    expect(r.stderr).toMatch(/line 150000: gpu\.gpu: .*"zero"/);
+    expect(readFileSync(dead, 'utf8').trim().split('\n')).toHaveLength(6);
+    const found = readFindings(out).filter((f) => f.state === 'open' && f.host === 'gpu-0004' && f.gpu === 5);
+    expect(found.length).toBeGreaterThan(0);
+  });
+
+  it('explains a missing input file', async () => {
+    const r = await rankwatch('replay', join(dir, 'nope.jsonl'));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/RANKWATCH_ERR_INPUT: no such file/);
+  });
+});
+
+describe('rankwatch mfu', () => {
+  it('reproduces PaLM 540B at 46.2% from the command line', async () => {
+    const model = join(dir, 'palm.json');
+    writeFileSync(
+      model,
+      JSON.stringify({
+        params: 540e9,
+        layers: 118,
+        hidden: 18432,
+        heads: 48,
+        head_dim: 256,
+        seq_len: 2048,
+        vocab: 256000,
+      }),
+    );
+    const r = await rankwatch(
+      'mfu',
+      '--model',
+      model,
+      '--tokens-per-step',
+      '238300',
+      '--step-ms',
+      '1000',
+      '--gpus',
+      '6144',
+      '--gpu-model',
+      'TPU-v4',
+      '--json',
+    );
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(Math.abs(j.mfu - 0.462) / 0.462).toBeLessThan(0.01);
+    expect(j.convention).toBe('palm');
+    expect(j.flops_per_token).toBeGreaterThan(3e12);
+    expect(j.tflops_per_gpu).toBeCloseTo(127, 0);
+  });
+
+  it('says what is missing', async () => {
+    const model = join(dir, 'palm.json');
+    const r = await rankwatch(
+      'mfu',
+      '--model',
+      model,
+      '--tokens-per-step',
+      '1',
+      '--step-ms',
+      '1',
+      '--gpus',
+      '1',
+    );
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--gpu-model NAME or --peak-tflops P/);
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ layers: 'many' }));
+    const r2 = await rankwatch(
+      'mfu',
+      '--model',
+      bad,
+      '--tokens-per-step',
+      '1',
+      '--step-ms',
+      '1',
+      '--gpus',
+      '1',
+      '--peak-tflops',
+      '1',
+    );
+    expect(r2.code).toBe(1);
+    expect(r2.stderr).toMatch(/RANKWATCH_ERR_MODEL/);
+  });
+});
+
+describe('help and errors', () => {
+  it.each(['demo', 'replay', 'sim', 'mfu'])('%s --help', async (cmd) => {
+    const r = await rankwatch(cmd, '--help');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`rankwatch ${cmd}`));
+  });
+
+  it('rejects unknown commands and flags', async () => {
+    expect((await rankwatch('frobnicate')).stderr).toMatch(/unknown command "frobnicate"/);
+    const r = await rankwatch('sim', '--rank', '3');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/RANKWATCH_ERR_USAGE: .*--rank/);
+  });
+});
+
+describe('rankwatch demo', () => {
+  it('runs a job through the embedded pipeline into chDB and summarises', async () => {
+    const data = join(dir, 'data');
+    const r = await rankwatch(
+      'demo',
+      '--ranks',
+      '64',
+      '--steps',
+      '120',
+      '--speed',
+      '0',
+      '--data',
+      data,
+      '--fault',
+      'throttle:rank=9,at=30',
+    );
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/FOUND +throttle: gpu-0001\/1/);
+    expect(r.stdout).toMatch(/Injected faults/);
+    expect(r.stdout).toMatch(/Job MFU: \d+\.\d%/);
+    expect(r.stdout).toMatch(/stored: events [1-9][\d,]*, steps 7,680/);
+    expect(r.stdout).toMatch(/False findings: 0/);
+  });
+});

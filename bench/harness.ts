@@ -19,7 +19,13 @@ export function measure(name: string, items: number, unit: string, fn: () => voi
   return { name, items, unit, bestMs: best };
 }
 
-export async function measureAsync(name: string, items: number, unit: string, fn: () => Promise<void>, runs = 3): Promise<Measurement> {
+export async function measureAsync(
+  name: string,
+  items: number,
+  unit: string,
+  fn: () => Promise<void>,
+  runs = 3,
+): Promise<Measurement> {
   await fn();
   let best = Number.POSITIVE_INFINITY;
   for (let i = 0; i < runs; i++) {
@@ -50,7 +56,8 @@ export function renderSection(s: Section): string {
     '| measurement | per second | ratio to baseline |',
     '| --- | ---: | ---: |',
     ...[s.baseline, ...s.rows].map(
-      (m) => `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(s.baseline)).toFixed(2)}x |`,
+      (m) =>
+        `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(s.baseline)).toFixed(2)}x |`,
     ),
   ];
   if (s.notes?.length) lines.push('', ...s.notes.map((n) => `- ${n}`));

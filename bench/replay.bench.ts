@@ -49,7 +49,9 @@ export async function replayBench(): Promise<Section> {
     baseline,
     rows: [validate, replay],
     notes: cli
-      ? [`\`rankwatch replay\` on the same file, end to end (read, parse, detect, write findings): ${cli[1]} events/s, peak RSS ${cli[2]} MB.`]
+      ? [
+          `\`rankwatch replay\` on the same file, end to end (read, parse, detect, write findings): ${cli[1]} events/s, peak RSS ${cli[2]} MB.`,
+        ]
       : [`\`rankwatch replay\` output not understood: ${stderr.trim()}`],
   };
 }

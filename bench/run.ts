@@ -25,5 +25,8 @@ if (!only) {
     'Every figure is shown next to a baseline measured in the same run, so the ratios travel between machines even when the absolute numbers do not.',
     '',
   ];
-  writeFileSync(join(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md'), `${[...header, ...sections].join('\n')}\n`);
+  writeFileSync(
+    join(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md'),
+    `${[...header, ...sections].join('\n')}\n`,
+  );
 }

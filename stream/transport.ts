@@ -33,10 +33,16 @@ export interface TransportCounters {
   handler_errors: number;
 }
 
-export interface Transport {
+/** The producer side alone: what collectors hold (Kafka, HTTP to `rankwatch up`, or the in-process bus). */
+export interface Publisher {
   readonly type: string;
   /** Sends batches; resolves once the bus holds them (may wait under backpressure). */
   publish(batches: Batch[]): Promise<void>;
+  /** Idempotent; flushes what it holds, then releases resources. */
+  stop(): Promise<void>;
+}
+
+export interface Transport extends Publisher {
   /** Starts delivering to `handler`; resolves once subscribed. One handler per transport. */
   consume(handler: DeliveryHandler): Promise<void>;
   /** Resolves when everything published so far has been acknowledged. */

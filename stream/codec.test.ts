@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { decodeBatch, encodeBatch } from './codec.js';
+
+describe('batch codec', () => {
+  const events = [
+    { v: 1, kind: 'gpu', ts: 1, host: 'h', note: 'a\nb "q"' },
+    { v: 1, kind: 'step', ts: 2 },
+  ];
+
+  it('round-trips plain and gzip JSON lines', () => {
+    expect(decodeBatch(encodeBatch(events)).events).toEqual(events);
+    const gz = encodeBatch(events, true);
+    expect(gz[0]).toBe(0x1f);
+    expect(decodeBatch(gz).events).toEqual(events);
+  });
+
+  it('keeps good lines around a bad one and says which line was bad', () => {
+    const d = decodeBatch('{"a":1}\n{"a":\n\n{"a":3}\n');
+    expect(d.events).toEqual([{ a: 1 }, { a: 3 }]);
+    expect(d.undecodable).toHaveLength(1);
+    expect(d.undecodable[0]).toMatchObject({ line: 2, raw: '{"a":' });
+    expect(d.undecodable[0].reason).toMatch(/not valid JSON/);
+  });
+
+  it('reports broken gzip instead of throwing', () => {
+    const d = decodeBatch(Buffer.from([0x1f, 0x8b, 1, 2, 3]));
+    expect(d.events).toEqual([]);
+    expect(d.undecodable[0].reason).toMatch(/not valid gzip/);
+  });
+});

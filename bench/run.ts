@@ -2,10 +2,14 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
+import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { replayBench } from './replay.bench.js';
 
-const BENCHES: [string, () => Promise<Section>][] = [['replay', replayBench]];
+const BENCHES: [string, () => Promise<Section>][] = [
+  ['replay', replayBench],
+  ['detect', detectBench],
+];
 
 const only = process.argv[2];
 const sections: string[] = [];

@@ -4,14 +4,23 @@
  * the detectors produced. Pure: the only clock is the events' `ts`, so a replay of a recorded
  * stream gives exactly the findings of the live run.
  */
-import type { FaultEvent, GpuEvent, JobEvent, RankwatchEvent, StepEvent } from '../schema/events.js';
+import type {
+  CollectiveEvent,
+  FaultEvent,
+  GpuEvent,
+  JobEvent,
+  RankwatchEvent,
+  StepEvent,
+} from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { findFault } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
+import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { findGpu } from './mfu/peaks.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
 import { rollupSteps, type StepRollup } from './rollup.js';
+import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
 import {
   ASSEMBLER_DEFAULTS,
   type AssemblerConfig,
@@ -27,6 +36,8 @@ export interface DetectorConfig {
   assembler: AssemblerConfig;
   straggler: StragglerConfig;
   throttle: ThrottleConfig;
+  slowLink: SlowLinkConfig;
+  mfuDrop: MfuDropConfig;
   lifecycle: LifecycleConfig;
 }
 
@@ -35,8 +46,12 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   assembler: ASSEMBLER_DEFAULTS,
   straggler: STRAGGLER_DEFAULTS,
   throttle: THROTTLE_DEFAULTS,
+  slowLink: SLOWLINK_DEFAULTS,
+  mfuDrop: MFU_DROP_DEFAULTS,
   lifecycle: LIFECYCLE_DEFAULTS,
 };
+
+const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop']);
 
 export interface DetectorOutput {
   findings: Finding[];
@@ -57,7 +72,9 @@ interface JobRuntime {
   ranks: RankTable;
   assembler: StepAssembler;
   straggler: StragglerDetector;
+  slowLink: SlowLinkDetector;
   mfu: MfuSeries;
+  mfuDrop: MfuDropDetector;
   lastTs: number;
 }
 
@@ -105,11 +122,14 @@ export class DetectorRunner {
       case 'fault':
         this.onFault(e);
         break;
+      case 'collective':
+        this.onCollective(e);
+        break;
       case 'job_event':
         if (e.event === 'finished') this.finishJob(e.job, e.ts);
         break;
       default:
-        break; // collective and checkpoint events are stored; their detectors come with issue 3
+        break; // checkpoint events are stored; the checkpoint-interval advisor reads them from the store
     }
     if (this.out.findings.length > before) this.link(before);
   }
@@ -120,6 +140,7 @@ export class DetectorRunner {
     for (const job of this.jobs.values()) {
       job.assembler.flush(this.closed);
       this.processClosed(job);
+      job.slowLink.flush();
     }
     this.throttle.flush(this.lastTs);
     if (this.out.findings.length > before) this.link(before);
@@ -161,7 +182,9 @@ export class DetectorRunner {
         ranks,
         assembler: new StepAssembler(64, 0, this.cfg.assembler),
         straggler: new StragglerDetector(id, ranks, this.log, this.cfg.straggler),
+        slowLink: new SlowLinkDetector(id, ranks, this.log, this.cfg.slowLink),
         mfu: new MfuSeries(id, this.cfg.convention),
+        mfuDrop: new MfuDropDetector(id, this.log, this.cfg.mfuDrop),
         lastTs: 0,
       };
       this.jobs.set(id, j);
@@ -198,12 +221,21 @@ export class DetectorRunner {
     for (const f of this.closed) {
       if (this.scratch.length < j.ranks.gpu.length) this.scratch = new Float64Array(j.ranks.gpu.length);
       const stepMs = rollupSteps(j.id, f, j.ranks, this.scratch, this.out.rollups);
-      const point = j.mfu.process(f, stepMs);
-      if (point) this.out.mfu.push(point);
       j.straggler.process(f);
+      j.slowLink.onStepClosed(f.step, stepMs, f.ts);
+      // MFU last, so a drop sees the findings that explain it.
+      const point = j.mfu.process(f, stepMs);
+      if (point) {
+        this.out.mfu.push(point);
+        j.mfuDrop.process(point, () => this.log.openFindings());
+      }
       j.assembler.release(f);
     }
     this.closed.length = 0;
+  }
+
+  private onCollective(e: CollectiveEvent): void {
+    this.job(e.job).slowLink.add(e);
   }
 
   private onGpu(e: GpuEvent): void {
@@ -220,9 +252,12 @@ export class DetectorRunner {
     if (!j) return;
     j.assembler.flush(this.closed);
     this.processClosed(j);
-    for (const inc of j.straggler.openIncidents()) {
-      this.log.resolve(inc.id, ts, {
-        summary: `${inc.host}: job ${id} finished while the straggler persisted.`,
+    j.slowLink.flush();
+    // What belongs to the job ends with it; hardware findings (throttle, XID) outlive it.
+    for (const f of this.log.openFindings()) {
+      if (f.job !== id || !JOB_SCOPED.has(f.type)) continue;
+      this.log.resolve(f.id, ts, {
+        summary: `${f.host || id}: job ${id} finished while the ${f.type} persisted.`,
       });
     }
     this.finishedMfu.set(id, j.mfu.overall());

@@ -38,6 +38,10 @@ export interface SimOptions {
   /** Extra cost of the first and last pipeline stages (embeddings, logits). */
   firstStageCost?: number;
   lastStageCost?: number;
+  /** Per-communicator, per-step duration noise (log-normal sigma). */
+  commNoise?: number;
+  /** Probability per communicator-step of a one-step congestion burst. */
+  commBurstProb?: number;
   telemetry?: boolean;
   collectives?: boolean;
   checkpointEvery?: number;
@@ -50,6 +54,8 @@ export interface InjectedFault {
   host: string;
   gpu?: number;
   rank?: number;
+  /** For a pair-specific link fault: the other end. */
+  peerHost?: string;
   ranks: number[];
   onsetStep: number;
   onsetTs?: number;
@@ -68,10 +74,12 @@ export const SIM_DEFAULTS = {
   model: 'llama-70b',
   noise: 0.015,
   jobJitter: 0.02,
-  spikeProb: 0.001,
+  spikeProb: 0.0003,
   stallProb: 0.02,
   firstStageCost: 1.06,
   lastStageCost: 1.12,
+  commNoise: 0.04,
+  commBurstProb: 0.002,
   telemetry: true,
   collectives: true,
   checkpointEvery: 100,
@@ -121,7 +129,19 @@ export class ClusterSim {
     const rank = spec.rank ?? onHost.find((p) => p.gpu === (spec.gpu ?? 0))?.rank;
     if (rank === undefined || !this.places[rank]) throw new Error(`fault ${spec.type}: rank not in the job`);
     const p = this.places[rank];
-    return { spec, host: p.host, gpu: p.gpu, rank, ranks: [rank], onsetStep: spec.at, trueCostPct: 0 };
+    const peerHost = spec.type === 'link' ? this.places[spec.peer ?? -1]?.host : undefined;
+    if (spec.type === 'link' && peerHost === undefined)
+      throw new Error('fault link needs peer= (a rank in the job)');
+    return {
+      spec,
+      host: p.host,
+      gpu: p.gpu,
+      rank,
+      peerHost,
+      ranks: [rank],
+      onsetStep: spec.at,
+      trueCostPct: 0,
+    };
   }
 
   private stageCost(stage: number): number {
@@ -177,6 +197,8 @@ export class ClusterSim {
     const p2pNominal = actBytes / P2P_BYTES_PER_MS;
     const exposedBase = o.stepMs * EXPOSED_COMM_SHARE;
 
+    const arDurs = new Float64Array(pp * tp);
+    const p2pDurs = new Float64Array(n);
     const compute = new Float64Array(n);
     const clean = new Float64Array(n);
     const costSums = this.faults.map(() => ({ actual: 0, without: 0 }));
@@ -194,34 +216,50 @@ export class ClusterSim {
         clean[r] = stageBase[this.places[r].stage] * offsets[r] * Math.exp(o.noise * z) * jobFactor * spike;
         compute[r] = clean[r] * this.computeFactor(r, step);
       }
-      // Communicator durations: DP all-reduce per (stage, tp) group, p2p per edge.
-      const commNoise = Math.exp(0.03 * commRng.normal());
-      const arDur = (stage: number, t: number) => {
-        let f = 1;
-        for (let d = 0; d < dp; d++) f = Math.max(f, this.linkFactor(rankOf(t, d, stage, this.layout), step));
-        return arNominal * f * commNoise;
-      };
-      const p2pDur = (from: number, to: number) =>
-        p2pNominal * Math.max(this.linkFactor(from, step), this.linkFactor(to, step)) * commNoise;
+      // Communicator durations: DP all-reduce per (stage, tp) group, p2p per edge (indexed by
+      // sender). Network weather moves all alike; each communicator adds its own noise and, rarely,
+      // a one-step congestion burst. The same durations without faults give the true NIC cost.
+      const weather = Math.exp(0.03 * commRng.normal());
+      const jitter = () =>
+        Math.exp(o.commNoise * commRng.normal()) *
+        (commRng.chance(o.commBurstProb) ? 1.5 + commRng.next() : 1);
       let commExtra = 0;
-      if (dp > 1) {
-        for (let s = 0; s < pp; s++)
-          for (let t = 0; t < tp; t++) commExtra = Math.max(commExtra, arDur(s, t) - arNominal * commNoise);
+      let commExtraClean = 0;
+      for (let s = 0; s < pp && dp > 1; s++) {
+        for (let t = 0; t < tp; t++) {
+          let f = 1;
+          for (let d = 0; d < dp; d++)
+            f = Math.max(f, this.linkFactor(rankOf(t, d, s, this.layout), -1, step));
+          const clean = arNominal * weather * jitter();
+          arDurs[s * tp + t] = clean * f;
+          commExtra = Math.max(commExtra, clean * f - arNominal * weather);
+          commExtraClean = Math.max(commExtraClean, clean - arNominal * weather);
+        }
       }
       for (let r = 0; r < n && pp > 1; r++) {
         const p = this.places[r];
-        if (p.stage < pp - 1)
-          commExtra = Math.max(
-            commExtra,
-            p2pDur(r, rankOf(p.tp, p.dp, p.stage + 1, this.layout)) - p2pNominal * commNoise,
-          );
+        if (p.stage >= pp - 1) continue;
+        const peer = rankOf(p.tp, p.dp, p.stage + 1, this.layout);
+        const clean = p2pNominal * weather * jitter();
+        const f = Math.max(this.linkFactor(r, peer, step), this.linkFactor(peer, r, step));
+        p2pDurs[r] = clean * f;
+        commExtra = Math.max(commExtra, clean * f - p2pNominal * weather);
+        commExtraClean = Math.max(commExtraClean, clean - p2pNominal * weather);
       }
       const checkpoint = o.checkpointEvery > 0 && step > 0 && step % o.checkpointEvery === 0;
       const ckptMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
       const maxCompute = maxOf(compute);
       const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
       const t1 = Math.round(t0 + stepMs);
-      this.accumulateCost(step, compute, clean, stepMs, stall + ckptMs + exposedBase, commExtra, costSums);
+      this.accumulateCost(
+        step,
+        compute,
+        clean,
+        stepMs,
+        stall + ckptMs + exposedBase,
+        commExtra - commExtraClean,
+        costSums,
+      );
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
       for (const f of this.faults) {
@@ -259,7 +297,7 @@ export class ClusterSim {
               comm: `dp.s${p.stage}.t${p.tp}`,
               nranks: dp,
               bytes: Math.round(gradBytes),
-              dur_ms: round3(arDur(p.stage, p.tp)),
+              dur_ms: round3(arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal())),
             };
           }
           if (p.stage < pp - 1) {
@@ -279,7 +317,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: round3(p2pDur(r, peer)),
+              dur_ms: round3(p2pDurs[r]),
             };
           }
           if (p.stage > 0) {
@@ -299,7 +337,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: round3(p2pDur(peer, r)),
+              dur_ms: round3(p2pDurs[peer]),
             };
           }
         }
@@ -356,12 +394,16 @@ export class ClusterSim {
     return f;
   }
 
-  /** Bandwidth divisor for transfers through rank r's NIC rail. */
-  private linkFactor(r: number, step: number): number {
+  /**
+   * Bandwidth divisor for a transfer from rank r (to `peer`, or -1 for a collective): a degraded
+   * NIC slows everything through r's rail; a bad link slows only the r <-> peer pair.
+   */
+  private linkFactor(r: number, peer: number, step: number): number {
     let f = 1;
     for (const fault of this.faults) {
-      if (fault.spec.type === 'nic' && fault.rank === r && isActive(fault.spec, step))
-        f *= fault.spec.factor ?? 3;
+      if (fault.rank !== r || !isActive(fault.spec, step)) continue;
+      if (fault.spec.type === 'nic') f *= fault.spec.factor ?? 3;
+      if (fault.spec.type === 'link' && fault.spec.peer === peer) f *= fault.spec.factor ?? 3;
     }
     return f;
   }
@@ -372,13 +414,14 @@ export class ClusterSim {
     clean: Float64Array,
     stepMs: number,
     fixedMs: number,
+    /** Exposed communication time the faults added this step. */
     commExtra: number,
     sums: { actual: number; without: number }[],
   ): void {
     this.faults.forEach((fault, i) => {
       if (!isActive(fault.spec, step)) return;
       let without: number;
-      if (fault.spec.type === 'nic') {
+      if (fault.spec.type === 'nic' || fault.spec.type === 'link') {
         without = stepMs - commExtra;
       } else {
         let m = 0;

@@ -5,7 +5,15 @@
  */
 import { RankwatchError } from '../core/errors.js';
 
-export const FAULT_TYPES = ['throttle', 'slow_rank', 'intermittent', 'nic', 'power_brake', 'xid'] as const;
+export const FAULT_TYPES = [
+  'throttle',
+  'slow_rank',
+  'intermittent',
+  'nic',
+  'link',
+  'power_brake',
+  'xid',
+] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
 export interface FaultSpec {
@@ -25,7 +33,9 @@ export interface FaultSpec {
   every?: number;
   /** throttle / power_brake: fraction the SM clock drops by. */
   depth?: number;
-  /** nic: bandwidth divisor on every transfer through the degraded NIC. */
+  /** link: the other end of a bad pair link (p2p between rank and peer only). */
+  peer?: number;
+  /** nic / link: bandwidth divisor on every transfer through the degraded NIC or link. */
   factor?: number;
   /** xid: the XID code. */
   code?: number;
@@ -36,6 +46,7 @@ export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
   slow_rank: { slowdown: 0.1 },
   intermittent: { slowdown: 0.3, every: 3 },
   nic: { factor: 3 },
+  link: { factor: 3 },
   power_brake: { depth: 0.45 },
   xid: { code: 79 },
 };
@@ -44,6 +55,7 @@ const NUMERIC_KEYS = [
   'rank',
   'host',
   'gpu',
+  'peer',
   'at',
   'until',
   'slowdown',

@@ -12,6 +12,7 @@ export const CATCHES: Record<string, string[]> = {
   slow_rank: ['straggler'],
   intermittent: ['straggler'],
   nic: ['slow_link'],
+  link: ['slow_link'],
   power_brake: ['throttle', 'straggler'],
   xid: ['xid'],
 };
@@ -39,6 +40,7 @@ export function matches(f: Finding, fault: InjectedFault): boolean {
   if (!CATCHES[fault.spec.type]?.includes(f.type)) return false;
   const hostMatch = f.host === fault.host || f.peer_host === fault.host;
   if (!hostMatch) return false;
+  if (fault.peerHost !== undefined && ![f.host, f.peer_host].includes(fault.peerHost)) return false;
   if (fault.gpu === undefined || f.gpu === undefined) return true;
   return f.gpu === fault.gpu;
 }
@@ -51,9 +53,8 @@ export function scoreRun(findings: Finding[], faults: InjectedFault[]): RunScore
     for (const h of hits) used.add(h.id);
     const first = hits.sort((a, b) => a.ts - b.ts)[0];
     const costIds = new Set(hits.filter((h) => h.est_cost_pct !== undefined).map((h) => h.id));
-    const latest =
-      findings.filter((f) => costIds.has(f.id) && f.state !== 'resolved').at(-1) ??
-      findings.filter((f) => costIds.has(f.id)).at(-1);
+    // The incident's last word (a resolved event carries the final figures).
+    const latest = findings.filter((f) => costIds.has(f.id)).at(-1);
     return {
       fault,
       detected: first !== undefined,

@@ -12,7 +12,7 @@ import { Progress } from '../progress.js';
 import { table } from '../table.js';
 import { SIM_FLAGS_HELP, simFromFlags, simOptions } from './sim.js';
 
-export const DEMO_FAULTS = ['throttle:rank=37,at=60,until=150', 'slow_rank:rank=200,at=100,slowdown=0.1'];
+export const DEMO_FAULTS = ['throttle:rank=37,at=60,until=150', 'nic:rank=200,at=100,factor=3'];
 const BATCH = 4096;
 
 export const demo: Command = {

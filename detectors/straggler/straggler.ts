@@ -90,9 +90,6 @@ export class StragglerDetector {
     private readonly cfg: StragglerConfig = STRAGGLER_DEFAULTS,
   ) {}
 
-  /** Number of bytes of state per tracked rank (for the bounded-memory test and docs). */
-  static readonly BYTES_PER_RANK = 8 * 11 + 4 * 2 + 1;
-
   process(f: StepFrame): void {
     this.ensure(this.ranks.gpu.length);
     const { cfg } = this;

@@ -1,0 +1,408 @@
+/**
+ * Slow-link detection from `collective` events, by group testing.
+ *
+ * Every member of a communicator sees about the same duration (the slowest link sets it), so a
+ * single event blames nobody. Instead, per step: communicators of the same kind (op, size,
+ * message-size band) are compared by bus bandwidth, and p2p edges with each other; each gets a
+ * slowness score z (robust units below the kind's median). A NIC rail (host/gpu) is suspect when
+ * EVERY communicator and edge through it is slow: its score is the minimum z over them, so healthy
+ * members of a slow group are cleared by their other, fast links. That score feeds a bounded
+ * CUSUM like the straggler detector's. An edge that is slow while neither end's rail is, is
+ * pair-specific: reported with `peer_host`.
+ */
+import type { CollectiveEvent } from '../../schema/events.js';
+import { type FindingLog, findingId, severityForCost } from '../findings.js';
+import { madSigmaInPlace, medianInPlace } from '../robust.js';
+import type { RankTable } from '../steps.js';
+import { busbwFactor } from './busbw.js';
+
+export interface SlowLinkConfig {
+  k: number;
+  h: number;
+  cap: number;
+  /** Floor on the spread between communicators, log units (0.03 = 3%). */
+  minSigma: number;
+  sigmaAlpha: number;
+  resolveH: number;
+  /** Fewer communicators of a kind than this: not compared. */
+  minPeers: number;
+  /** Steps an edge waits for its rails to be judged before it is called pair-specific. */
+  pairWaitSteps: number;
+  /** Open steps kept while collectives arrive. */
+  maxOpenSteps: number;
+}
+
+export const SLOWLINK_DEFAULTS: SlowLinkConfig = {
+  k: 1.5,
+  h: 16,
+  cap: 8,
+  minSigma: 0.03,
+  sigmaAlpha: 0.05,
+  resolveH: 30,
+  minPeers: 4,
+  pairWaitSteps: 2,
+  maxOpenSteps: 6,
+};
+
+interface Link {
+  key: string;
+  kind: string;
+  op: string;
+  nranks: number;
+  bytes: number;
+  durSum: number;
+  n: number;
+  /** Rails (host/gpu keys) the transfer goes through. */
+  rails: Set<string>;
+  /** For p2p edges: the two ends. */
+  src?: string;
+  dst?: string;
+}
+
+interface Cusum {
+  s: number;
+  clear: number;
+  flagged: boolean;
+  onsetStep: number;
+  onsetTs: number;
+  n: number;
+  sumMeasured: number;
+  sumExpected: number;
+  sumExcessMs: number;
+  stepMsAtOnset: number;
+  worst: { key: string; kind: string } | undefined;
+  id?: string;
+  pendingSince?: number;
+}
+
+const newCusum = (): Cusum => ({
+  s: 0,
+  clear: 0,
+  flagged: false,
+  onsetStep: 0,
+  onsetTs: 0,
+  n: 0,
+  sumMeasured: 0,
+  sumExpected: 0,
+  sumExcessMs: 0,
+  stepMsAtOnset: 0,
+  worst: undefined,
+});
+
+export class SlowLinkDetector {
+  private readonly open = new Map<number, Map<string, Link>>();
+  private readonly sigma = new Map<string, number>();
+  private readonly rails = new Map<string, Cusum>();
+  private readonly edges = new Map<string, Cusum & { src: string; dst: string }>();
+  private readonly stepTimes = new Map<number, { stepMs: number; ts: number }>();
+  private lastTimes: { stepMs: number; ts: number } | undefined;
+  private cumStepMs = 0;
+  private scratch = new Float64Array(256);
+
+  constructor(
+    private readonly job: string,
+    private readonly ranks: RankTable,
+    private readonly log: FindingLog,
+    private readonly cfg: SlowLinkConfig = SLOWLINK_DEFAULTS,
+  ) {}
+
+  add(e: CollectiveEvent): void {
+    let step = this.open.get(e.step);
+    if (!step) {
+      if (this.open.size >= this.cfg.maxOpenSteps) this.drop(Math.min(...this.open.keys()));
+      step = new Map();
+      this.open.set(e.step, step);
+    }
+    const rail = this.rail(e.rank, e.host, e.gpu);
+    const p2p = e.op === 'send' || e.op === 'recv';
+    let key: string;
+    let src: string | undefined;
+    let dst: string | undefined;
+    if (p2p) {
+      if (e.peer === undefined) return;
+      const peerRail = this.rail(e.peer, e.peer_host, undefined);
+      if (peerRail === undefined) return;
+      [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
+      key = `p2p:${src}>${dst}`;
+    } else {
+      key = `${e.op}:${e.comm}`;
+    }
+    let link = step.get(key);
+    if (!link) {
+      const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
+      link = {
+        key,
+        kind: `${p2p ? 'p2p' : e.op}:${e.nranks ?? 0}:${band}`,
+        op: e.op,
+        nranks: e.nranks ?? 2,
+        bytes: e.bytes,
+        durSum: 0,
+        n: 0,
+        rails: new Set(),
+        src,
+        dst,
+      };
+      step.set(key, link);
+    }
+    link.durSum += e.dur_ms;
+    link.n++;
+    if (src) link.rails.add(src);
+    if (dst) link.rails.add(dst);
+    else link.rails.add(rail);
+  }
+
+  /**
+   * Called when a step's frame of `step` events closed: judges the collectives of the step
+   * before it (one step of slack for late collective reports), with that step's wall time.
+   */
+  onStepClosed(step: number, stepMs: number, ts: number): void {
+    this.stepTimes.set(step, { stepMs, ts });
+    this.closeThrough(step - 1);
+    for (const s of this.stepTimes.keys()) if (s < step - this.cfg.maxOpenSteps) this.stepTimes.delete(s);
+  }
+
+  /** Judges everything still open (end of input or job). */
+  flush(): void {
+    this.closeThrough(Number.POSITIVE_INFINITY);
+  }
+
+  private closeThrough(step: number): void {
+    const steps = [...this.open.keys()].filter((s) => s <= step).sort((a, b) => a - b);
+    for (const s of steps) {
+      const t = this.stepTimes.get(s) ?? this.lastTimes;
+      if (t) {
+        this.judge(s, this.open.get(s)!, t.stepMs, t.ts);
+        this.lastTimes = t;
+      }
+      this.open.delete(s);
+    }
+  }
+
+  private drop(step: number): void {
+    this.open.delete(step);
+  }
+
+  private rail(rank: number, host: string | undefined, gpu: number | undefined): string {
+    const h = host ?? this.ranks.host[rank];
+    const g = gpu ?? (rank < this.ranks.gpu.length ? this.ranks.gpu[rank] : -1);
+    return `${h}/${g}`;
+  }
+
+  private judge(step: number, links: Map<string, Link>, stepMs: number, ts: number): void {
+    this.cumStepMs += stepMs;
+    // Per kind: the median log bus bandwidth and its robust spread.
+    const byKind = new Map<string, Link[]>();
+    for (const l of links.values()) {
+      const list = byKind.get(l.kind);
+      if (list) list.push(l);
+      else byKind.set(l.kind, [l]);
+    }
+    const railScore = new Map<string, number>();
+    const railWorst = new Map<
+      string,
+      { link: Link; z: number; measured: number; expected: number; excessMs: number }
+    >();
+    const edgeScore = new Map<
+      string,
+      { link: Link; z: number; measured: number; expected: number; excessMs: number }
+    >();
+    for (const [kind, list] of byKind) {
+      if (list.length < this.cfg.minPeers) continue;
+      if (this.scratch.length < list.length) this.scratch = new Float64Array(list.length * 2);
+      const bw = list.map((l) =>
+        Math.log(((l.bytes / (l.durSum / l.n / 1000)) * busbwFactor(l.op, l.nranks)) / 1e9),
+      );
+      bw.forEach((v, i) => {
+        this.scratch[i] = v;
+      });
+      const med = medianInPlace(this.scratch, list.length);
+      bw.forEach((v, i) => {
+        this.scratch[i] = v;
+      });
+      const spread = madSigmaInPlace(this.scratch, list.length, med);
+      const prev = this.sigma.get(kind);
+      const sigma = prev === undefined ? spread : prev + this.cfg.sigmaAlpha * (spread - prev);
+      this.sigma.set(kind, sigma);
+      const scale = Math.max(sigma, this.cfg.minSigma);
+      list.forEach((l, i) => {
+        const z = Math.min((med - bw[i]) / scale, this.cfg.cap);
+        const measured = Math.exp(bw[i]);
+        const expected = Math.exp(med);
+        const durMs = l.durSum / l.n;
+        const excessMs = Math.max(0, durMs - durMs * (measured / expected));
+        const judged = { link: l, z, measured, expected, excessMs };
+        for (const r of l.rails) {
+          const cur = railScore.get(r);
+          if (cur === undefined || z < cur) railScore.set(r, z);
+          const w = railWorst.get(r);
+          if (!w || excessMs > w.excessMs) railWorst.set(r, judged);
+        }
+        if (l.src && l.dst) edgeScore.set(`${l.src}>${l.dst}`, judged);
+      });
+    }
+    // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
+    // that shares none of its rails (what the step would take without it), as for stragglers.
+    const judged = [...edgeScore.values(), ...railWorst.values()];
+    const top = judged.reduce<(typeof judged)[number] | undefined>(
+      (a, b) => (!a || b.excessMs > a.excessMs ? b : a),
+      undefined,
+    );
+    let lead = 0;
+    if (top) {
+      const other = judged.filter((j) => ![...j.link.rails].some((r) => top.link.rails.has(r)));
+      lead = top.excessMs - Math.max(0, ...other.map((j) => j.excessMs));
+    }
+    const paceCost = (link: Link) => (top && link === top.link ? lead : 0);
+    for (const [rail, x] of railScore) {
+      const w = railWorst.get(rail)!;
+      this.stepCusum(
+        this.railState(rail),
+        x,
+        w,
+        top?.link.rails.has(rail) ? lead : 0,
+        step,
+        stepMs,
+        ts,
+        rail,
+      );
+    }
+    for (const [edge, j] of edgeScore) {
+      const st = this.edges.get(edge) ?? { ...newCusum(), src: j.link.src!, dst: j.link.dst! };
+      this.edges.set(edge, st);
+      this.stepCusum(st, j.z, j, paceCost(j.link), step, stepMs, ts, edge);
+    }
+    this.decidePairs(step, ts);
+  }
+
+  private railState(rail: string): Cusum {
+    const st = this.rails.get(rail) ?? newCusum();
+    this.rails.set(rail, st);
+    return st;
+  }
+
+  private stepCusum(
+    st: Cusum,
+    x: number,
+    worst: { link: Link; measured: number; expected: number; excessMs: number },
+    costMs: number,
+    step: number,
+    stepMs: number,
+    ts: number,
+    key: string,
+  ): void {
+    const before = st.s;
+    st.s = Math.max(0, st.s + x - this.cfg.k);
+    if (!st.flagged) {
+      if (st.s === 0) return;
+      if (before === 0) {
+        st.onsetStep = step;
+        st.onsetTs = ts - stepMs;
+        st.n = 0;
+        st.sumMeasured = 0;
+        st.sumExpected = 0;
+        st.sumExcessMs = 0;
+        st.stepMsAtOnset = this.cumStepMs - stepMs;
+      }
+    }
+    st.n++;
+    st.sumMeasured += worst.measured;
+    st.sumExpected += worst.expected;
+    st.sumExcessMs += costMs;
+    st.worst = { key: worst.link.key, kind: worst.link.kind };
+    if (st.flagged) {
+      st.clear = Math.max(0, st.clear + this.cfg.k - x);
+      if (st.clear >= this.cfg.resolveH) this.resolve(st, ts);
+      else if (st.id) this.log.update(st.id, ts, this.draft(st, key));
+    } else if (st.s >= this.cfg.h) {
+      st.flagged = true;
+      st.clear = 0;
+      if ('src' in st) st.pendingSince = step;
+      else this.openRail(st, key, ts);
+    }
+  }
+
+  private openRail(st: Cusum, rail: string, ts: number): void {
+    const [host, gpu] = splitRail(rail);
+    st.id = findingId('slow_link', this.job, host, gpu, undefined, st.onsetStep);
+    this.log.openFinding(st.id, ts, this.draft(st, rail));
+  }
+
+  /** Slow edges whose rails were cleared are pair-specific links. */
+  private decidePairs(step: number, ts: number): void {
+    for (const [edge, st] of this.edges) {
+      if (st.pendingSince === undefined || step - st.pendingSince < this.cfg.pairWaitSteps) continue;
+      st.pendingSince = undefined;
+      if (this.rails.get(st.src)?.flagged || this.rails.get(st.dst)?.flagged) continue; // the rail explains it
+      const [host, gpu] = splitRail(st.src);
+      st.id = findingId('slow_link', this.job, host, gpu, splitRail(st.dst)[0], st.onsetStep);
+      this.log.openFinding(st.id, ts, this.draft(st, edge));
+    }
+  }
+
+  private resolve(st: Cusum, ts: number): void {
+    if (st.id) this.log.resolve(st.id, ts, { summary: 'link bandwidth back in line with its peers.' });
+    st.id = undefined;
+    st.flagged = false;
+    st.s = 0;
+    st.clear = 0;
+  }
+
+  private draft(st: Cusum, key: string) {
+    const pair = key.includes('>');
+    const [srcRail, dstRail] = pair ? key.split('>') : [key, undefined];
+    const [host, gpu] = splitRail(srcRail);
+    const peerHost = dstRail ? splitRail(dstRail)[0] : undefined;
+    const n = Math.max(1, st.n);
+    const measured = st.sumMeasured / n;
+    const expected = st.sumExpected / n;
+    const span = this.cumStepMs - st.stepMsAtOnset;
+    const cost = span > 0 ? Math.min(100, (100 * st.sumExcessMs) / span) : 0;
+    const where = pair ? `the link ${host}/${gpu} -> ${peerHost}` : `NIC rail ${gpu} of ${host}`;
+    const what = pair
+      ? 'only this pair is slow; each end is fine with its other peers'
+      : 'every collective and p2p transfer through it is slow';
+    return {
+      type: 'slow_link',
+      job: this.job,
+      host,
+      gpu,
+      peer_host: peerHost,
+      severity: severityForCost(cost),
+      onset_ts: st.onsetTs,
+      est_cost_pct: round(cost, 2),
+      action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
+      evidence: {
+        onset_step: st.onsetStep,
+        measured_busbw_gbps: round(measured, 2),
+        expected_busbw_gbps: round(expected, 2),
+        bandwidth_ratio: round(measured / expected, 3),
+        slowest: st.worst?.key,
+        kind: st.worst?.kind,
+        steps: st.n,
+        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+      },
+      summary:
+        `${where} moves ${round(measured, 1)} GB/s bus bandwidth where its peers move ${round(expected, 1)} GB/s; ` +
+        `${what}; costs the job ~${round(cost, 1)}% of its throughput.`,
+    };
+  }
+
+  /** Open incidents (rails and pairs), for linking and summaries. */
+  openIncidents(): { id: string; key: string }[] {
+    const out: { id: string; key: string }[] = [];
+    for (const [k, st] of this.rails) if (st.id) out.push({ id: st.id, key: k });
+    for (const [k, st] of this.edges) if (st.id) out.push({ id: st.id, key: k });
+    return out;
+  }
+}
+
+function splitRail(rail: string): [string, number | undefined] {
+  const i = rail.lastIndexOf('/');
+  const gpu = Number(rail.slice(i + 1));
+  return [rail.slice(0, i), Number.isInteger(gpu) && gpu >= 0 ? gpu : undefined];
+}
+
+function round(x: number, digits: number): number {
+  const p = 10 ** digits;
+  return Math.round(x * p) / p;
+}

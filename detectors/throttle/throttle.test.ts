@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import type { GpuEvent, RankwatchEvent } from '../../schema/events.js';
+import type { Finding } from '../../schema/finding.js';
+import { DetectorRunner } from '../runner.js';
+
+const MAX = 1980;
+function sample(ts: number, host: string, gpu: number, over: Partial<GpuEvent> = {}): GpuEvent {
+  return {
+    v: 1,
+    kind: 'gpu',
+    ts,
+    host,
+    gpu,
+    job: 'j',
+    sm_clock_mhz: MAX,
+    max_sm_clock_mhz: MAX,
+    util_pct: 98,
+    throttle_reasons: 0,
+    ...over,
+  };
+}
+
+function run(events: RankwatchEvent[]): Finding[] {
+  const r = new DetectorRunner();
+  for (const e of events) r.push(e);
+  r.flush();
+  return r.take().findings;
+}
+
+/** `seconds` of 8 GPUs on one host; `shape` says what GPU g reports at second s. */
+function host(shape: (s: number, g: number) => Partial<GpuEvent>, seconds = 60): GpuEvent[] {
+  const out: GpuEvent[] = [];
+  for (let s = 0; s < seconds; s++)
+    for (let g = 0; g < 8; g++) out.push(sample(s * 1000, 'gpu-0001', g, shape(s, g)));
+  return out;
+}
+
+describe('throttle detector', () => {
+  it('fires on sustained thermal throttling while busy, naming the GPU', () => {
+    const fs = run(
+      host((s, g) => (g === 3 && s >= 10 ? { sm_clock_mhz: 1500, throttle_reasons: 0x40 } : {})),
+    );
+    const open = fs.filter((f) => f.state === 'open');
+    expect(open).toHaveLength(1);
+    expect(open[0]).toMatchObject({ type: 'throttle', host: 'gpu-0001', gpu: 3, action: 'cordon' });
+    expect(open[0].ts).toBeLessThan(20_000);
+    expect(open[0].evidence.reasons).toEqual(['hw_thermal_slowdown']);
+  });
+
+  it('ignores single samples, idle GPUs, and the software power cap alone', () => {
+    expect(
+      run(host((s, g) => (g === 2 && s % 10 === 0 ? { sm_clock_mhz: 1400, throttle_reasons: 0x40 } : {}))),
+    ).toEqual([]);
+    expect(
+      run(host((_s, g) => (g === 1 ? { sm_clock_mhz: 300, throttle_reasons: 0x1 | 0x40, util_pct: 0 } : {}))),
+    ).toEqual([]);
+    expect(run(host(() => ({ sm_clock_mhz: 1700, throttle_reasons: 0x4 })))).toEqual([]);
+    expect(run(host(() => ({ sm_clock_mhz: 1700, throttle_reasons: 0x2 | 0x10 })))).toEqual([]);
+  });
+
+  it('makes one host-level finding when the whole node is power-braked', () => {
+    const fs = run(host((s) => (s >= 5 ? { sm_clock_mhz: 1000, throttle_reasons: 0x80 | 0x8 } : {})));
+    const open = fs.filter((f) => f.state === 'open');
+    expect(open).toHaveLength(1);
+    expect(open[0].gpu).toBeUndefined();
+    expect(open[0].action).toBe('drain');
+    expect(open[0].evidence.gpus).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+
+  it('resolves when clocks recover', () => {
+    const fs = run(
+      host((s, g) => (g === 0 && s >= 5 && s < 20 ? { sm_clock_mhz: 1500, throttle_reasons: 0x20 } : {}), 90),
+    );
+    expect(fs.map((f) => f.state)).toEqual(['open', 'resolved']);
+    expect(fs[0].action).toBe('watch'); // SW thermal only
+  });
+});
+
+describe('software power cap alone', () => {
+  it('is a finding only when that GPU alone sits at the cap and a straggler names it', async () => {
+    const { ClusterSim } = await import('../../sim/cluster.js');
+    const { parseFault } = await import('../../sim/faults.js');
+    const sim = new ClusterSim({
+      ranks: 64,
+      steps: 150,
+      seed: 4,
+      faults: [parseFault('slow_rank:rank=9,at=40,slowdown=0.15')],
+    });
+    const { host: h, gpu: g } = sim.faults[0];
+    const events = [...sim.events()].map((e) =>
+      e.kind === 'gpu' && e.host === h && e.gpu === g && e.util_pct! > 50
+        ? { ...e, sm_clock_mhz: 1650, throttle_reasons: 0x4 }
+        : e,
+    );
+    const fs = run(events);
+    const straggler = fs.find((f) => f.type === 'straggler' && f.state === 'open');
+    const cap = fs.find((f) => f.type === 'throttle' && f.state === 'open');
+    expect(straggler).toMatchObject({ host: h, gpu: g });
+    expect(cap).toMatchObject({ host: h, gpu: g, action: 'watch' });
+    expect(cap!.evidence.reasons).toEqual(['sw_power_cap']);
+    expect(cap!.related).toContain(straggler!.id);
+  });
+});

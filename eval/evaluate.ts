@@ -1,0 +1,101 @@
+/** Runs evaluation cases through the detectors and sums up, per fault family, what was caught, how fast, and what cried wolf. */
+import { type DetectorConfig, DetectorRunner } from '../detectors/runner.js';
+import type { Finding } from '../schema/finding.js';
+import { ClusterSim } from '../sim/cluster.js';
+import { scoreRun } from '../sim/score.js';
+import type { EvalCase } from './matrix.js';
+
+export interface RunResult {
+  family: string;
+  ranks: number;
+  seed: number;
+  faulty: boolean;
+  detected: boolean;
+  ttdMs?: number;
+  estCostPct?: number;
+  trueCostPct?: number;
+  falseFindings: Finding[];
+  rankHours: number;
+  events: number;
+}
+
+export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): RunResult {
+  const sim = new ClusterSim(c.sim);
+  const runner = new DetectorRunner(detectors);
+  const findings: Finding[] = [];
+  let events = 0;
+  let first = Number.NaN;
+  let last = 0;
+  for (const e of sim.events()) {
+    runner.push(e);
+    events++;
+    if (Number.isNaN(first)) first = e.ts;
+    last = e.ts;
+    if ((events & 0xffff) === 0) findings.push(...runner.take().findings);
+  }
+  runner.flush();
+  findings.push(...runner.take().findings);
+  const score = scoreRun(findings, sim.faults);
+  const f = score.faults[0];
+  return {
+    family: c.family,
+    ranks: c.ranks,
+    seed: c.seed,
+    faulty: f !== undefined,
+    detected: f?.detected ?? false,
+    ttdMs: f?.ttdMs,
+    estCostPct: f?.estCostPct,
+    trueCostPct: f?.fault.trueCostPct,
+    falseFindings: score.falseFindings,
+    rankHours: (c.ranks * (last - first)) / 3.6e6,
+    events,
+  };
+}
+
+export interface FamilySummary {
+  family: string;
+  runs: number;
+  detected: number;
+  /** undefined for clean jobs. */
+  recall?: number;
+  ttdMedianS?: number;
+  ttdWorstS?: number;
+  /** Median |estimated - true| cost, percentage points. */
+  costErrorPp?: number;
+  falseFindings: number;
+  rankHours: number;
+  falsePer1000RankHours: number;
+}
+
+export function summarise(results: RunResult[]): FamilySummary[] {
+  const families = [...new Set(results.map((r) => r.family))];
+  return families.map((family) => {
+    const rs = results.filter((r) => r.family === family);
+    const faulty = rs.filter((r) => r.faulty);
+    const ttds = faulty.filter((r) => r.ttdMs !== undefined).map((r) => r.ttdMs! / 1000);
+    const errs = faulty
+      .filter((r) => r.estCostPct !== undefined && r.trueCostPct !== undefined)
+      .map((r) => Math.abs(r.estCostPct! - r.trueCostPct!));
+    const falseFindings = rs.reduce((n, r) => n + r.falseFindings.length, 0);
+    const rankHours = rs.reduce((n, r) => n + r.rankHours, 0);
+    return {
+      family,
+      runs: rs.length,
+      detected: faulty.filter((r) => r.detected).length,
+      recall: faulty.length ? faulty.filter((r) => r.detected).length / faulty.length : undefined,
+      ttdMedianS: median(ttds),
+      ttdWorstS: ttds.length ? Math.max(...ttds) : undefined,
+      costErrorPp: median(errs),
+      falseFindings,
+      rankHours,
+      falsePer1000RankHours: rankHours > 0 ? (1000 * falseFindings) / rankHours : 0,
+    };
+  });
+}
+
+function median(xs: number[]): number | undefined {
+  if (xs.length === 0) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}

@@ -1,0 +1,113 @@
+/**
+ * The scenarios `rankwatch eval` runs: clean jobs (heterogeneous stages, stalls, spikes) and one
+ * fault of each kind, over several seeds and job sizes. Fault placement and onset are drawn from
+ * the seed, so every run is reproducible and no case is hand-picked.
+ */
+import { Random } from '../core/random.js';
+import type { SimOptions } from '../sim/cluster.js';
+import type { FaultSpec } from '../sim/faults.js';
+import { defaultLayout } from '../sim/topology.js';
+
+export interface EvalCase {
+  family: string;
+  ranks: number;
+  seed: number;
+  sim: SimOptions;
+}
+
+export interface Family {
+  name: string;
+  /** Builds the fault for a job of `ranks` ranks, placed and timed by `rng`; none for clean jobs. */
+  fault?: (ranks: number, rng: Random) => FaultSpec;
+  /** Extra simulator options (e.g. a costlier last stage). */
+  sim?: (seed: number) => Partial<SimOptions>;
+}
+
+const onset = (rng: Random) => 40 + rng.int(40);
+
+export const FAMILIES: Family[] = [
+  // Alternate a mildly and a strongly heavier last stage: stage cost never makes a straggler.
+  { name: 'clean', sim: (seed) => ({ lastStageCost: seed % 2 ? 1.12 : 1.3 }) },
+  {
+    name: 'throttle',
+    fault: (n, rng) => ({ type: 'throttle', rank: rng.int(n), at: onset(rng), depth: 0.2 }),
+  },
+  {
+    name: 'slow_rank 5%',
+    fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.05 }),
+  },
+  {
+    name: 'intermittent 30% 1-in-3',
+    fault: (n, rng) => ({ type: 'intermittent', rank: rng.int(n), at: onset(rng), slowdown: 0.3, every: 3 }),
+  },
+  { name: 'nic /3', fault: (n, rng) => ({ type: 'nic', rank: rng.int(n), at: onset(rng), factor: 3 }) },
+  {
+    name: 'power_brake',
+    fault: (n, rng) => ({ type: 'power_brake', host: rng.int(n / 8), at: onset(rng), depth: 0.45 }),
+  },
+  {
+    name: 'link /3 (pair)',
+    fault: (n, rng) => {
+      const l = defaultLayout(n);
+      const stride = l.tp * l.dp;
+      const rank = rng.int(n - stride);
+      return { type: 'link', rank, peer: rank + stride, at: onset(rng), factor: 3 };
+    },
+  },
+];
+
+export interface MatrixSpec {
+  /** Job sizes, each with its seeds. */
+  sizes: { ranks: number; seeds: number[] }[];
+  steps: number;
+  families: Family[];
+}
+
+export const MATRICES: Record<string, MatrixSpec> = {
+  default: {
+    sizes: [
+      { ranks: 256, seeds: [1, 2, 3] },
+      { ranks: 1024, seeds: [4] },
+      { ranks: 4096, seeds: [5] },
+    ],
+    steps: 240,
+    families: FAMILIES,
+  },
+  quick: { sizes: [{ ranks: 256, seeds: [1] }], steps: 200, families: FAMILIES },
+  long: {
+    sizes: [
+      { ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8] },
+      { ranks: 1024, seeds: [9, 10] },
+      { ranks: 4096, seeds: [11, 12] },
+    ],
+    steps: 600,
+    families: FAMILIES,
+  },
+};
+
+export function expand(m: MatrixSpec, extra: Partial<SimOptions> = {}): EvalCase[] {
+  const cases: EvalCase[] = [];
+  for (const fam of m.families) {
+    for (const { ranks, seeds } of m.sizes) {
+      for (const seed of seeds) {
+        const rng = new Random(seed * 7919 + ranks);
+        const fault = fam.fault?.(ranks, rng);
+        cases.push({
+          family: fam.name,
+          ranks,
+          seed,
+          sim: {
+            ranks,
+            seed,
+            steps: m.steps,
+            faults: fault ? [fault] : [],
+            job: `eval-${ranks}-${seed}`,
+            ...fam.sim?.(seed),
+            ...extra,
+          },
+        });
+      }
+    }
+  }
+  return cases;
+}

@@ -1,8 +1,5 @@
 /** MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype). */
 
-import type { ModelConfig } from '../../schema/events.js';
-import { type FlopConvention, flopsPerToken } from './flops.js';
-
 export interface MfuInput {
   flopsPerToken: number;
   tokensPerStep: number;
@@ -29,15 +26,4 @@ export function computeMfu(i: MfuInput): MfuResult {
     tokens_per_s: i.tokensPerStep / (i.stepMs / 1000),
     tflops_per_gpu: perGpu / 1e12,
   };
-}
-
-/** FLOPs per step of a job: given directly, or from its model config and batch tokens. */
-export function jobFlopsPerStep(
-  job: { flops_per_step?: number; model?: ModelConfig; global_batch_tokens?: number },
-  convention: FlopConvention,
-): number | undefined {
-  if (job.flops_per_step !== undefined) return job.flops_per_step;
-  if (job.model && job.global_batch_tokens)
-    return flopsPerToken(job.model, convention) * job.global_batch_tokens;
-  return undefined;
 }

@@ -9,6 +9,7 @@
  * events, and adding a fault does not change the noise any other rank sees.
  */
 import { Random } from '../core/random.js';
+import { round } from '../core/round.js';
 import { findGpu } from '../detectors/mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
 import { clockSlowdown, type FaultSpec, isActive } from './faults.js';
@@ -297,7 +298,7 @@ export class ClusterSim {
               comm: `dp.s${p.stage}.t${p.tp}`,
               nranks: dp,
               bytes: Math.round(gradBytes),
-              dur_ms: round3(arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal())),
+              dur_ms: ms3(arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal())),
             };
           }
           if (p.stage < pp - 1) {
@@ -317,7 +318,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: round3(p2pDurs[r]),
+              dur_ms: ms3(p2pDurs[r]),
             };
           }
           if (p.stage > 0) {
@@ -337,7 +338,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: round3(p2pDurs[peer]),
+              dur_ms: ms3(p2pDurs[peer]),
             };
           }
         }
@@ -355,9 +356,9 @@ export class ClusterSim {
           gpu: p.gpu,
           stage: p.stage,
           step,
-          step_ms: round3(stepMs),
-          compute_ms: round3(compute[r]),
-          comm_wait_ms: round3(stepMs - compute[r] - stall - ckptMs),
+          step_ms: ms3(stepMs),
+          compute_ms: ms3(compute[r]),
+          comm_wait_ms: ms3(stepMs - compute[r] - stall - ckptMs),
           tokens: p.tp === 0 && p.stage === pp - 1 ? tokens : 0,
         };
       }
@@ -528,10 +529,11 @@ function maxOf(a: Float64Array): number {
   return m;
 }
 
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}
-
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+/** Milliseconds to the microsecond, as collectors report them. */
+function ms3(x: number): number {
+  return round(x, 3);
 }

@@ -5,6 +5,7 @@
  * suspected or open. The finding links the open findings of the job that probably explain it,
  * the costliest first.
  */
+import { round } from '../../core/round.js';
 import type { Finding } from '../../schema/finding.js';
 import { type FindingLog, findingId } from '../findings.js';
 import { medianInPlace } from '../robust.js';
@@ -137,8 +138,3 @@ export class MfuDropDetector {
 }
 
 const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-
-function round(x: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(x * p) / p;
-}

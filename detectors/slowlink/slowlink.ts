@@ -10,6 +10,7 @@
  * CUSUM like the straggler detector's. An edge that is slow while neither end's rail is, is
  * pair-specific: reported with `peer_host`.
  */
+import { round } from '../../core/round.js';
 import type { CollectiveEvent } from '../../schema/events.js';
 import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
@@ -400,9 +401,4 @@ function splitRail(rail: string): [string, number | undefined] {
   const i = rail.lastIndexOf('/');
   const gpu = Number(rail.slice(i + 1));
   return [rail.slice(0, i), Number.isInteger(gpu) && gpu >= 0 ? gpu : undefined];
-}
-
-function round(x: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(x * p) / p;
 }

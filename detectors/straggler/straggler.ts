@@ -12,6 +12,7 @@
  * Several ranks of one host crossing together (a node-wide power brake) become one host-level
  * finding. Pure: no I/O, no clock; event time comes from the frames.
  */
+import { round } from '../../core/round.js';
 import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
 import type { RankTable, StepFrame } from '../steps.js';
@@ -355,9 +356,4 @@ function maxPresent(a: Float64Array, seen: Uint8Array, n: number): number {
   let m = 0;
   for (let i = 0; i < n; i++) if (seen[i] && a[i] > m) m = a[i];
   return m;
-}
-
-function round(x: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(x * p) / p;
 }

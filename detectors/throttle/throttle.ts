@@ -5,6 +5,7 @@
  * (reason 0x1 or low utilisation) are ignored; SW power cap (0x4) alone is normal under load.
  * When most GPUs of a host throttle together, that is one host-level finding, not eight.
  */
+import { round } from '../../core/round.js';
 import type { GpuEvent } from '../../schema/events.js';
 import type { Action } from '../../schema/finding.js';
 import { type FindingLog, findingId } from '../findings.js';
@@ -277,9 +278,4 @@ export class ThrottleDetector {
       this.log.resolve(id, ts, { summary: `${g.host}: clocks back to normal.` });
     }
   }
-}
-
-function round(x: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(x * p) / p;
 }

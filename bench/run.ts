@@ -5,10 +5,13 @@ import { join } from 'node:path';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { replayBench } from './replay.bench.js';
+import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
-const BENCHES: [string, () => Promise<Section>][] = [
+const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['replay', replayBench],
   ['detect', detectBench],
+  ['store-insert', storeInsertBench],
+  ['store-query', storeQueryBench],
 ];
 
 const only = process.argv[2];
@@ -16,7 +19,9 @@ const sections: string[] = [];
 for (const [name, bench] of BENCHES) {
   if (only && only !== name) continue;
   process.stderr.write(`running ${name}...\n`);
-  const text = renderSection(await bench());
+  const section = await bench();
+  if (!section) continue; // skipped; the bench said why
+  const text = renderSection(section);
   console.log(`${text}\n`);
   sections.push(text);
 }

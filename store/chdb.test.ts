@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ChdbStore } from './chdb.js';
+import { SCHEMA_OBJECTS } from './schema.js';
 import { storeSuite } from './store.suite.js';
 
 // chDB opens one data folder per process: one store for the file, emptied between tests.
@@ -14,17 +15,7 @@ afterAll(async () => {
 });
 
 storeSuite('chdb', async () => {
-  for (const t of [
-    'events',
-    'steps',
-    'mfu',
-    'step_rollups',
-    'findings',
-    'dead_letters',
-    'schema_migrations',
-  ]) {
-    await store.exec(`DROP TABLE IF EXISTS ${t}`);
-  }
+  for (const t of SCHEMA_OBJECTS) await store.exec(`DROP TABLE IF EXISTS ${t}`);
   await store.migrate();
   return store;
 });

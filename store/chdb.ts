@@ -9,7 +9,7 @@ import { Session } from 'chdb';
 import { RankwatchError } from '../core/errors.js';
 import { applyMigrations } from './migrate.js';
 import type { InsertBatch } from './rows.js';
-import { SCHEMA_DEFAULTS, type SchemaOptions } from './schema.js';
+import { INSERT_SETTINGS, SCHEMA_DEFAULTS, type SchemaOptions } from './schema.js';
 import type { Store } from './store.js';
 
 export interface ChdbStoreConfig {
@@ -58,6 +58,7 @@ export class ChdbStore implements Store {
           table: b.table,
           values: Buffer.from(`${b.rows.join('\n')}\n`),
           format: 'JSONEachRow',
+          settings: INSERT_SETTINGS,
         });
       } catch (err) {
         throw new RankwatchError(

@@ -1,5 +1,8 @@
-/** Applies the schema's migrations in order and records each, through any store's exec/query. */
-import { MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_DEFAULTS, type SchemaOptions } from './schema.js';
+/**
+ * Applies the schema's migrations in order and records each, through any store's exec/query; then
+ * brings TTLs to the configured retention (a changed `rawTtlDays` needs no new migration).
+ */
+import { MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_DEFAULTS, type SchemaOptions, ttlTargets } from './schema.js';
 
 interface Execs {
   exec(sql: string): Promise<void>;
@@ -23,5 +26,20 @@ export async function applyMigrations(db: Execs, opts: SchemaOptions = SCHEMA_DE
     ]);
     applied.push(m.version);
   }
+  await applyRetention(db, opts);
   return applied;
+}
+
+/** Changes a table's TTL only when it differs from the configured one, so a second run is a no-op. */
+async function applyRetention(db: Execs, opts: SchemaOptions): Promise<void> {
+  const rows = await db.query<{ name: string; q: string }>(
+    'SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase()',
+  );
+  const ddl = new Map(rows.map((r) => [r.name, r.q]));
+  for (const { table, ttl } of ttlTargets(opts)) {
+    const q = ddl.get(table);
+    if (q === undefined || q.includes(`TTL ${ttl}`)) continue;
+    // Table names come from the fixed schema list; the TTL is built from numbers.
+    await db.exec(`ALTER TABLE ${table} MODIFY TTL ${ttl}`);
+  }
 }

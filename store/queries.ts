@@ -1,6 +1,36 @@
-/** The reads people run, shared by every driver; every outside value is a bound parameter. */
+/**
+ * The reads people run (API, dashboards, CLI), shared by every driver. Every outside value is a
+ * bound `{name:Type}` parameter; optional filters add fixed SQL fragments, never values. Times go
+ * in and come out as epoch milliseconds. Rollup tables are read with their -Merge combinators, raw
+ * tables with FINAL, so a redelivered batch never shows twice.
+ */
 import type { Finding } from '../schema/finding.js';
 import type { Store } from './store.js';
+
+export * from './health-queries.js';
+
+export interface TimeRange {
+  /** Epoch ms, inclusive. */
+  from?: number;
+  /** Epoch ms, exclusive. */
+  to?: number;
+}
+
+/** WHERE fragments for a time range on `col` (a DateTime64 or DateTime column). */
+export function timeFilter(col: string, r: TimeRange, params: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  if (r.from !== undefined) {
+    params.from = Math.floor(r.from);
+    out.push(`${col} >= fromUnixTimestamp64Milli({from:Int64}, 'UTC')`);
+  }
+  if (r.to !== undefined) {
+    params.to = Math.floor(r.to);
+    out.push(`${col} < fromUnixTimestamp64Milli({to:Int64}, 'UTC')`);
+  }
+  return out;
+}
+
+export const where = (conds: string[]) => (conds.length ? `WHERE ${conds.join(' AND ')}` : '');
 
 export async function findingsOf(store: Store, job?: string): Promise<Finding[]> {
   const rows = await store.query<{ raw: string }>(
@@ -22,4 +52,217 @@ export async function tableCounts(store: Store): Promise<Record<string, number>>
     out[t] = Number(row?.n ?? 0);
   }
   return out;
+}
+
+export interface JobSummary {
+  job: string;
+  /** `running`: steps seen within `activeWithinMs` of `now`; `finished`/`interrupted`: its last lifecycle event; else `stale`. */
+  status: 'running' | 'finished' | 'interrupted' | 'stale';
+  first_ts: number;
+  last_ts: number;
+  ranks: number;
+  last_step: number;
+  world_size: number;
+  gpu_model: string;
+  mfu_last: number | null;
+  mfu_avg: number | null;
+}
+
+/** Jobs with steps in the range (default: the last day), running ones first, then most recent. */
+export async function jobs(
+  store: Store,
+  opts: TimeRange & { now?: number; activeWithinMs?: number; limit?: number } = {},
+): Promise<JobSummary[]> {
+  const now = opts.now ?? Date.now();
+  const params: Record<string, unknown> = {
+    now: Math.floor(now),
+    active: Math.floor(opts.activeWithinMs ?? 5 * 60_000),
+    limit: opts.limit ?? 100,
+  };
+  const range = timeFilter('minute', { from: opts.from ?? now - 86_400_000, to: opts.to }, params);
+  const rows = await store.query<Record<string, string | number | null>>(
+    `SELECT j.job AS job, j.first_ts AS first_ts, j.last_ts AS last_ts, j.ranks AS ranks, j.last_step AS last_step,
+       e.last_event AS last_event, e.world_size AS world_size, e.gpu_model AS gpu_model,
+       m.mfu_last AS mfu_last, m.mfu_avg AS mfu_avg
+     FROM (
+       SELECT job, toUnixTimestamp64Milli(toDateTime64(min(minute), 3)) AS first_ts,
+         toUnixTimestamp64Milli(toDateTime64(max(minute), 3)) + 60000 AS last_ts,
+         uniqExactMerge(ranks) AS ranks, max(last_step) AS last_step
+       FROM job_minute ${where(range)} GROUP BY job
+     ) AS j
+     LEFT JOIN (
+       SELECT job, argMaxIf(event, ts, event != 'config') AS last_event,
+         max(world_size) AS world_size, anyIf(gpu_model, gpu_model != '') AS gpu_model
+       FROM job_events FINAL GROUP BY job
+     ) AS e ON e.job = j.job
+     LEFT JOIN (
+       SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg FROM mfu FINAL GROUP BY job
+     ) AS m ON m.job = j.job
+     ORDER BY (j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
+     LIMIT {limit:UInt32}`,
+    params,
+  );
+  return rows.map((r) => {
+    const last = Number(r.last_ts);
+    const ev = String(r.last_event ?? '');
+    const status: JobSummary['status'] =
+      ev === 'finished'
+        ? 'finished'
+        : ev === 'interrupted'
+          ? 'interrupted'
+          : last >= now - Number(params.active)
+            ? 'running'
+            : 'stale';
+    return {
+      job: String(r.job),
+      status,
+      first_ts: Number(r.first_ts),
+      last_ts: last,
+      ranks: Number(r.ranks),
+      last_step: Number(r.last_step),
+      world_size: Number(r.world_size ?? 0),
+      gpu_model: String(r.gpu_model ?? ''),
+      mfu_last: r.mfu_last === null ? null : Number(r.mfu_last),
+      mfu_avg: r.mfu_avg === null ? null : Number(r.mfu_avg),
+    };
+  });
+}
+
+export interface MfuBucket {
+  ts: number;
+  mfu: number;
+  tflops_per_gpu: number;
+  step_ms: number;
+  steps: number;
+}
+
+/** A job's MFU over time, averaged per `bucketSeconds` (default 60). */
+export async function mfuOverTime(
+  store: Store,
+  job: string,
+  opts: TimeRange & { bucketSeconds?: number } = {},
+): Promise<MfuBucket[]> {
+  const params: Record<string, unknown> = { job, bucket: Math.max(1, Math.floor(opts.bucketSeconds ?? 60)) };
+  const conds = ['job = {job:String}', ...timeFilter('ts', opts, params)];
+  const rows = await store.query<Record<string, string | number>>(
+    `SELECT toUnixTimestamp64Milli(toDateTime64(toStartOfInterval(ts, toIntervalSecond({bucket:UInt32})), 3)) AS t,
+       avg(mfu) AS mfu, avg(tflops_per_gpu) AS tflops_per_gpu, avg(step_ms) AS step_ms, count() AS steps
+     FROM mfu FINAL ${where(conds)} GROUP BY t ORDER BY t`,
+    params,
+  );
+  return rows.map((r) => ({
+    ts: Number(r.t),
+    mfu: Number(r.mfu),
+    tflops_per_gpu: Number(r.tflops_per_gpu),
+    step_ms: Number(r.step_ms),
+    steps: Number(r.steps),
+  }));
+}
+
+export interface HeatmapCell {
+  /** Start of the cell, epoch ms. */
+  minute: number;
+  rank: number;
+  host: string;
+  gpu: number;
+  stage: number;
+  steps: number;
+  compute_ms: number;
+  compute_max_ms: number;
+  comm_wait_ms: number | null;
+  /** compute_ms over the median of the rank's stage peers in that minute (1 = typical). */
+  rel_compute: number;
+}
+
+/** The heatmap's statement and parameters (exported for the bench, which times the engine alone). */
+export function rankHeatmapQuery(
+  job: string,
+  range: TimeRange & { bucketMinutes?: number } = {},
+): { sql: string; params: Record<string, unknown> } {
+  const params: Record<string, unknown> = { job, bucket: Math.max(1, Math.floor(range.bucketMinutes ?? 1)) };
+  const conds = ['job = {job:String}', ...timeFilter('minute', range, params)];
+  const sql = `SELECT toUnixTimestamp64Milli(toDateTime64(cell, 3)) AS minute_ms, rank, host, gpu, stage, steps,
+       compute_ms, compute_max_ms, comm_wait_ms,
+       compute_ms / median(compute_ms) OVER (PARTITION BY cell, stage) AS rel_compute
+     FROM (
+       SELECT toStartOfInterval(minute, toIntervalMinute({bucket:UInt32})) AS cell, rank, any(host) AS host,
+         any(gpu) AS gpu, any(stage) AS stage, countMerge(steps) AS steps,
+         avgMerge(compute_ms) AS compute_ms, max(compute_max_ms) AS compute_max_ms,
+         avgMerge(comm_wait_ms) AS comm_wait_ms
+       FROM rank_minute ${where(conds)} GROUP BY cell, rank
+     )
+     ORDER BY minute_ms, rank`;
+  return { sql, params };
+}
+
+/**
+ * Per-rank compute for a job and time range, from the rank_minute rollup, in cells of
+ * `bucketMinutes` (default 1). 4096 ranks over an hour is 245,760 one-minute cells: wide ranges
+ * want wider cells, which the server aggregates before anything crosses the wire.
+ */
+export async function rankHeatmap(
+  store: Store,
+  job: string,
+  range: TimeRange & { bucketMinutes?: number } = {},
+): Promise<HeatmapCell[]> {
+  const q = rankHeatmapQuery(job, range);
+  const rows = await store.query<Record<string, string | number | null>>(q.sql, q.params);
+  return rows.map((r) => ({
+    minute: Number(r.minute_ms),
+    rank: Number(r.rank),
+    host: String(r.host),
+    gpu: Number(r.gpu),
+    stage: Number(r.stage),
+    steps: Number(r.steps),
+    compute_ms: Number(r.compute_ms),
+    compute_max_ms: Number(r.compute_max_ms),
+    comm_wait_ms: r.comm_wait_ms === null ? null : Number(r.comm_wait_ms),
+    rel_compute: Number(r.rel_compute),
+  }));
+}
+
+export interface FindingFilter extends TimeRange {
+  type?: string;
+  /** The incident's latest state. `active` means not resolved. */
+  state?: 'open' | 'update' | 'resolved' | 'active';
+  job?: string;
+  host?: string;
+  limit?: number;
+}
+
+/**
+ * Incidents (one per finding id, in their latest state) matching every given filter, newest first.
+ * The time range applies to when the incident last changed.
+ */
+export async function findings(store: Store, f: FindingFilter = {}): Promise<Finding[]> {
+  const params: Record<string, unknown> = { limit: f.limit ?? 500 };
+  const conds: string[] = [];
+  if (f.job !== undefined) {
+    params.job = f.job;
+    conds.push('job = {job:String}');
+  }
+  if (f.host !== undefined) {
+    params.host = f.host;
+    conds.push('host = {host:String}');
+  }
+  if (f.type !== undefined) {
+    params.type = f.type;
+    conds.push('type = {type:String}');
+  }
+  const having: string[] = [...timeFilter('last_ts', f, params)];
+  if (f.state === 'active') having.push("latest_state != 'resolved'");
+  else if (f.state !== undefined) {
+    params.state = f.state;
+    having.push('latest_state = {state:String}');
+  }
+  // Latest by event time; at equal times resolved > update > open.
+  const rows = await store.query<{ latest_raw: string }>(
+    `SELECT id, argMax(raw, (ts, indexOf(['open', 'update', 'resolved'], state))) AS latest_raw,
+       argMax(state, (ts, indexOf(['open', 'update', 'resolved'], state))) AS latest_state, max(ts) AS last_ts
+     FROM findings FINAL ${where(conds)}
+     GROUP BY id ${having.length ? `HAVING ${having.join(' AND ')}` : ''}
+     ORDER BY last_ts DESC, id LIMIT {limit:UInt32}`,
+    params,
+  );
+  return rows.map((r) => JSON.parse(r.latest_raw) as Finding);
 }

@@ -3,6 +3,14 @@
  * ClickHouse server. Tables are ReplacingMergeTree keyed on what identifies a row, so a batch
  * delivered twice leaves one copy; readers use FINAL. Time series use Delta/DoubleDelta/Gorilla
  * codecs, names are LowCardinality, raw events expire after `rawTtlDays`.
+ *
+ * Migration 2 adds per-minute rollups (materialized views into AggregatingMergeTree) and tables
+ * derived from raw events (faults, checkpoints, job lifecycle). A materialized view sees every
+ * inserted block, duplicates included, and sums cannot be undone by a later merge; so the MV
+ * sources keep a block-deduplication window and every driver inserts with
+ * `deduplicate_blocks_in_dependent_materialized_views = 1` (INSERT_SETTINGS): a batch delivered
+ * again is dropped whole, before any view sees it, and rollups stay equal to the raw rows.
+ * Never add a migration that rewrites an applied one: add the next version.
  */
 
 export interface Migration {
@@ -12,11 +20,68 @@ export interface Migration {
 }
 
 export interface SchemaOptions {
-  /** Days raw events are kept. */
+  /** Days raw events and per-step rows are kept. */
   rawTtlDays: number;
+  /** Days per-minute rollups and derived fault/checkpoint/job tables are kept. */
+  rollupTtlDays: number;
 }
 
-export const SCHEMA_DEFAULTS: SchemaOptions = { rawTtlDays: 30 };
+export const SCHEMA_DEFAULTS: SchemaOptions = { rawTtlDays: 30, rollupTtlDays: 400 };
+
+/** Inserted blocks remembered per table, so a redelivered batch is recognised and dropped. */
+export const DEDUP_WINDOW = 10_000;
+
+/** Settings every driver sends with every insert (see the header comment). */
+export const INSERT_SETTINGS = { deduplicate_blocks_in_dependent_materialized_views: 1 } as const;
+
+/** Every table and view the schema owns, in drop order (views before what they read and write). */
+export const SCHEMA_OBJECTS = [
+  'job_minute_mv',
+  'rank_minute_mv',
+  'gpu_minute_mv',
+  'faults_mv',
+  'checkpoints_mv',
+  'job_events_mv',
+  'job_minute',
+  'rank_minute',
+  'gpu_minute',
+  'faults',
+  'checkpoints',
+  'job_events',
+  'events',
+  'steps',
+  'mfu',
+  'step_rollups',
+  'findings',
+  'dead_letters',
+  'schema_migrations',
+] as const;
+
+const days = (n: number) => Math.max(1, Math.floor(n));
+
+/** TTL clauses, kept in one place so `migrate` can bring existing tables to the configured values. */
+export function ttlTargets(opts: SchemaOptions): { table: string; ttl: string }[] {
+  const raw = days(opts.rawTtlDays);
+  const roll = days(opts.rollupTtlDays);
+  return [
+    { table: 'events', ttl: `toDateTime(ts) + toIntervalDay(${raw})` },
+    { table: 'steps', ttl: `toDateTime(ts) + toIntervalDay(${raw})` },
+    ...['job_minute', 'rank_minute', 'gpu_minute'].map((table) => ({
+      table,
+      ttl: `minute + toIntervalDay(${roll})`,
+    })),
+    ...['faults', 'checkpoints', 'job_events'].map((table) => ({
+      table,
+      ttl: `toDateTime(ts) + toIntervalDay(${roll})`,
+    })),
+  ];
+}
+
+const MIN = "DateTime('UTC') CODEC(DoubleDelta, ZSTD(1))";
+const DEDUP = `SETTINGS non_replicated_deduplication_window = ${DEDUP_WINDOW}`;
+const minuteOf = "toStartOfMinute(toDateTime(ts, 'UTC'))";
+/** Integer fields of a raw event, -1 when absent (JSON has no integer/absent distinction in ClickHouse). */
+const jInt = (f: string) => `if(JSONHas(raw, '${f}'), JSONExtractInt(raw, '${f}'), -1)`;
 
 const TS = "DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))";
 
@@ -107,6 +172,158 @@ export const MIGRATIONS: Migration[] = [
       PARTITION BY toYYYYMMDD(ts)
       ORDER BY (source, cityHash64(raw), reason)`,
     ],
+  },
+  {
+    version: 2,
+    name: 'per-minute rollups (job, rank, host/gpu); faults, checkpoints, job lifecycle from raw events',
+    statements: ({ rollupTtlDays }) => {
+      const ttlMinute = `TTL minute + INTERVAL ${days(rollupTtlDays)} DAY`;
+      const ttlTs = `TTL toDateTime(ts) + INTERVAL ${days(rollupTtlDays)} DAY`;
+      return [
+        // Sources of materialized views remember recent blocks, so a redelivered batch never reaches a view.
+        `ALTER TABLE events MODIFY SETTING non_replicated_deduplication_window = ${DEDUP_WINDOW}`,
+        `ALTER TABLE steps MODIFY SETTING non_replicated_deduplication_window = ${DEDUP_WINDOW}`,
+        // Per job and minute: what the jobs list and the job overview read.
+        `CREATE TABLE IF NOT EXISTS job_minute (
+          minute ${MIN},
+          job LowCardinality(String),
+          rows AggregateFunction(count),
+          ranks AggregateFunction(uniqExact, UInt32),
+          steps AggregateFunction(uniqExact, UInt64),
+          first_step SimpleAggregateFunction(min, UInt64),
+          last_step SimpleAggregateFunction(max, UInt64),
+          step_ms AggregateFunction(avg, Float32),
+          compute_ms AggregateFunction(avg, Float32),
+          compute_max_ms SimpleAggregateFunction(max, Float32)
+        ) ENGINE = AggregatingMergeTree
+        PARTITION BY toYYYYMMDD(minute)
+        ORDER BY (job, minute)
+        ${ttlMinute}
+        ${DEDUP}`,
+        `CREATE MATERIALIZED VIEW IF NOT EXISTS job_minute_mv TO job_minute AS
+        SELECT ${minuteOf} AS minute, job,
+          countState() AS rows, uniqExactState(s.rank) AS ranks, uniqExactState(s.step) AS steps,
+          min(s.step) AS first_step, max(s.step) AS last_step,
+          avgState(s.step_ms) AS step_ms, avgState(s.compute_ms) AS compute_ms,
+          max(s.compute_ms) AS compute_max_ms
+        FROM steps AS s GROUP BY minute, job`,
+        // Per rank and minute: the compute heatmap. Ordered by (job, minute, rank) for a job's time range.
+        `CREATE TABLE IF NOT EXISTS rank_minute (
+          minute ${MIN},
+          job LowCardinality(String),
+          rank UInt32,
+          host SimpleAggregateFunction(anyLast, String),
+          gpu SimpleAggregateFunction(anyLast, Int16),
+          stage SimpleAggregateFunction(anyLast, Int16),
+          steps AggregateFunction(count),
+          step_ms AggregateFunction(avg, Float32),
+          compute_ms AggregateFunction(avg, Float32),
+          compute_max_ms SimpleAggregateFunction(max, Float32),
+          comm_wait_ms AggregateFunction(avg, Nullable(Float32))
+        ) ENGINE = AggregatingMergeTree
+        PARTITION BY toYYYYMMDD(minute)
+        ORDER BY (job, minute, rank)
+        ${ttlMinute}
+        ${DEDUP}`,
+        `CREATE MATERIALIZED VIEW IF NOT EXISTS rank_minute_mv TO rank_minute AS
+        SELECT ${minuteOf} AS minute, job, rank,
+          anyLast(toString(s.host)) AS host, anyLast(s.gpu) AS gpu, anyLast(s.stage) AS stage,
+          countState() AS steps, avgState(s.step_ms) AS step_ms, avgState(s.compute_ms) AS compute_ms,
+          max(s.compute_ms) AS compute_max_ms, avgState(s.comm_wait_ms) AS comm_wait_ms
+        FROM steps AS s GROUP BY minute, job, rank`,
+        // Per host, GPU and minute, from gpu telemetry: clocks, power, heat, throttling that matters
+        // (HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80 = 0xE8).
+        `CREATE TABLE IF NOT EXISTS gpu_minute (
+          minute ${MIN},
+          host LowCardinality(String),
+          gpu Int16,
+          samples AggregateFunction(count),
+          sm_clock_mhz AggregateFunction(avg, Float64),
+          sm_clock_min_mhz SimpleAggregateFunction(min, Float64),
+          power_w AggregateFunction(avg, Float64),
+          temp_max_c SimpleAggregateFunction(max, Float64),
+          throttle_reasons SimpleAggregateFunction(groupBitOr, UInt64),
+          throttled_samples AggregateFunction(countIf, UInt8),
+          ecc_dbe_max SimpleAggregateFunction(max, Int64)
+        ) ENGINE = AggregatingMergeTree
+        PARTITION BY toYYYYMMDD(minute)
+        ORDER BY (host, gpu, minute)
+        ${ttlMinute}
+        ${DEDUP}`,
+        `CREATE MATERIALIZED VIEW IF NOT EXISTS gpu_minute_mv TO gpu_minute AS
+        SELECT ${minuteOf} AS minute, e.host AS host, toInt16(e.gpu) AS gpu,
+          countState() AS samples,
+          avgState(JSONExtractFloat(raw, 'sm_clock_mhz')) AS sm_clock_mhz,
+          min(JSONExtractFloat(raw, 'sm_clock_mhz')) AS sm_clock_min_mhz,
+          avgState(JSONExtractFloat(raw, 'power_w')) AS power_w,
+          max(JSONExtractFloat(raw, 'temp_c')) AS temp_max_c,
+          groupBitOr(JSONExtractUInt(raw, 'throttle_reasons')) AS throttle_reasons,
+          countIfState(toUInt8(bitAnd(JSONExtractUInt(raw, 'throttle_reasons'), 232) != 0)) AS throttled_samples,
+          max(${jInt('ecc_dbe')}) AS ecc_dbe_max
+        FROM events AS e WHERE kind = 'gpu' GROUP BY minute, host, gpu`,
+        // Faults, checkpoints and job lifecycle, typed out of the raw events (kept longer than raw).
+        `CREATE TABLE IF NOT EXISTS faults (
+          ts ${TS},
+          host LowCardinality(String),
+          gpu Int16,
+          job LowCardinality(String),
+          rank Int32,
+          source LowCardinality(String),
+          code String,
+          message String CODEC(ZSTD(3))
+        ) ENGINE = ReplacingMergeTree
+        PARTITION BY toYYYYMMDD(ts)
+        ORDER BY (host, ts, source, cityHash64(message))
+        ${ttlTs}
+        ${DEDUP}`,
+        `CREATE MATERIALIZED VIEW IF NOT EXISTS faults_mv TO faults AS
+        SELECT ts, host, toInt16(e.gpu) AS gpu, job, rank,
+          JSONExtractString(raw, 'source') AS source,
+          if(JSONHas(raw, 'code'), trim(BOTH '"' FROM JSONExtractRaw(raw, 'code')), '') AS code,
+          JSONExtractString(raw, 'message') AS message
+        FROM events AS e WHERE kind = 'fault'`,
+        `CREATE TABLE IF NOT EXISTS checkpoints (
+          ts ${TS},
+          job LowCardinality(String),
+          rank Int32,
+          step Int64,
+          phase LowCardinality(String),
+          dur_ms Float64 CODEC(Gorilla, ZSTD(1)),
+          bytes Float64,
+          ok UInt8
+        ) ENGINE = ReplacingMergeTree
+        PARTITION BY toYYYYMMDD(ts)
+        ORDER BY (job, ts, phase, rank, step)
+        ${ttlTs}
+        ${DEDUP}`,
+        `CREATE MATERIALIZED VIEW IF NOT EXISTS checkpoints_mv TO checkpoints AS
+        SELECT ts, job, rank, step,
+          JSONExtractString(raw, 'phase') AS phase,
+          JSONExtractFloat(raw, 'dur_ms') AS dur_ms,
+          JSONExtractFloat(raw, 'bytes') AS bytes,
+          toUInt8(JSONExtractBool(raw, 'ok')) AS ok
+        FROM events WHERE kind = 'checkpoint'`,
+        `CREATE TABLE IF NOT EXISTS job_events (
+          ts ${TS},
+          job LowCardinality(String),
+          event LowCardinality(String),
+          cause String,
+          world_size Int32,
+          gpu_model LowCardinality(String)
+        ) ENGINE = ReplacingMergeTree
+        PARTITION BY toYYYYMMDD(ts)
+        ORDER BY (job, ts, event, cause)
+        ${ttlTs}
+        ${DEDUP}`,
+        `CREATE MATERIALIZED VIEW IF NOT EXISTS job_events_mv TO job_events AS
+        SELECT ts, job,
+          if(kind = 'job', 'config', JSONExtractString(raw, 'event')) AS event,
+          JSONExtractString(raw, 'cause') AS cause,
+          toInt32(${jInt('world_size')}) AS world_size,
+          JSONExtractString(raw, 'gpu_model') AS gpu_model
+        FROM events WHERE kind IN ('job', 'job_event')`,
+      ];
+    },
   },
 ];
 

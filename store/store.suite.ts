@@ -1,6 +1,6 @@
 /**
- * The conformance suite every store driver passes (chDB here; the server driver in its own test).
- * `make` returns a migrated, empty store.
+ * The conformance suite every store driver passes: chDB (store/chdb.test.ts) and the server driver
+ * (tests/clickhouse.int.test.ts). `make` returns a migrated, empty store.
  */
 import { describe, expect, it } from 'vitest';
 import { DetectorRunner } from '../detectors/runner.js';
@@ -8,78 +8,334 @@ import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
-import { findingsOf, tableCounts } from './queries.js';
-import { eventRows, outputRows } from './rows.js';
+import { applyMigrations } from './migrate.js';
+import {
+  checkpointStats,
+  failureCounts,
+  faultHistory,
+  findings,
+  findingsOf,
+  jobs,
+  mfuOverTime,
+  nodeHealth,
+  rankHeatmap,
+  tableCounts,
+} from './queries.js';
+import { eventRows, findingRow, outputRows } from './rows.js';
+import { MIGRATIONS, SCHEMA_DEFAULTS } from './schema.js';
 import type { Store } from './store.js';
+
+const NASTY = `x'); DROP TABLE findings; -- \\ "quoted" \\' \t{tab} \n line ?? $1 %s`;
+
+/** One simulated job, built once: 16 ranks over ~2 minutes with a slow rank, a throttle, an XID and checkpoints. */
+function dataset() {
+  const startTs = Math.floor((Date.now() - 3 * 3_600_000) / 60_000) * 60_000;
+  const sim = new ClusterSim({
+    ranks: 16,
+    steps: 120,
+    seed: 5,
+    startTs,
+    collectives: false,
+    checkpointEvery: 25,
+    faults: [
+      parseFault('slow_rank:rank=3,at=5,slowdown=0.5'),
+      parseFault('throttle:rank=9,at=10'),
+      parseFault('xid:rank=12,at=40'),
+    ],
+  });
+  const events = [...sim.events()] as RankwatchEvent[];
+  const runner = new DetectorRunner();
+  for (const e of events) runner.push(e);
+  runner.flush();
+  const out = runner.take();
+  return { sim, startTs, events, out, batches: [...eventRows(events), ...outputRows(out)] };
+}
+let cached: ReturnType<typeof dataset> | undefined;
+const data = () => {
+  cached ??= dataset();
+  return cached;
+};
+
+const n = (v: unknown) => Number(v);
+const ddl = (s: Store) =>
+  s.query<{ name: string; q: string }>(
+    'SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() ORDER BY name',
+  );
 
 export function storeSuite(name: string, make: () => Promise<Store>): void {
   describe(`store conformance: ${name}`, () => {
-    it('applies migrations idempotently', async () => {
+    it('applies migrations idempotently, with TTLs on raw and rollup tables', async () => {
       const s = await make();
-      const before = await s.query<{ name: string }>(
-        'SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name',
-      );
+      const before = await ddl(s);
       await s.migrate();
       await s.migrate();
-      const after = await s.query<{ name: string }>(
-        'SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name',
+      expect(await ddl(s)).toEqual(before);
+      const versions = await s.query<{ version: number }>(
+        'SELECT version FROM schema_migrations FINAL ORDER BY version',
       );
-      expect(after).toEqual(before);
-      const versions = await s.query('SELECT version FROM schema_migrations FINAL');
-      expect(versions.length).toBe(1);
-      const ddl = await s.query<{ q: string }>(
-        "SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'events'",
-      );
-      expect(ddl[0].q).toMatch(/TTL/);
+      expect(versions.map((v) => n(v.version))).toEqual(MIGRATIONS.map((m) => m.version));
+      const q = new Map(before.map((r) => [r.name, r.q]));
+      expect(q.get('events')).toMatch(/TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
+      expect(q.get('steps')).toMatch(/TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
+      for (const t of ['job_minute', 'rank_minute', 'gpu_minute'])
+        expect(q.get(t)).toMatch(/TTL minute \+ toIntervalDay\(400\)/);
+      for (const t of ['events', 'steps', 'job_minute', 'rank_minute', 'faults'])
+        expect(q.get(t)).toMatch(/non_replicated_deduplication_window = 10000/);
+      for (const v of [
+        'job_minute_mv',
+        'rank_minute_mv',
+        'gpu_minute_mv',
+        'faults_mv',
+        'checkpoints_mv',
+        'job_events_mv',
+      ])
+        expect(q.has(v)).toBe(true);
     });
 
-    it('keeps one copy of a batch inserted twice (events, steps, findings, mfu)', async () => {
+    it('brings TTLs to a changed retention without a new migration, and only once', async () => {
       const s = await make();
-      const sim = new ClusterSim({
-        ranks: 16,
-        steps: 30,
-        startTs: Date.now() - 3_600_000,
-        faults: [parseFault('slow_rank:rank=3,at=5,slowdown=0.5')],
-      });
-      const events = [...sim.events()] as RankwatchEvent[];
-      const runner = new DetectorRunner();
-      for (const e of events) runner.push(e);
-      runner.flush();
-      const out = runner.take();
+      const db = {
+        exec: (sql: string) => s.exec(sql),
+        query: <T>(sql: string, p?: Record<string, unknown>) => s.query<T>(sql, p),
+        insertRows: (table: string, rows: string[]) => s.insert([{ table, rows }]),
+      };
+      await applyMigrations(db, { rawTtlDays: 7, rollupTtlDays: 90 });
+      const once = await ddl(s);
+      await applyMigrations(db, { rawTtlDays: 7, rollupTtlDays: 90 });
+      expect(await ddl(s)).toEqual(once);
+      const q = new Map(once.map((r) => [r.name, r.q]));
+      expect(q.get('events')).toMatch(/toIntervalDay\(7\)/);
+      expect(q.get('rank_minute')).toMatch(/toIntervalDay\(90\)/);
+      await applyMigrations(db, SCHEMA_DEFAULTS);
+    });
+
+    it('keeps one copy of a batch inserted twice, in raw, derived and rollup tables', async () => {
+      const s = await make();
+      const { events, out, batches, sim } = data();
       expect(out.findings.length).toBeGreaterThan(0);
-      const batches = [...eventRows(events), ...outputRows(out)];
       await s.insert(batches);
+      const rollupsOnce = await rollupTotals(s);
       await s.insert(batches);
       const counts = await tableCounts(s);
       expect(counts.events).toBe(events.length);
       expect(counts.steps).toBe(events.filter((e) => e.kind === 'step').length);
       expect(counts.findings).toBe(out.findings.length);
       expect(counts.mfu).toBe(out.mfu.length);
+      expect(await rollupTotals(s)).toEqual(rollupsOnce);
+      expect(rollupsOnce.rank_steps).toBe(counts.steps);
+      const derived = async (t: string) =>
+        n((await s.query<{ c: string }>(`SELECT count() AS c FROM ${t} FINAL`))[0].c);
+      expect(await derived('faults')).toBe(events.filter((e) => e.kind === 'fault').length);
+      expect(await derived('checkpoints')).toBe(events.filter((e) => e.kind === 'checkpoint').length);
+      expect(await derived('job_events')).toBe(
+        events.filter((e) => e.kind === 'job' || e.kind === 'job_event').length,
+      );
       const stored = await findingsOf(s, sim.opts.job);
       expect(stored.map((f) => f.id).sort()).toEqual(out.findings.map((f) => f.id).sort());
     });
 
+    it('rollups equal aggregates computed from the raw rows, after a duplicate insert', async () => {
+      const s = await make();
+      const { batches } = data();
+      await s.insert(batches);
+      await s.insert(batches.slice(0, 2)); // events and steps again
+      const rank = await s.query(
+        `SELECT toString(minute) AS m, rank, countMerge(steps) AS steps, round(avgMerge(compute_ms), 3) AS c,
+           round(max(compute_max_ms), 3) AS cmax, round(avgMerge(comm_wait_ms), 3) AS w
+         FROM rank_minute GROUP BY m, job, rank ORDER BY m, rank`,
+      );
+      const rawRank = await s.query(
+        `SELECT toString(toStartOfMinute(toDateTime(ts, 'UTC'))) AS m, rank, count() AS steps,
+           round(avg(compute_ms), 3) AS c, round(max(compute_ms), 3) AS cmax, round(avg(comm_wait_ms), 3) AS w
+         FROM steps FINAL GROUP BY m, job, rank ORDER BY m, rank`,
+      );
+      expect(rank.length).toBeGreaterThan(16);
+      expect(rank).toEqual(rawRank);
+      const job = await s.query(
+        `SELECT toString(minute) AS m, countMerge(rows) AS r, uniqExactMerge(ranks) AS ranks, uniqExactMerge(steps) AS steps,
+           min(first_step) AS s0, max(last_step) AS s1, round(avgMerge(step_ms), 3) AS sm
+         FROM job_minute GROUP BY m, job ORDER BY m`,
+      );
+      const rawJob = await s.query(
+        `SELECT toString(toStartOfMinute(toDateTime(ts, 'UTC'))) AS m, count() AS r, uniqExact(rank) AS ranks,
+           uniqExact(step) AS steps, min(step) AS s0, max(step) AS s1, round(avg(step_ms), 3) AS sm
+         FROM steps FINAL GROUP BY m, job ORDER BY m`,
+      );
+      expect(job).toEqual(rawJob);
+      const gpu = await s.query(
+        `SELECT toString(minute) AS m, host, gpu, countMerge(samples) AS k, round(avgMerge(sm_clock_mhz), 3) AS clk,
+           countIfMerge(throttled_samples) AS thr, max(throttle_reasons) AS bits
+         FROM gpu_minute GROUP BY m, host, gpu ORDER BY m, host, gpu`,
+      );
+      const rawGpu = await s.query(
+        `SELECT toString(toStartOfMinute(toDateTime(ts, 'UTC'))) AS m, host, toInt16(gpu) AS gpu, count() AS k,
+           round(avg(JSONExtractFloat(raw, 'sm_clock_mhz')), 3) AS clk,
+           countIf(bitAnd(JSONExtractUInt(raw, 'throttle_reasons'), 232) != 0) AS thr,
+           groupBitOr(JSONExtractUInt(raw, 'throttle_reasons')) AS bits
+         FROM events FINAL WHERE kind = 'gpu' GROUP BY m, host, gpu ORDER BY m, host, gpu`,
+      );
+      expect(gpu.length).toBeGreaterThan(0);
+      expect(gpu).toEqual(rawGpu);
+    });
+
     it('round-trips quotes, backslashes and SQL keywords without injection', async () => {
       const s = await make();
-      const nasty = `x'); DROP TABLE findings; -- \\ "quoted" \n line`;
       const f: Finding = {
         id: 'straggler-test',
         ts: Date.now(),
         type: 'straggler',
         state: 'open',
-        job: nasty,
-        host: nasty,
+        job: NASTY,
+        host: NASTY,
         severity: 'warning',
-        evidence: { note: nasty },
+        evidence: { note: NASTY },
         action: 'watch',
-        summary: nasty,
+        summary: NASTY,
       };
       await s.insert(outputRows({ findings: [f], mfu: [], rollups: [] }));
-      const back = await findingsOf(s, nasty);
+      const back = await findingsOf(s, NASTY);
       expect(back).toHaveLength(1);
-      expect(back[0].summary).toBe(nasty);
-      expect(back[0].evidence.note).toBe(nasty);
+      expect(back[0].summary).toBe(NASTY);
+      expect(back[0].evidence.note).toBe(NASTY);
       expect(await findingsOf(s, "' OR 1=1 --")).toEqual([]);
+      expect(
+        (await findings(s, { host: NASTY, job: NASTY, type: 'straggler' })).map((x) => x.summary),
+      ).toEqual([NASTY]);
+      expect(await findings(s, { host: "x' OR '1'='1" })).toEqual([]);
+      const fault = {
+        v: 1,
+        kind: 'fault',
+        ts: Date.now(),
+        host: NASTY,
+        job: NASTY,
+        source: 'xid',
+        code: 79,
+        message: NASTY,
+      };
+      await s.insert(eventRows([fault as RankwatchEvent]));
+      const hist = await faultHistory(s, { host: NASTY });
+      expect(hist.map((h) => [h.host, h.job, h.message])).toEqual([[NASTY, NASTY, NASTY]]);
+      expect(await s.query('SELECT count() AS c FROM findings')).toEqual([{ c: 1 }]);
+    });
+
+    it('answers the reads people run: jobs, MFU, heatmap, findings, nodes, faults, checkpoints', async () => {
+      const s = await make();
+      const { sim, startTs, events, out, batches } = data();
+      const job = sim.opts.job;
+      await s.insert(batches);
+      const end = events[events.length - 1].ts;
+
+      const js = await jobs(s, { now: end + 1_000, from: startTs - 60_000 });
+      expect(js.map((j) => j.job)).toEqual([job]);
+      expect(js[0]).toMatchObject({ status: 'finished', ranks: 16, last_step: 119, world_size: 16 });
+      expect(js[0].mfu_avg).toBeGreaterThan(0);
+      const stale = await jobs(s, { now: end + 86_400_000 - 120_000, from: startTs - 60_000 });
+      expect(stale[0].status).toBe('finished');
+
+      const mfu = await mfuOverTime(s, job, { bucketSeconds: 60 });
+      expect(mfu.length).toBeGreaterThanOrEqual(2);
+      expect(mfu.reduce((a, b) => a + b.steps, 0)).toBe(out.mfu.length);
+      expect(mfu[0].ts % 60_000).toBe(0);
+
+      const heat = await rankHeatmap(s, job, { from: startTs, to: startTs + 120_000 });
+      const minutes = new Set(heat.map((c) => c.minute));
+      expect(minutes.size).toBe(2);
+      expect(heat.length).toBe(2 * 16);
+      const slow = heat.filter((c) => c.rank === 3 && c.minute === startTs + 60_000)[0];
+      expect(slow.rel_compute).toBeGreaterThan(1.3);
+      expect(heat.filter((c) => c.rank !== 3 && c.rank !== 9).every((c) => c.rel_compute < 1.2)).toBe(true);
+      expect(await rankHeatmap(s, job, { from: end + 3_600_000 })).toEqual([]);
+      const wide = await rankHeatmap(s, job, { bucketMinutes: 5 });
+      expect(wide.length).toBe(16 * new Set(wide.map((c) => c.minute)).size);
+      expect(wide.every((c) => c.minute % 300_000 === 0)).toBe(true);
+      expect(wide.reduce((a, c) => a + c.steps, 0)).toBe(events.filter((e) => e.kind === 'step').length);
+
+      const all = await findings(s, { job });
+      expect(new Set(all.map((f) => f.id)).size).toBe(all.length);
+      expect(all.length).toBe(new Set(out.findings.map((f) => f.id)).size);
+      const stragglers = await findings(s, { job, type: 'straggler' });
+      expect(stragglers.length).toBeGreaterThan(0);
+      expect(stragglers.every((f) => f.type === 'straggler')).toBe(true);
+      const slowHost = stragglers.find((f) => f.rank === 3)?.host;
+      expect(slowHost).toBeDefined();
+      expect((await findings(s, { host: slowHost })).every((f) => f.host === slowHost)).toBe(true);
+      const active = await findings(s, { job, state: 'active' });
+      expect(active.every((f) => f.state !== 'resolved')).toBe(true);
+      expect(await findings(s, { job, from: end + 3_600_000 })).toEqual([]);
+      expect((await findings(s, { job, limit: 1 })).length).toBe(1);
+
+      const xid = events.find((e) => e.kind === 'fault') as RankwatchEvent & { host: string };
+      const nodes = await nodeHealth(s, { from: startTs - 60_000 });
+      const bad = nodes.find((h) => h.host === xid.host);
+      expect(bad).toMatchObject({ faults: 1, fault_sources: ['xid'] });
+      const throttled = nodes.filter((h) => h.throttled_gpu_minutes > 0);
+      expect(throttled.length).toBeGreaterThan(0);
+      expect((await nodeHealth(s, { host: xid.host })).map((h) => h.host)).toEqual([xid.host]);
+
+      const hist = await faultHistory(s, { job });
+      expect(hist).toHaveLength(1);
+      expect(hist[0]).toMatchObject({ host: xid.host, source: 'xid', code: '79' });
+
+      const ck = await checkpointStats(s, { job });
+      const saves = events.filter((e) => e.kind === 'checkpoint');
+      expect(ck).toEqual([expect.objectContaining({ job, phase: 'save', count: saves.length, failures: 0 })]);
+      expect(ck[0].p50_ms).toBeGreaterThan(0);
+
+      // A failed checkpoint and an interruption, then failure counts per cause.
+      const extra = [
+        {
+          v: 1,
+          kind: 'checkpoint',
+          ts: end + 1,
+          job,
+          rank: 0,
+          step: 120,
+          phase: 'save',
+          dur_ms: 900,
+          ok: false,
+        },
+        { v: 1, kind: 'job_event', ts: end + 2, job, event: 'interrupted', cause: 'xid' },
+      ] as RankwatchEvent[];
+      await s.insert(eventRows(extra));
+      const causes = await failureCounts(s, { job });
+      expect(causes).toEqual(
+        expect.arrayContaining([
+          { kind: 'fault', cause: 'xid:79', count: 1 },
+          { kind: 'interruption', cause: 'xid', count: 1 },
+          { kind: 'checkpoint', cause: 'save_failed', count: 1 },
+        ]),
+      );
+      expect((await jobs(s, { now: end + 1_000, from: startTs - 60_000 }))[0].status).toBe('interrupted');
+    });
+
+    it('keeps the latest state of an incident', async () => {
+      const s = await make();
+      const base: Finding = {
+        id: 'throttle-1',
+        ts: 1_700_000_000_000,
+        type: 'throttle',
+        state: 'open',
+        job: 'j',
+        host: 'h1',
+        severity: 'warning',
+        evidence: {},
+        action: 'watch',
+        summary: 'open',
+      };
+      const later = { ...base, ts: base.ts + 60_000, state: 'resolved' as const, summary: 'resolved' };
+      await s.insert([{ table: 'findings', rows: [findingRow(base), findingRow(later)] }]);
+      expect((await findings(s, { job: 'j' })).map((f) => f.summary)).toEqual(['resolved']);
+      expect(await findings(s, { job: 'j', state: 'active' })).toEqual([]);
+      expect((await findings(s, { job: 'j', state: 'resolved' })).length).toBe(1);
     });
   });
+}
+
+async function rollupTotals(s: Store) {
+  const [r] = await s.query<Record<string, string>>(
+    `SELECT (SELECT countMerge(steps) FROM rank_minute) AS rank_steps,
+       (SELECT countMerge(rows) FROM job_minute) AS job_rows,
+       (SELECT countMerge(samples) FROM gpu_minute) AS gpu_samples`,
+  );
+  return { rank_steps: n(r.rank_steps), job_rows: n(r.job_rows), gpu_samples: n(r.gpu_samples) };
 }

@@ -8,5 +8,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     // chDB allows one data directory per process: keep test files in separate forks.
     pool: 'forks',
+    // A real Kafka broker for the tests/kafka*.int.test.ts suites (started only when they run).
+    globalSetup: ['tests/setup/kafka.ts'],
   },
 });

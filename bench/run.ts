@@ -4,6 +4,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
+import { kafkaBench } from './kafka.bench.js';
 import { replayBench } from './replay.bench.js';
 import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
@@ -12,6 +13,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['detect', detectBench],
   ['store-insert', storeInsertBench],
   ['store-query', storeQueryBench],
+  ['kafka', kafkaBench],
 ];
 
 const only = process.argv[2];

@@ -2,12 +2,13 @@
 import { RankwatchError } from '../core/errors.js';
 import type { Command } from './args.js';
 import { demo } from './commands/demo.js';
+import { detect } from './commands/detect.js';
 import { evaluate } from './commands/eval.js';
 import { mfu } from './commands/mfu.js';
 import { replay } from './commands/replay.js';
 import { sim } from './commands/sim.js';
 
-export const COMMANDS: Command[] = [demo, replay, sim, mfu, evaluate];
+export const COMMANDS: Command[] = [demo, replay, sim, mfu, evaluate, detect];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

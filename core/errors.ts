@@ -26,6 +26,14 @@ export const ERRORS = {
     retriable: true,
     hint: 'Check that the bus is reachable; rankwatch retries.',
   },
+  RANKWATCH_ERR_TRANSPORT_REJECTED: {
+    retriable: false,
+    hint: 'The broker refused the request (topic, message size, authorization); fix the named setting.',
+  },
+  RANKWATCH_ERR_UNAUTHORIZED: {
+    retriable: false,
+    hint: 'Give the token the server was started with (--token or $RANKWATCH_TOKEN).',
+  },
   RANKWATCH_ERR_STOPPED: { retriable: false, hint: 'The component was stopped; create a new one.' },
 } as const;
 

@@ -98,6 +98,19 @@ export class Pipeline {
     await this.write(good, bad, this.runner.take());
   }
 
+  /**
+   * Rebuilds detector state from a batch that was processed (and stored) before, e.g. by another
+   * consumer that owned its partition: the detectors see its events, their output is dropped, so
+   * a new owner goes on where the old one stopped without re-opening its findings.
+   */
+  replay(d: Delivery): void {
+    for (const value of d.events) {
+      const v = validateEvent(value);
+      if (v.ok) this.runner.push(v.event);
+    }
+    this.runner.take();
+  }
+
   private async write(good: RankwatchEvent[], bad: DeadLetter[], out: DetectorOutput): Promise<void> {
     this.c.dead_letters += bad.length;
     this.c.findings += out.findings.length;

@@ -1,0 +1,564 @@
+/**
+ * The bus at scale: Apache Kafka through kafkajs.
+ *
+ * One events topic, keyed by job (telemetry without a job by `host:NAME`), so every kind of event
+ * of a job reaches one consumer in the order it was published; the detectors correlate kinds
+ * (gpu samples with steps), which per-kind topics would lose. Each message is a batch of events
+ * (JSON lines, gzip; see codec.ts). The producer is idempotent, holds a bounded queue and merges
+ * what callers publish into few produce requests.
+ *
+ * The consumer is a group member: eachBatch, offsets committed only after the handler (the store
+ * write) resolved, a failed handler retried in place while heartbeats go on. When a partition
+ * comes to this process, the batches another owner already committed are handed to `onReplay`
+ * (detector state rebuilt, output dropped) before live delivery resumes at the committed offset.
+ */
+import type { Admin, Consumer, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
+import { CompressionTypes, Partitioners } from 'kafkajs';
+import { RankwatchError } from '../core/errors.js';
+import { decodeBatch, encodeBatch } from './codec.js';
+import {
+  type KafkaLog,
+  type KafkaTransportConfig,
+  kafkaClient,
+  type ResolvedKafkaConfig,
+  resolveKafkaConfig,
+} from './kafka-config.js';
+import type { Batch, Delivery, DeliveryHandler, Transport, TransportCounters } from './transport.js';
+
+export type { KafkaTransportConfig } from './kafka-config.js';
+
+export interface KafkaTransportDeps {
+  log?: KafkaLog;
+  /** Rebuilds state from a batch another owner already processed and committed; its output is dropped. */
+  onReplay?: (d: Delivery) => Promise<void> | void;
+}
+
+export interface KafkaCounters extends TransportCounters {
+  replayed_batches: number;
+  skipped_batches: number;
+  commits: number;
+  dead_letters_sent: number;
+}
+
+interface Pending {
+  topic: string;
+  message: Message;
+  bytes: number;
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+export interface DeadLetterRecord {
+  ts: number;
+  source: string;
+  reason: string;
+  raw: string;
+}
+
+/** Consecutive deliveries of one key and partition as one. */
+function mergeDeliveries(ds: Delivery[]): Delivery {
+  const undecodable = ds.flatMap((d) => d.undecodable ?? []);
+  return {
+    key: ds[0].key,
+    partition: ds[0].partition,
+    offset: ds[ds.length - 1].offset,
+    events: ds.flatMap((d) => d.events),
+    ...(undecodable.length ? { undecodable } : {}),
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Broker refusals that trying again cannot fix; everything else counts as "the bus is away". */
+function transportError(err: unknown, what: string): RankwatchError {
+  if (err instanceof RankwatchError) return err;
+  const e = err as { name?: string; retriable?: boolean; message?: string };
+  const refused = e.name === 'KafkaJSProtocolError' && e.retriable === false;
+  return new RankwatchError(
+    refused ? 'RANKWATCH_ERR_TRANSPORT_REJECTED' : 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
+    `${what}: ${e.message ?? String(err)}`,
+    { cause: err },
+  );
+}
+
+export class KafkaTransport implements Transport {
+  readonly type = 'kafka';
+  readonly config: ResolvedKafkaConfig;
+  private readonly kafka;
+  private readonly log: KafkaLog;
+  private producer: Producer | undefined;
+  private producerReady: Promise<Producer> | undefined;
+  private admin: Promise<Admin> | undefined;
+  private consumer: Consumer | undefined;
+  private handler: DeliveryHandler | undefined;
+  private topicsReady: Promise<void> | undefined;
+  private queue: Pending[] = [];
+  private queuedMessages = 0;
+  private sending: Promise<void> | undefined;
+  private spaceWaiters: (() => void)[] = [];
+  private stopped = false;
+  /** Next offset per partition this process has seen (handled or replayed). */
+  private readonly next = new Map<number, number>();
+  /** Committed offsets of the group when each partition was assigned to this process. */
+  private committedAtJoin = new Map<number, Promise<number>>();
+  private readonly c: KafkaCounters = {
+    published_batches: 0,
+    published_events: 0,
+    delivered_batches: 0,
+    redelivered_batches: 0,
+    handler_errors: 0,
+    replayed_batches: 0,
+    skipped_batches: 0,
+    commits: 0,
+    dead_letters_sent: 0,
+  };
+
+  constructor(
+    config: KafkaTransportConfig,
+    private readonly deps: KafkaTransportDeps = {},
+  ) {
+    this.config = resolveKafkaConfig(config);
+    this.log = deps.log ?? (() => {});
+    this.kafka = kafkaClient(this.config, this.log);
+  }
+
+  // ---- producer side -------------------------------------------------------------------
+
+  async publish(batches: Batch[]): Promise<void> {
+    if (this.stopped)
+      throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped kafka transport');
+    const messages: Message[] = [];
+    let events = 0;
+    for (const b of batches) {
+      events += b.events.length;
+      this.encode(b.key, b.events, messages);
+    }
+    if (messages.length === 0) return;
+    await this.enqueue(this.config.topic, messages);
+    this.c.published_batches += batches.length;
+    this.c.published_events += events;
+  }
+
+  /** Sends malformed events to the dead-letter topic, each with its reason (header and value). */
+  async deadLetter(rows: DeadLetterRecord[], origin?: { partition: number; offset: number }): Promise<void> {
+    if (rows.length === 0) return;
+    const messages: Message[] = rows.map((r) => ({
+      key: r.source,
+      value: JSON.stringify({ ...r, topic: this.config.topic, ...origin }),
+      headers: { reason: r.reason.slice(0, 1000) },
+    }));
+    await this.enqueue(this.config.deadLetterTopic, messages);
+    this.c.dead_letters_sent += rows.length;
+  }
+
+  /** One batch as one message, split in halves while it is over the size limit. */
+  private encode(key: string, events: unknown[], out: Message[]): void {
+    const value = encodeBatch(events, this.config.compression === 'gzip');
+    if (value.length > this.config.maxMessageBytes && events.length > 1) {
+      const half = events.length >> 1;
+      this.encode(key, events.slice(0, half), out);
+      this.encode(key, events.slice(half), out);
+      return;
+    }
+    out.push({ key, value });
+  }
+
+  private async enqueue(topic: string, messages: Message[]): Promise<void> {
+    while (this.queuedMessages >= this.config.maxQueuedBatches && !this.stopped)
+      await new Promise<void>((r) => this.spaceWaiters.push(r));
+    // One entry per message, so a request can be cut at any message to stay under the size limit.
+    const done = messages.map(
+      (m) =>
+        new Promise<void>((resolve, reject) => {
+          this.queue.push({
+            topic,
+            message: m,
+            bytes: typeof m.value === 'string' ? Buffer.byteLength(m.value) : (m.value?.length ?? 0),
+            resolve,
+            reject,
+          });
+        }),
+    );
+    this.queuedMessages += messages.length;
+    this.sending ??= this.sendLoop().finally(() => {
+      this.sending = undefined;
+    });
+    await Promise.all(done);
+  }
+
+  /**
+   * Merges queued messages into produce requests. The broker's size limit applies to a request's
+   * record batch per partition, so a request stays under maxMessageBytes in all. A failure fails
+   * everything queued, so nothing queued behind a lost message overtakes it.
+   */
+  private async sendLoop(): Promise<void> {
+    while (this.queue.length > 0) {
+      const take: Pending[] = [];
+      let bytes = 0;
+      while (
+        this.queue.length > 0 &&
+        (take.length === 0 ||
+          (take.length < this.config.maxBatchesPerSend &&
+            bytes + this.queue[0].bytes <= this.config.maxMessageBytes))
+      ) {
+        const p = this.queue.shift()!;
+        take.push(p);
+        bytes += p.bytes;
+      }
+      const n = take.length;
+      const byTopic = new Map<string, Message[]>();
+      for (const p of take) {
+        const list = byTopic.get(p.topic);
+        if (list) list.push(p.message);
+        else byTopic.set(p.topic, [p.message]);
+      }
+      try {
+        await this.ensureTopics();
+        const producer = await this.connectProducer();
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`no acknowledgement within ${this.config.sendTimeoutMs} ms`)),
+            this.config.sendTimeoutMs,
+          );
+        });
+        try {
+          await Promise.race([
+            producer.sendBatch({
+              acks: -1,
+              timeout: this.config.sendTimeoutMs,
+              compression: CompressionTypes.None, // values are gzip-compressed batches already
+              topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+            }),
+            timeout,
+          ]);
+        } finally {
+          clearTimeout(timer);
+        }
+        for (const p of take) p.resolve();
+      } catch (err) {
+        const e = transportError(err, `publish to ${this.config.brokers.join(',')}`);
+        this.resetProducer();
+        const failed = [...take, ...this.queue.splice(0)];
+        for (const p of failed) p.reject(e);
+        this.queuedMessages = 0;
+        this.wakeSpace();
+        return;
+      }
+      this.queuedMessages -= n;
+      this.wakeSpace();
+    }
+  }
+
+  private wakeSpace(): void {
+    const w = this.spaceWaiters;
+    this.spaceWaiters = [];
+    for (const fn of w) fn();
+  }
+
+  private connectProducer(): Promise<Producer> {
+    this.producerReady ??= (async () => {
+      const p = this.kafka.producer({
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+        createPartitioner: Partitioners.DefaultPartitioner,
+        // Fail fast when the broker is away: the caller (a spool) owns the long wait.
+        retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
+      });
+      try {
+        await p.connect();
+      } catch (err) {
+        this.producerReady = undefined;
+        await p.disconnect().catch(() => {});
+        throw err;
+      }
+      this.producer = p;
+      return p;
+    })();
+    return this.producerReady;
+  }
+
+  /** A producer that failed starts over with a new id: kafkajs' idempotence state does not survive errors well. */
+  private resetProducer(): void {
+    const old = this.producer;
+    this.producer = undefined;
+    this.producerReady = undefined;
+    void old?.disconnect().catch(() => {});
+  }
+
+  private adminClient(): Promise<Admin> {
+    this.admin ??= (async () => {
+      const a = this.kafka.admin({ retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 2_000 } });
+      try {
+        await a.connect();
+      } catch (err) {
+        this.admin = undefined;
+        throw err;
+      }
+      return a;
+    })();
+    return this.admin;
+  }
+
+  /** Creates the events and dead-letter topics once, with partitions and replication from config. */
+  ensureTopics(): Promise<void> {
+    if (!this.config.createTopics) return Promise.resolve();
+    this.topicsReady ??= (async () => {
+      const admin = await this.adminClient();
+      const existing = new Set(await admin.listTopics());
+      const topics = [
+        { topic: this.config.topic, numPartitions: this.config.partitions },
+        { topic: this.config.deadLetterTopic, numPartitions: 1 },
+      ]
+        .filter((t) => !existing.has(t.topic))
+        .map((t) => ({ ...t, replicationFactor: this.config.replicationFactor }));
+      if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
+    })().catch((err) => {
+      this.topicsReady = undefined;
+      throw transportError(err, 'creating topics');
+    });
+    return this.topicsReady;
+  }
+
+  // ---- consumer side -------------------------------------------------------------------
+
+  async consume(handler: DeliveryHandler): Promise<void> {
+    if (this.handler)
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', 'kafka transport has a consumer already');
+    if (this.stopped)
+      throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'consume on a stopped kafka transport');
+    this.handler = handler;
+    try {
+      await this.ensureTopics();
+      const consumer = this.kafka.consumer({
+        groupId: this.config.group,
+        sessionTimeout: this.config.sessionTimeoutMs,
+        heartbeatInterval: this.config.heartbeatIntervalMs,
+        rebalanceTimeout: Math.max(60_000, this.config.sessionTimeoutMs),
+        allowAutoTopicCreation: false,
+        maxBytesPerPartition: 4 << 20,
+        maxBytes: 32 << 20,
+        maxWaitTimeInMs: 250,
+        // Ride out a broker restart instead of giving up on the group.
+        retry: { retries: 20, initialRetryTime: 300, maxRetryTime: 5_000 },
+      });
+      this.consumer = consumer;
+      consumer.on(consumer.events.GROUP_JOIN, (e) =>
+        this.onAssigned(e.payload.memberAssignment[this.config.topic] ?? []),
+      );
+      consumer.on(consumer.events.CRASH, (e) =>
+        this.log(
+          'error',
+          `consumer crashed (${e.payload.restart ? 'restarting' : 'not restarting'}): ${e.payload.error.message}`,
+        ),
+      );
+      await consumer.connect();
+      await consumer.subscribe({ topic: this.config.topic, fromBeginning: true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: 1, // one detector runner: batches go through it one at a time
+        eachBatch: (p) => this.eachBatch(p),
+      });
+    } catch (err) {
+      throw transportError(err, `joining group ${this.config.group}`);
+    }
+  }
+
+  /** Stops fetching (store backpressure); the batch in hand still finishes. */
+  pause(): void {
+    this.consumer?.pause([{ topic: this.config.topic }]);
+  }
+
+  resume(): void {
+    this.consumer?.resume([{ topic: this.config.topic }]);
+  }
+
+  /** Notes what the group had committed, and starts each partition where this process's state ends. */
+  private onAssigned(partitions: number[]): void {
+    const committed = new Map<number, Promise<number>>();
+    const offsets = this.adminClient()
+      .then((a) => a.fetchOffsets({ groupId: this.config.group, topics: [this.config.topic] }))
+      .then((res) => new Map((res[0]?.partitions ?? []).map((p) => [p.partition, Number(p.offset)])));
+    for (const p of partitions) {
+      // Unknown committed offsets must not be guessed (0 would redo everything as live): a
+      // failure here fails the batch, and kafkajs rejoins and asks again.
+      const at = offsets.then((m) => Math.max(0, m.get(p) ?? 0));
+      at.catch((err) => this.log('warn', `reading committed offsets: ${(err as Error).message}`));
+      committed.set(p, at);
+      // With a replay hook, read from where this process's detector state ends (0: everything
+      // the broker still holds) so the state is rebuilt before the first live batch.
+      if (this.deps.onReplay)
+        this.consumer?.seek({
+          topic: this.config.topic,
+          partition: p,
+          offset: String(this.next.get(p) ?? 0),
+        });
+    }
+    this.committedAtJoin = committed;
+  }
+
+  /**
+   * One fetched batch of a partition: skip what this process already stored, replay what another
+   * owner committed, deliver the rest. Consecutive live messages of one key are merged into one
+   * delivery (fewer, larger store inserts: the store is the bottleneck), and up to pipelineDepth
+   * deliveries are in flight, so the detectors work on the next while the store writes the last.
+   * Offsets advance, in order, only past deliveries whose handler resolved.
+   */
+  private async eachBatch({
+    batch,
+    resolveOffset,
+    heartbeat,
+    isRunning,
+    isStale,
+  }: EachBatchPayload): Promise<void> {
+    const p = batch.partition;
+    const committed = (await this.committedAtJoin.get(p)) ?? 0;
+    let commitTo = -1;
+    let ok = true;
+    const inflight: { done: Promise<boolean>; last: string }[] = [];
+    let merge: Delivery[] = [];
+    let mergeEvents = 0;
+    const advance = (offset: string) => {
+      const off = Number(offset);
+      if (off >= committed) commitTo = off + 1;
+      if (off + 1 > (this.next.get(p) ?? 0)) this.next.set(p, off + 1);
+      resolveOffset(offset);
+    };
+    const settleOldest = async () => {
+      const f = inflight.shift()!;
+      if (!(await f.done)) ok = false;
+      else if (ok) advance(f.last);
+    };
+    const flush = async () => {
+      if (merge.length === 0) return;
+      const d = merge.length === 1 ? merge[0] : mergeDeliveries(merge);
+      merge = [];
+      mergeEvents = 0;
+      inflight.push({ done: this.deliver(d, heartbeat, isRunning), last: String(d.offset) });
+      while (inflight.length >= this.config.pipelineDepth && ok) await settleOldest();
+    };
+    for (const m of batch.messages) {
+      if (!isRunning() || isStale() || !ok) break;
+      const off = Number(m.offset);
+      if (off < (this.next.get(p) ?? 0) && inflight.length === 0 && merge.length === 0) {
+        // Handled and stored by this process before; only its commit may be missing.
+        this.c.skipped_batches++;
+        advance(m.offset);
+      } else if (off < committed) {
+        await flush();
+        while (inflight.length && ok) await settleOldest();
+        if (this.deps.onReplay) await this.deps.onReplay(this.delivery(m, p));
+        this.c.replayed_batches++;
+        advance(m.offset);
+      } else {
+        const d = this.delivery(m, p);
+        if (
+          merge.length &&
+          (merge[0].key !== d.key || mergeEvents + d.events.length > this.config.mergeEvents)
+        )
+          await flush();
+        merge.push(d);
+        mergeEvents += d.events.length;
+      }
+      await heartbeat();
+    }
+    if (ok && isRunning() && !isStale()) await flush();
+    while (inflight.length) await settleOldest();
+    if (commitTo > 0) {
+      await this.consumer!.commitOffsets([
+        { topic: this.config.topic, partition: p, offset: String(commitTo) },
+      ]);
+      this.c.commits++;
+    }
+  }
+
+  private delivery(m: KafkaMessage, partition: number): Delivery {
+    const key = m.key?.toString() ?? '';
+    if (!m.value || m.value.length === 0)
+      return {
+        key,
+        partition,
+        offset: Number(m.offset),
+        events: [],
+        undecodable: [{ raw: '', reason: 'empty message' }],
+      };
+    const d = decodeBatch(m.value);
+    const undecodable = d.undecodable.map((u) => ({
+      raw: u.raw || m.value!.subarray(0, 4096).toString('base64'),
+      reason: u.line > 0 ? `line ${u.line}: ${u.reason}` : u.reason,
+    }));
+    return {
+      key,
+      partition,
+      offset: Number(m.offset),
+      events: d.events,
+      ...(undecodable.length ? { undecodable } : {}),
+    };
+  }
+
+  /** Runs the handler until it succeeds (at least once), heartbeating meanwhile; false if stopped first. */
+  private async deliver(
+    d: Delivery,
+    heartbeat: () => Promise<void>,
+    isRunning: () => boolean,
+  ): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      const beat = setInterval(() => void heartbeat().catch(() => {}), this.config.heartbeatIntervalMs);
+      try {
+        await this.handler!(d);
+        this.c.delivered_batches++;
+        return true;
+      } catch (err) {
+        this.c.handler_errors++;
+        this.c.redelivered_batches++;
+        this.log(
+          'warn',
+          `batch ${d.partition}/${d.offset} failed (attempt ${attempt}), retrying: ${(err as Error).message}`,
+        );
+      } finally {
+        clearInterval(beat);
+      }
+      if (!isRunning()) return false;
+      await sleep(Math.min(5_000, 50 * 2 ** Math.min(attempt, 7)));
+      if (!isRunning()) return false;
+    }
+  }
+
+  /** Resolves when everything queued is sent and, when consuming, the group has committed up to the end. */
+  async drain(): Promise<void> {
+    while (this.sending && !this.stopped) await this.sending;
+    if (!this.consumer || this.stopped) return;
+    const admin = await this.adminClient();
+    const ends = await admin.fetchTopicOffsets(this.config.topic);
+    while (!this.stopped) {
+      const res = await admin.fetchOffsets({ groupId: this.config.group, topics: [this.config.topic] });
+      const got = new Map((res[0]?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      if (
+        ends.every((e) => Number(e.high) <= Number(e.low) || (got.get(e.partition) ?? -1) >= Number(e.high))
+      )
+        return;
+      await sleep(200);
+    }
+  }
+
+  /** Idempotent: sends what is queued, lets the batch in hand finish and commit, leaves the group. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    while (this.sending) await this.sending.catch(() => {});
+    this.stopped = true;
+    this.wakeSpace();
+    await this.consumer
+      ?.disconnect()
+      .catch((err) => this.log('warn', `leaving the group: ${(err as Error).message}`));
+    await this.producer?.disconnect().catch(() => {});
+    const admin = this.admin;
+    this.admin = undefined;
+    await admin?.then((a) => a.disconnect()).catch(() => {});
+  }
+
+  counters(): KafkaCounters {
+    return { ...this.c };
+  }
+}

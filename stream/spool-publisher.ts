@@ -1,0 +1,153 @@
+/**
+ * A publisher that never loses a batch to an outage: it publishes through `inner`, and when that
+ * fails with a retriable error it appends the batches to a disk spool instead; a background loop
+ * replays the spool, oldest first, once `inner` works again. While the spool holds anything, new
+ * batches go behind it, so the bus sees them in the order they were published.
+ * Delivery is at least once: a batch whose publish failed after the bus took it comes again.
+ */
+import { isRetriable, RankwatchError } from '../core/errors.js';
+import type { DiskSpool } from './spool.js';
+import type { Batch, Publisher } from './transport.js';
+
+export interface SpoolingPublisherOptions {
+  /** Batches handed to `inner` per replay step (default 64). */
+  replayBatches?: number;
+  /** First wait after a failed replay; doubles up to maxBackoffMs (defaults 200, 5000). */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Which failures mean "the bus is away" (default: RankwatchErrors marked retriable). */
+  isRetriable?: (err: unknown) => boolean;
+  /** Told about each failed replay attempt (for a log line or a counter). */
+  onReplayError?: (err: unknown, attempt: number) => void;
+}
+
+export interface SpoolingCounters {
+  direct_batches: number;
+  spooled_batches: number;
+  replayed_batches: number;
+  replay_errors: number;
+}
+
+export class SpoolingPublisher implements Publisher {
+  readonly type: string;
+  private readonly o: Required<Omit<SpoolingPublisherOptions, 'onReplayError'>> &
+    Pick<SpoolingPublisherOptions, 'onReplayError'>;
+  /** Publishes run one after another: that is what keeps their order across an outage. */
+  private chain: Promise<unknown> = Promise.resolve();
+  private loop: Promise<void> | undefined;
+  private stopped = false;
+  private wakeLoop: (() => void) | undefined;
+  private readonly c: SpoolingCounters = {
+    direct_batches: 0,
+    spooled_batches: 0,
+    replayed_batches: 0,
+    replay_errors: 0,
+  };
+
+  constructor(
+    private readonly inner: Publisher,
+    private readonly spool: DiskSpool,
+    opts: SpoolingPublisherOptions = {},
+  ) {
+    this.type = `spooling(${inner.type})`;
+    this.o = {
+      replayBatches: opts.replayBatches ?? 64,
+      backoffMs: opts.backoffMs ?? 200,
+      maxBackoffMs: opts.maxBackoffMs ?? 5_000,
+      isRetriable: opts.isRetriable ?? isRetriable,
+      onReplayError: opts.onReplayError,
+    };
+    // Opens the spool before the first publish, so a journal left by an earlier process is
+    // known (and replayed first) before anything new can overtake it.
+    this.chain = spool.read(1).then(
+      () => this.ensureLoop(),
+      () => {},
+    );
+  }
+
+  publish(batches: Batch[]): Promise<void> {
+    const run = async () => {
+      if (this.stopped)
+        throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped spooling publisher');
+      if (batches.length === 0) return;
+      // Spooled bytes are acknowledged only once sent, so 0 means nothing older is waiting.
+      if (this.spool.bytes() === 0) {
+        try {
+          await this.inner.publish(batches);
+          this.c.direct_batches += batches.length;
+          return;
+        } catch (err) {
+          if (!this.o.isRetriable(err)) throw err;
+        }
+      }
+      await this.spool.append(batches);
+      this.c.spooled_batches += batches.length;
+      this.ensureLoop();
+    };
+    const p = this.chain.then(run, run);
+    this.chain = p.catch(() => {});
+    return p;
+  }
+
+  /** Resolves when the spool is empty (everything handed to `inner`), or when stopped. */
+  async flushed(): Promise<void> {
+    await this.chain;
+    while (this.loop && !this.stopped) await this.loop;
+  }
+
+  /** Batches waiting in the spool, in bytes. */
+  spooledBytes(): number {
+    return this.spool.bytes();
+  }
+
+  counters(): SpoolingCounters {
+    return { ...this.c };
+  }
+
+  /** Idempotent: stops replaying (the spool keeps what is left for the next start), then `inner`. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    await this.chain;
+    this.stopped = true;
+    this.wakeLoop?.();
+    await this.loop;
+    await this.spool.close();
+    await this.inner.stop();
+  }
+
+  private ensureLoop(): void {
+    if (this.loop || this.stopped) return;
+    this.loop = this.replay().finally(() => {
+      this.loop = undefined;
+    });
+  }
+
+  private async replay(): Promise<void> {
+    let attempt = 0;
+    while (!this.stopped) {
+      const batches = await this.spool.read(this.o.replayBatches);
+      if (batches.length === 0) return;
+      try {
+        await this.inner.publish(batches);
+      } catch (err) {
+        if (this.stopped) return;
+        attempt++;
+        this.c.replay_errors++;
+        this.o.onReplayError?.(err, attempt);
+        const delay = Math.min(this.o.maxBackoffMs, this.o.backoffMs * 2 ** Math.min(attempt - 1, 10));
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, delay);
+          this.wakeLoop = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+        this.wakeLoop = undefined;
+        continue;
+      }
+      attempt = 0;
+      await this.spool.ack(batches.length);
+      this.c.replayed_batches += batches.length;
+    }
+  }
+}

@@ -1,0 +1,170 @@
+/** Shared by the Kafka suites: the broker from the global setup, random topic names, cleanup. */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { AssignerProtocol, Kafka, logLevel, Partitioners } from 'kafkajs';
+import { inject } from 'vitest';
+
+const runFile = promisify(execFile);
+
+export const brokers = (): string[] => inject('kafkaBrokers').split(',').filter(Boolean);
+
+/** Topic and group names no other test (or earlier run) uses. */
+export function names(prefix: string) {
+  const id = `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+  return { topic: `rw-test.${id}`, deadLetterTopic: `rw-test.${id}.dlq`, group: `rw-test-${id}` };
+}
+
+export async function deleteTopics(brokerList: string[], topics: string[]): Promise<void> {
+  if (process.env.KEEP_UP === '1') return;
+  const admin = new Kafka({ brokers: brokerList, logLevel: logLevel.NOTHING }).admin();
+  try {
+    await admin.connect();
+    const existing = new Set(await admin.listTopics());
+    const gone = topics.filter((t) => existing.has(t));
+    if (gone.length) await admin.deleteTopics({ topics: gone, timeout: 30_000 });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Reads every message of a topic from the start (a throwaway group), until `until` says enough. */
+export async function readTopic(
+  brokerList: string[],
+  topic: string,
+  until: (n: number) => boolean,
+  ms = 60_000,
+): Promise<{ key: string; value: string; headers: Record<string, string> }[]> {
+  const kafka = new Kafka({ brokers: brokerList, logLevel: logLevel.NOTHING });
+  const consumer = kafka.consumer({
+    groupId: `rw-reader-${randomBytes(4).toString('hex')}`,
+    maxWaitTimeInMs: 200,
+  });
+  const out: { key: string; value: string; headers: Record<string, string> }[] = [];
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    eachMessage: async ({ message }) => {
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(message.headers ?? {})) headers[k] = String(v);
+      out.push({ key: message.key?.toString() ?? '', value: message.value?.toString() ?? '', headers });
+    },
+  });
+  await waitFor(() => until(out.length), ms);
+  await consumer.disconnect();
+  return out;
+}
+
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  ms = 60_000,
+  what = 'condition',
+): Promise<void> {
+  const until = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const ROOT = join(import.meta.dirname, '..');
+
+/** A `rankwatch` command as its own process (sources through tsx, so no build is needed). */
+export function rankwatch(
+  args: string[],
+  env: Record<string, string> = {},
+): ChildProcess & { log: () => string } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'cli', 'main.ts'), ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  child.stdout?.on('data', (b) => {
+    log += b;
+  });
+  child.stderr?.on('data', (b) => {
+    log += b;
+  });
+  return Object.assign(child, { log: () => log });
+}
+
+export function exited(child: ChildProcess, ms = 60_000): Promise<number | string | null> {
+  if (child.exitCode !== null || child.signalCode !== null)
+    return Promise.resolve(child.exitCode ?? child.signalCode);
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`process ${child.pid} did not exit within ${ms} ms`)), ms);
+    child.once('exit', (code, signal) => {
+      clearTimeout(t);
+      resolve(code ?? signal);
+    });
+  });
+}
+
+export interface StoreDump {
+  events: string[];
+  findings: { id: string; state: string; type: string; ts: string }[];
+  deadLetters: string[];
+}
+
+export async function dumpStore(dir: string): Promise<StoreDump> {
+  const { stdout } = await runFile(
+    process.execPath,
+    ['--import', 'tsx', join(ROOT, 'tests', 'kafka-store-dump.ts'), dir],
+    {
+      cwd: ROOT,
+      maxBuffer: 256 << 20,
+    },
+  );
+  return JSON.parse(stdout) as StoreDump;
+}
+
+/** Partition kafkajs' default partitioner (murmur2, as the Java client) gives a key. */
+export function partitionOfKey(key: string, partitions: number): number {
+  const partitioner = Partitioners.DefaultPartitioner();
+  return partitioner({
+    topic: 't',
+    partitionMetadata: Array.from({ length: partitions }, (_, i) => ({
+      partitionId: i,
+      leader: 0,
+      partitionErrorCode: 0,
+      replicas: [0],
+      isr: [0],
+    })),
+    message: { key, value: null },
+  });
+}
+
+/** Committed offsets of a group have reached the end of every partition of the topic. */
+export async function caughtUp(brokerList: string[], group: string, topic: string): Promise<boolean> {
+  const admin = new Kafka({ brokers: brokerList, logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
+    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Members of a group and the partitions each holds, by client id. */
+export async function groupMembers(
+  brokerList: string[],
+  group: string,
+): Promise<{ clientId: string; partitions: number[] }[]> {
+  const admin = new Kafka({ brokers: brokerList, logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const { groups } = await admin.describeGroups([group]);
+    if (groups[0]?.state !== 'Stable') return [];
+    return groups[0].members.map((m) => {
+      const a = AssignerProtocol.MemberAssignment.decode(m.memberAssignment);
+      return { clientId: m.clientId, partitions: Object.values(a?.assignment ?? {}).flat() };
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}

@@ -2,6 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
+import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { kafkaBench } from './kafka.bench.js';
@@ -14,6 +15,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['store-insert', storeInsertBench],
   ['store-query', storeQueryBench],
   ['kafka', kafkaBench],
+  ['collector', collectorBench],
 ];
 
 const only = process.argv[2];

@@ -1,14 +1,16 @@
 /** rankwatch's command line: one file per command, one list here. */
 import { RankwatchError } from '../core/errors.js';
 import type { Command } from './args.js';
+import { collect } from './commands/collect.js';
 import { demo } from './commands/demo.js';
 import { detect } from './commands/detect.js';
 import { evaluate } from './commands/eval.js';
 import { mfu } from './commands/mfu.js';
 import { replay } from './commands/replay.js';
 import { sim } from './commands/sim.js';
+import { up } from './commands/up.js';
 
-export const COMMANDS: Command[] = [demo, replay, sim, mfu, evaluate, detect];
+export const COMMANDS: Command[] = [demo, replay, sim, mfu, evaluate, up, detect, collect];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -1,0 +1,137 @@
+/**
+ * POST /v1/ingest: a batch of v1 events as JSON lines (gzip by magic number or
+ * Content-Encoding). Good events are published even when some lines are bad; the reply says how
+ * many were accepted and, for a 400, which lines were rejected and why. A bearer token is
+ * required when one is configured. The reply waits for the bus, so a busy pipeline slows
+ * producers down instead of dropping their events.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { RankwatchEvent } from '../../schema/events.js';
+import { validateEvent } from '../../schema/validate.js';
+import { decodeBatch } from '../../stream/codec.js';
+import { batchByKey, type Publisher } from '../../stream/transport.js';
+
+/** Rejected lines listed in a reply; the count covers them all. */
+const MAX_REASONS = 50;
+
+export interface IngestOptions {
+  publisher: Publisher;
+  token?: string;
+}
+
+const Rejection = Type.Object({ line: Type.Integer(), reason: Type.String() });
+const IngestReply = Type.Object({
+  accepted: Type.Integer({ description: 'events published to the pipeline' }),
+  rejected: Type.Integer({ description: 'lines set aside' }),
+  errors: Type.Optional(Type.Array(Rejection, { description: `the first ${MAX_REASONS} rejected lines` })),
+  message: Type.Optional(Type.String()),
+});
+
+export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts) => {
+  // Bodies stay raw bytes whatever their declared type: gzip and JSON lines are decoded here.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  app.post(
+    '/v1/ingest',
+    {
+      schema: {
+        response: { 200: IngestReply, 400: IngestReply, 401: IngestReply, 415: IngestReply },
+      },
+    },
+    async (req, reply) => {
+      if (!authorized(req, opts.token)) {
+        reply.header('www-authenticate', 'Bearer realm="rankwatch"');
+        return reply.code(401).send({
+          accepted: 0,
+          rejected: 0,
+          message: 'ingest needs "Authorization: Bearer <token>" (the token rankwatch up was started with)',
+        });
+      }
+      const raw = req.body;
+      if (!Buffer.isBuffer(raw)) return empty(reply);
+      let text: string;
+      try {
+        const gz = raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b;
+        text = (gz ? gunzipSync(raw) : raw).toString('utf8');
+      } catch (err) {
+        return reply
+          .code(400)
+          .send({ accepted: 0, rejected: 1, message: `body is not valid gzip: ${(err as Error).message}` });
+      }
+      const { good, errors, rejected } = check(text);
+      if (good.length > 0) await opts.publisher.publish(batchByKey(good));
+      if (rejected === 0) return { accepted: good.length, rejected: 0 };
+      return reply.code(400).send({
+        accepted: good.length,
+        rejected,
+        errors,
+        message: `${rejected} line(s) rejected, ${good.length} event(s) accepted`,
+      });
+    },
+  );
+};
+
+export interface CheckedBody {
+  good: RankwatchEvent[];
+  errors: { line: number; reason: string }[];
+  rejected: number;
+}
+
+/** Gunzips (by magic number), decodes and validates a body, keeping each rejected line's number. */
+export function checkIngestBody(raw: Buffer): CheckedBody | { message: string } {
+  let text: string;
+  try {
+    const gz = raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b;
+    text = (gz ? gunzipSync(raw) : raw).toString('utf8');
+  } catch (err) {
+    return { message: `body is not valid gzip: ${(err as Error).message}` };
+  }
+  return check(text);
+}
+
+function check(text: string): CheckedBody {
+  const decoded = decodeBatch(text);
+  const badLines = new Map(decoded.undecodable.map((u) => [u.line, u.reason]));
+  const errors: { line: number; reason: string }[] = [];
+  const good: RankwatchEvent[] = [];
+  let rejected = badLines.size;
+  for (const [line, reason] of badLines) if (errors.length < MAX_REASONS) errors.push({ line, reason });
+  // decodeBatch keeps event order and skips blank lines: walk the lines to recover each number.
+  let next = 0;
+  let pos = 0;
+  for (let n = 1; pos <= text.length; n++) {
+    let end = text.indexOf('\n', pos);
+    if (end < 0) end = text.length;
+    const blank = text.slice(pos, end).trim() === '';
+    pos = end + 1;
+    if (blank || badLines.has(n)) continue;
+    const v = validateEvent(decoded.events[next++]);
+    if (v.ok) good.push(v.event);
+    else {
+      rejected++;
+      if (errors.length < MAX_REASONS) errors.push({ line: n, reason: v.reason });
+    }
+  }
+  errors.sort((a, b) => a.line - b.line);
+  return { good, errors, rejected };
+}
+
+function authorized(req: FastifyRequest, token: string | undefined): boolean {
+  if (!token) return true;
+  const header = req.headers.authorization ?? '';
+  const m = /^Bearer\s+(.+)$/i.exec(header);
+  if (!m) return false;
+  const a = Buffer.from(m[1].trim());
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+function empty(reply: FastifyReply) {
+  return reply
+    .code(400)
+    .send({ accepted: 0, rejected: 0, message: 'empty body: send v1 events as JSON lines' });
+}

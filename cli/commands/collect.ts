@@ -1,0 +1,166 @@
+import { Collector } from '../../collectors/collector.js';
+import { loadCollectorConfig } from '../../collectors/config.js';
+import { startHealthServer } from '../../collectors/health.js';
+import { createSources, SOURCES } from '../../collectors/index.js';
+import { publisherFor } from '../../collectors/publisher.js';
+import type { Logger } from '../../collectors/source.js';
+import { RankwatchError } from '../../core/errors.js';
+import { type Command, num, parse } from '../args.js';
+
+export const collect: Command = {
+  name: 'collect',
+  summary: 'run the node collector: dcgm-exporter, nvidia-smi, kernel XIDs, training logs → the bus',
+  usage: `rankwatch collect [--config FILE] [options]
+
+Runs on every GPU node. Turns what the node already produces into v1 events, batches and
+compresses them, and sends them to the bus: \`rankwatch up\` over HTTP, or Kafka. With --spool,
+batches wait on disk while the bus is unreachable. A failing source (exporter down, log rotated,
+permission denied) is reported and retried; it never stops the others. Stops cleanly on
+SIGINT/SIGTERM (sources first, then what is buffered is sent).
+
+  --config FILE        JSON config (see docs/collectors/deploy.md); flags below override it
+  --bus URL            http://host:7070 (rankwatch up, the default http://127.0.0.1:7070) or
+                       kafka://broker1:9092,broker2:9092/topic (the Kafka publisher of issue 4)
+  --token T            bearer token for HTTP ingest (default $RANKWATCH_TOKEN)
+  --host NAME          this node's name in events (default: hostname)
+  --spool DIR          keep batches on disk while the bus is unreachable (--spool-max-mb, default 1024)
+  --health-port N      serve GET /metrics, GET /healthz and POST /v1/ingest (for the Python hook)
+                       on 127.0.0.1:N (0: any free port)
+  --flush-ms N         longest an event waits before it is sent (default 1000)
+Sources (each flag adds one; the config file can hold any number):
+  --dcgm URL           dcgm-exporter metrics (e.g. http://127.0.0.1:9400/metrics)
+  --nvidia-smi         sample nvidia-smi every second (where no exporter runs)
+  --kernel-log SRC     XIDs from "journal", "kmsg" or a log FILE
+  --megatron-log FILE  Megatron-LM log; needs --job (and --rank, --gpu of the rank writing it)
+  --nccl-log FILE      PyTorch NCCL watchdog timeouts from a training log
+  --nccl-tests FILE    nccl-tests output (link probes)
+  --job ID --rank N --gpu N   job/rank/gpu for the log sources above (GPU telemetry takes its
+                       job from Kubernetes pod labels, or from "job" in the config file)
+  --from start|end     read log files from the start or only new lines (default end)
+Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      config: { type: 'string' },
+      bus: { type: 'string' },
+      token: { type: 'string' },
+      host: { type: 'string' },
+      spool: { type: 'string' },
+      'spool-max-mb': { type: 'string' },
+      'health-port': { type: 'string' },
+      'flush-ms': { type: 'string' },
+      dcgm: { type: 'string' },
+      'nvidia-smi': { type: 'boolean' },
+      'kernel-log': { type: 'string' },
+      'megatron-log': { type: 'string' },
+      'nccl-log': { type: 'string' },
+      'nccl-tests': { type: 'string' },
+      job: { type: 'string' },
+      rank: { type: 'string' },
+      gpu: { type: 'string' },
+      from: { type: 'string' },
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const from = values.from;
+    if (from !== undefined && from !== 'start' && from !== 'end')
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--from needs start or end, got "${from}"`);
+    const job = values.job;
+    const fromFlags: unknown[] = [];
+    if (values.dcgm) fromFlags.push({ type: 'dcgm_exporter', url: values.dcgm });
+    if (values['nvidia-smi']) fromFlags.push({ type: 'nvidia_smi' });
+    if (values['kernel-log']) {
+      const k = values['kernel-log'];
+      fromFlags.push(
+        k === 'journal' || k === 'kmsg'
+          ? { type: 'kernel_log', mode: k }
+          : { type: 'kernel_log', mode: 'file', path: k, ...(from ? { from } : {}) },
+      );
+    }
+    if (values['megatron-log']) {
+      if (!job) throw new RankwatchError('RANKWATCH_ERR_USAGE', '--megatron-log needs --job');
+      fromFlags.push({
+        type: 'megatron_log',
+        path: values['megatron-log'],
+        job,
+        rank: num(values.rank, 'rank', 0),
+        gpu: num(values.gpu, 'gpu', 0),
+        ...(from ? { from } : {}),
+      });
+    }
+    if (values['nccl-log'])
+      fromFlags.push({
+        type: 'nccl_watchdog',
+        path: values['nccl-log'],
+        ...(job ? { job } : {}),
+        ...(from ? { from } : {}),
+      });
+    if (values['nccl-tests'])
+      fromFlags.push({ type: 'nccl_tests', path: values['nccl-tests'], ...(job ? { job } : {}) });
+
+    const cfg = loadCollectorConfig(
+      values.config,
+      {
+        bus: values.bus,
+        token: values.token,
+        host: values.host,
+        flushMs: values['flush-ms'] !== undefined ? num(values['flush-ms'], 'flush-ms') : undefined,
+        spool: values.spool
+          ? { dir: values.spool, maxBytes: num(values['spool-max-mb'], 'spool-max-mb', 1024) * (1 << 20) }
+          : undefined,
+      },
+      fromFlags,
+    );
+    if (values['health-port'] !== undefined) cfg.health.port = num(values['health-port'], 'health-port');
+    if (cfg.sources.length === 0 && cfg.health.port < 0)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        'nothing to collect: give --dcgm, --nvidia-smi, --kernel-log, --megatron-log, … or a --config file (or --health-port for hook ingest alone)',
+      );
+
+    const stamp = () => new Date().toISOString();
+    const logger: Logger = {
+      info: (m) => console.error(`${stamp()} rankwatch collect: ${m}`),
+      warn: (m) => console.error(`${stamp()} rankwatch collect: warning: ${m}`),
+    };
+    const { publisher, counters } = await publisherFor(cfg, logger);
+    const collector = new Collector({
+      publisher,
+      logger,
+      flushMs: cfg.flushMs,
+      maxBatchEvents: cfg.maxBatchEvents,
+      maxBufferedEvents: cfg.maxBufferedEvents,
+      extraCounters: counters,
+    });
+    const sources = createSources(cfg.sources, collector.deps(cfg.host));
+    // Events POSTed to the local port by training hooks join the same buffer (and spool).
+    const hookDeps = collector.deps(cfg.host);
+    const health =
+      cfg.health.port >= 0
+        ? await startHealthServer(cfg.health.host, cfg.health.port, {
+            counters: () => collector.counters(),
+            ingest: (events) => hookDeps.emit(events),
+            ingestFrom: cfg.health.ingest,
+          })
+        : undefined;
+    collector.start(sources);
+    logger.info(
+      `host ${cfg.host}, ${sources.length} source(s) (${sources.map((s) => s.name).join(', ')}) → ${cfg.bus}${cfg.spool ? `, spool ${cfg.spool.dir}` : ''}${health ? `; health on ${health.url}/metrics` : ''}`,
+    );
+    const stats =
+      cfg.statsEveryMs > 0
+        ? setInterval(() => logger.info(`counters ${JSON.stringify(collector.counters())}`), cfg.statsEveryMs)
+        : undefined;
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', () => resolve());
+      process.once('SIGTERM', () => resolve());
+    });
+    clearInterval(stats);
+    logger.info('stopping: sources first, then sending what is buffered');
+    await collector.stop();
+    await health?.close();
+    logger.info(`stopped; counters ${JSON.stringify(collector.counters())}`);
+    return 0;
+  },
+};

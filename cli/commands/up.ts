@@ -1,0 +1,124 @@
+import { resolve } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../api/app.js';
+import { Pipeline } from '../../pipeline/pipeline.js';
+import type { Finding } from '../../schema/finding.js';
+import { ChdbStore } from '../../store/chdb.js';
+import { MemoryTransport } from '../../stream/memory.js';
+import { type Command, num, parse } from '../args.js';
+
+export interface UpOptions {
+  host: string;
+  port: number;
+  dataDir: string;
+  token?: string;
+  onFindings?: (findings: Finding[]) => void;
+  log?: (line: string) => void;
+}
+
+export interface Up {
+  url: string;
+  app: FastifyInstance;
+  pipeline: Pipeline;
+  store: ChdbStore;
+  /** Idempotent: stops taking requests, drains the pipeline, closes the store. */
+  close(): Promise<void>;
+}
+
+/** The embedded pipeline behind the HTTP API: ingest → in-process bus → detectors → chDB. */
+export async function startUp(o: UpOptions): Promise<Up> {
+  const store = new ChdbStore({ path: o.dataDir });
+  const transport = new MemoryTransport({ maxQueuedBatches: 64 });
+  const pipeline = new Pipeline({
+    transport,
+    store,
+    onFindings: o.onFindings,
+    onStoreRetry: (err, attempt) =>
+      o.log?.(`store write failed (attempt ${attempt}): ${(err as Error).message}`),
+  });
+  await pipeline.start();
+  const app = await buildApp({
+    publisher: transport,
+    auth: { ingestToken: o.token },
+    health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
+  });
+  const address = await app.listen({ host: o.host, port: o.port });
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      await app.close();
+      await pipeline.stop();
+      await store.close();
+    })());
+  return { url: address, app, pipeline, store, close };
+}
+
+export const up: Command = {
+  name: 'up',
+  summary: 'run the embedded pipeline with an HTTP ingest endpoint (single machine)',
+  usage: `rankwatch up [options]
+
+Runs the embedded pipeline in one process: POST /v1/ingest takes batches of v1 events (JSON
+lines, gzip accepted) from collectors and training hooks, the detectors run on them, events and
+findings are stored in chDB, and each finding is printed as it opens. GET /healthz shows counters.
+Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM.
+
+  --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
+  --port N         port (default 7070; 0 picks a free one, printed at start)
+  --data DIR       chDB data folder (default ./data)
+  --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      data: { type: 'string' },
+      token: { type: 'string' },
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
+    const host = values.host ?? '127.0.0.1';
+    if (!token && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
+      console.error(
+        'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
+      );
+    const dataDir = resolve(values.data ?? 'data');
+    const server = await startUp({
+      host,
+      port: num(values.port, 'port', 7070),
+      dataDir,
+      token: token || undefined,
+      log: (l) => console.error(`rankwatch up: ${l}`),
+      onFindings: (fs) => {
+        for (const f of fs) {
+          if (f.state === 'update') continue;
+          const where = `${f.host}${f.gpu !== undefined ? `/${f.gpu}` : ''}${f.rank !== undefined ? ` rank ${f.rank}` : ''}`;
+          console.log(
+            `[${new Date(f.ts).toISOString()}] ${f.state === 'open' ? 'FOUND   ' : 'RESOLVED'} ${f.type} ${f.job ?? ''} ${where}: ${f.summary}`,
+          );
+        }
+      },
+    });
+    console.log(
+      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz); chDB at ${dataDir}`,
+    );
+    await new Promise<void>((done) => {
+      const stop = (sig: string) => {
+        console.error(`rankwatch up: ${sig}: draining and closing`);
+        server.close().then(done, (err) => {
+          console.error(err);
+          done();
+        });
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+    const c = server.pipeline.counters();
+    console.log(
+      `rankwatch up: stopped after ${c.events} events, ${c.dead_letters} dead letters, ${c.findings} findings`,
+    );
+    return 0;
+  },
+};

@@ -1,0 +1,187 @@
+/**
+ * The collector's core: sources emit into one bounded buffer; a flush loop cuts it into batches
+ * by key (job, else host) every `flushMs` or at `maxBatchEvents`, and hands them to the
+ * publisher (HTTP to `rankwatch up`, Kafka, each usually wrapped in the disk spool). Memory is
+ * bounded by `maxBufferedEvents`: past it the oldest events are dropped and counted. Every source
+ * problem is counted and the first of each kind logged, never fatal to the others.
+ */
+import { isRetriable } from '../core/errors.js';
+import { type Batch, batchByKey, type Publisher } from '../stream/transport.js';
+import type { ParseProblem } from './parsers/problems.js';
+import type { Logger, Source, SourceDeps } from './source.js';
+
+export interface CollectorOptions {
+  publisher: Publisher;
+  logger: Logger;
+  now?: () => number;
+  flushMs?: number;
+  maxBatchEvents?: number;
+  maxBufferedEvents?: number;
+  /** Extra figures merged into counters() (e.g. the spool's). */
+  extraCounters?: () => Record<string, number>;
+}
+
+export interface CollectorCounters {
+  events_read: number;
+  events_sent: number;
+  events_dropped: number;
+  dropped_by_reason: Record<string, number>;
+  parse_errors: Record<string, number>;
+  source_errors: Record<string, number>;
+  publish_errors: number;
+  buffered: number;
+  [extra: string]: unknown;
+}
+
+export class Collector {
+  private buffer: unknown[] = [];
+  private sources: Source[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private stopped = false;
+  private readonly flushMs: number;
+  private readonly maxBatch: number;
+  private readonly maxBuffered: number;
+  private readonly pciMap = new Map<string, number>();
+  private readonly c = {
+    events_read: 0,
+    events_sent: 0,
+    events_dropped: 0,
+    dropped_by_reason: {} as Record<string, number>,
+    parse_errors: {} as Record<string, number>,
+    source_errors: {} as Record<string, number>,
+    publish_errors: 0,
+  };
+
+  constructor(private readonly o: CollectorOptions) {
+    this.flushMs = o.flushMs ?? 1000;
+    this.maxBatch = o.maxBatchEvents ?? 5000;
+    this.maxBuffered = o.maxBufferedEvents ?? 200_000;
+  }
+
+  /** What sources are given: emit into the buffer, report problems into the counters. */
+  deps(host: string): SourceDeps {
+    const log = this.o.logger;
+    return {
+      host,
+      logger: log,
+      now: this.o.now ?? Date.now,
+      pciMap: this.pciMap,
+      emit: (events) => this.accept(events),
+      parseProblems: (source: string, problems: ParseProblem[]) => {
+        const before = this.c.parse_errors[source] ?? 0;
+        this.c.parse_errors[source] = before + problems.length;
+        // The first few in full, then one line per power of ten, so a bad input cannot flood the log.
+        for (let i = 0; i < problems.length; i++) {
+          const n = before + i + 1;
+          if (n <= 5 || Number.isInteger(Math.log10(n)))
+            log.warn(
+              `${source}: line ${problems[i].line}: ${problems[i].reason}${problems[i].raw ? ` (${problems[i].raw.slice(0, 120)})` : ''} [${n} so far]`,
+            );
+        }
+      },
+      sourceError: (source: string, err: unknown) => {
+        const n = (this.c.source_errors[source] ?? 0) + 1;
+        this.c.source_errors[source] = n;
+        if (n <= 5 || Number.isInteger(Math.log10(n)))
+          log.warn(`${source}: ${(err as Error)?.message ?? String(err)} (retrying) [${n} so far]`);
+      },
+    };
+  }
+
+  /** Starts the flush loop, then the sources (already created with `deps()`). */
+  start(sources: Source[]): void {
+    this.sources = sources;
+    this.schedule();
+    for (const s of sources) {
+      try {
+        s.start();
+      } catch (err) {
+        this.deps('').sourceError(s.name, err);
+      }
+    }
+  }
+
+  /** Idempotent: stops sources first, sends what they produced, then stops the publisher. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await Promise.allSettled(this.sources.map((s) => s.stop()));
+    await this.flushing;
+    for (let tries = 0; this.buffer.length > 0 && tries < 3; tries++) await this.flush();
+    await this.o.publisher.stop();
+  }
+
+  counters(): CollectorCounters {
+    return {
+      ...this.c,
+      dropped_by_reason: { ...this.c.dropped_by_reason },
+      parse_errors: { ...this.c.parse_errors },
+      source_errors: { ...this.c.source_errors },
+      buffered: this.buffer.length,
+      ...this.o.extraCounters?.(),
+    };
+  }
+
+  /** Sends everything buffered now (one flush at a time). */
+  flush(): Promise<void> {
+    this.flushing ??= this.flushOnce().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private accept(events: unknown[]): void {
+    this.c.events_read += events.length;
+    for (const e of events) this.buffer.push(e);
+    const over = this.buffer.length - this.maxBuffered;
+    if (over > 0) {
+      this.buffer.splice(0, over);
+      this.drop('buffer_full', over);
+    }
+    if (this.buffer.length >= this.maxBatch && !this.flushing) void this.flush();
+  }
+
+  private async flushOnce(): Promise<void> {
+    while (this.buffer.length > 0) {
+      const events = this.buffer.splice(0, this.maxBatch);
+      const batches: Batch[] = batchByKey(events);
+      try {
+        await this.o.publisher.publish(batches);
+        this.c.events_sent += events.length;
+      } catch (err) {
+        this.c.publish_errors++;
+        if (isRetriable(err) && !this.stopped) {
+          // The bus is away and no spool took them: keep them (bounded) for the next flush.
+          this.buffer.unshift(...events);
+          const over = this.buffer.length - this.maxBuffered;
+          if (over > 0) {
+            this.buffer.splice(0, over);
+            this.drop('buffer_full', over);
+          }
+          if (this.c.publish_errors <= 5 || Number.isInteger(Math.log10(this.c.publish_errors)))
+            this.o.logger.warn(
+              `publish failed, keeping ${this.buffer.length} events in memory: ${(err as Error).message}`,
+            );
+          return;
+        }
+        this.drop(((err as { code?: string }).code ?? 'publish_error').toLowerCase(), events.length);
+        this.o.logger.warn(`publish failed, dropped ${events.length} events: ${(err as Error).message}`);
+      }
+    }
+  }
+
+  private drop(reason: string, n: number): void {
+    this.c.events_dropped += n;
+    this.c.dropped_by_reason[reason] = (this.c.dropped_by_reason[reason] ?? 0) + n;
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      void this.flush().finally(() => this.schedule());
+    }, this.flushMs);
+    this.timer.unref?.();
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The collector's local HTTP port: GET /metrics (Prometheus text, one family per counter,
+ * labelled by source or reason), GET /healthz (the counters as JSON), and POST /v1/ingest, the
+ * same contract as `rankwatch up`'s, so training hooks on the node can send to the collector
+ * over loopback and share its batching and disk spool.
+ */
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { checkIngestBody } from '../api/routes/ingest.js';
+import type { CollectorCounters } from './collector.js';
+
+/** Largest ingest body the local port takes. */
+const MAX_BODY = 32 << 20;
+
+export function renderMetrics(c: CollectorCounters): string {
+  const out: string[] = [];
+  const family = (name: string, help: string, type: 'counter' | 'gauge', rows: [string, number][]) => {
+    out.push(`# HELP rankwatch_collector_${name} ${help}`, `# TYPE rankwatch_collector_${name} ${type}`);
+    for (const [labels, v] of rows) out.push(`rankwatch_collector_${name}${labels} ${v}`);
+  };
+  const labelled = (key: string, rec: Record<string, number>): [string, number][] =>
+    Object.entries(rec).map(([k, v]) => [`{${key}="${k.replace(/["\\\n]/g, '_')}"}`, v]);
+  family('events_read_total', 'events produced by sources', 'counter', [['', c.events_read]]);
+  family('events_sent_total', 'events the publisher accepted (sent or spooled)', 'counter', [
+    ['', c.events_sent],
+  ]);
+  family(
+    'events_dropped_total',
+    'events dropped, by reason',
+    'counter',
+    labelled('reason', c.dropped_by_reason),
+  );
+  family(
+    'parse_errors_total',
+    'input lines a source could not use',
+    'counter',
+    labelled('source', c.parse_errors),
+  );
+  family(
+    'source_errors_total',
+    'failures to reach or read an input',
+    'counter',
+    labelled('source', c.source_errors),
+  );
+  family('publish_errors_total', 'failed publishes', 'counter', [['', c.publish_errors]]);
+  family('buffered_events', 'events waiting in memory', 'gauge', [['', c.buffered]]);
+  for (const [k, v] of Object.entries(c)) {
+    if (typeof v === 'number' && !(k in BASE)) family(k, k.replaceAll('_', ' '), 'gauge', [['', v]]);
+  }
+  return `${out.join('\n')}\n`;
+}
+
+const BASE = { events_read: 1, events_sent: 1, events_dropped: 1, publish_errors: 1, buffered: 1 };
+
+export interface LocalServerDeps {
+  counters: () => CollectorCounters;
+  /** Where events POSTed to /v1/ingest go (the collector's buffer). */
+  ingest: (events: unknown[]) => void;
+  /** Who may POST: loopback peers only (default: the port carries no token), anyone, or no one. */
+  ingestFrom?: 'loopback' | 'any' | 'off';
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
+
+export async function startHealthServer(
+  host: string,
+  port: number,
+  deps: LocalServerDeps,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    if (req.method === 'POST' && req.url === '/v1/ingest') {
+      const from = deps.ingestFrom ?? 'loopback';
+      if (from === 'off' || (from === 'loopback' && !LOOPBACK.has(req.socket.remoteAddress ?? ''))) {
+        const why = from === 'off' ? 'off' : 'for loopback peers only';
+        res
+          .writeHead(403)
+          .end(
+            JSON.stringify({ accepted: 0, rejected: 0, message: `ingest here is ${why} (health.ingest)` }),
+          );
+        return;
+      }
+      readBody(req).then(
+        (body) => {
+          const r = checkIngestBody(body);
+          if ('message' in r)
+            return res.writeHead(400).end(JSON.stringify({ accepted: 0, rejected: 1, message: r.message }));
+          if (r.good.length) deps.ingest(r.good);
+          const reply = {
+            accepted: r.good.length,
+            rejected: r.rejected,
+            ...(r.rejected ? { errors: r.errors } : {}),
+          };
+          res
+            .writeHead(r.rejected ? 400 : 200, { 'content-type': 'application/json' })
+            .end(JSON.stringify(reply));
+        },
+        (err: Error) =>
+          res.writeHead(413).end(JSON.stringify({ accepted: 0, rejected: 0, message: err.message })),
+      );
+    } else if (req.url === '/metrics') {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(deps.counters()));
+    } else if (req.url === '/healthz') {
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ ok: true, ...deps.counters() }));
+    } else res.writeHead(404).end('GET /metrics, GET /healthz, POST /v1/ingest\n');
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const addr = server.address() as { port: number };
+  return {
+    url: `http://${host}:${addr.port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (d: Buffer) => {
+      size += d.length;
+      if (size > MAX_BODY) {
+        reject(new Error(`body over ${MAX_BODY} bytes`));
+        req.destroy();
+      } else parts.push(d);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts)));
+    req.on('error', reject);
+  });
+}

@@ -1,0 +1,204 @@
+/**
+ * Megatron-LM training logs → v1 `step` and `checkpoint` events, plus what is needed for a
+ * job-level MFU cross-check (Megatron's own TFLOP/s/GPU next to ours). Stateful only to pair a
+ * "successfully saved checkpoint" line with the `save-checkpoint` timer line printed after it.
+ *
+ * The log is one rank's view (Megatron prints the training log from the last rank), so step
+ * events carry the wall time only: `compute_ms` equals `step_ms` and `timing: 'wall_only'` says so.
+ */
+import type { CheckpointEvent as C, StepEvent as S } from '../../schema/events.js';
+import { type Open, type ParseProblem, problem } from './problems.js';
+
+type StepEvent = Open<S>;
+type CheckpointEvent = Open<C>;
+
+export interface MegatronContext {
+  job: string;
+  rank: number;
+  host: string;
+  gpu: number;
+  /** Tokens per sample (the sequence length), to turn the global batch size into tokens. */
+  seqLen?: number;
+}
+
+export interface MegatronOut {
+  events: (StepEvent | CheckpointEvent)[];
+  problems: ParseProblem[];
+}
+
+const ITER = /iteration\s+(\d+)\s*\/\s*(\d+)\s*\|(.*)$/;
+const STAMP = /^\s*\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\]/;
+const SAVED = /successfully saved checkpoint (?:from|at) iteration\s+(\d+) to (\S+)/;
+const SAVING = /saving checkpoint at iteration\s+(\d+) to (\S+)/;
+const LOADED = /successfully loaded checkpoint from (\S+).*?at iteration\s+(\d+)/;
+const TIMER = /^\s*save-checkpoint\s*\.*:?\s*\(?\s*([\d.]+)(?:\s*,\s*([\d.]+))?\)?/;
+
+interface PendingSave {
+  step: number;
+  path: string;
+  /** When "saving checkpoint" was seen, if it was. */
+  startedAt?: number;
+  doneAt: number;
+}
+
+export class MegatronParser {
+  private lineNo = 0;
+  private savingAt: { step: number; at: number } | undefined;
+  private pending: PendingSave | undefined;
+
+  constructor(private readonly ctx: MegatronContext) {}
+
+  /** One log line; `now` stands in for lines without a timestamp. */
+  push(raw: string, now: number): MegatronOut {
+    this.lineNo++;
+    const events: MegatronOut['events'] = [];
+    const problems: ParseProblem[] = [];
+    const ts = stampOf(raw) ?? now;
+
+    const timer = TIMER.exec(raw);
+    if (timer && this.pending) {
+      const max = Number(timer[2] ?? timer[1]);
+      if (Number.isFinite(max)) events.push(this.checkpoint(this.pending, max, ts));
+      this.pending = undefined;
+      return { events, problems };
+    }
+    if (raw.includes('iteration') && raw.includes('|')) {
+      // A pending save whose timer line never came: fall back to the time between the lines.
+      events.push(...this.flushPending());
+      const m = ITER.exec(raw);
+      // Megatron ends every field with " |": a line without the last bar was cut off.
+      if (!m || !raw.trimEnd().endsWith('|')) {
+        problems.push(problem(this.lineNo, 'iteration line in an unknown or truncated form', raw.trim()));
+        return { events, problems };
+      }
+      const fields = parseFields(m[3]);
+      const stepMs = fields['elapsed time per iteration (ms)'];
+      if (stepMs === undefined) {
+        problems.push(
+          problem(this.lineNo, 'iteration line without "elapsed time per iteration (ms)"', raw.trim()),
+        );
+        return { events, problems };
+      }
+      const gbs = fields['global batch size'];
+      const step: StepEvent = {
+        v: 1,
+        kind: 'step',
+        ts,
+        job: this.ctx.job,
+        rank: this.ctx.rank,
+        host: this.ctx.host,
+        gpu: this.ctx.gpu,
+        step: Number(m[1]),
+        step_ms: stepMs,
+        compute_ms: stepMs,
+        timing: 'wall_only',
+        train_iters: Number(m[2]),
+      };
+      if (gbs !== undefined) step.global_batch_size = gbs;
+      if (gbs !== undefined && this.ctx.seqLen) step.global_batch_tokens = gbs * this.ctx.seqLen;
+      const tf = fields['throughput per GPU (TFLOP/s/GPU)'];
+      if (tf !== undefined) step.megatron_tflops_per_gpu = tf;
+      const loss = fields['lm loss'];
+      if (loss !== undefined) step.loss = loss;
+      const skipped = fields['number of skipped iterations'];
+      if (skipped !== undefined) step.skipped_iterations = skipped;
+      events.push(step);
+      return { events, problems };
+    }
+    const saving = SAVING.exec(raw);
+    if (saving) {
+      this.savingAt = { step: Number(saving[1]), at: ts };
+      return { events, problems };
+    }
+    const saved = SAVED.exec(raw);
+    if (saved) {
+      events.push(...this.flushPending());
+      const step = Number(saved[1]);
+      const startedAt = this.savingAt?.step === step ? this.savingAt.at : undefined;
+      this.savingAt = undefined;
+      this.pending = { step, path: saved[2], startedAt, doneAt: ts };
+      return { events, problems };
+    }
+    const loaded = LOADED.exec(raw);
+    if (loaded) {
+      events.push({
+        v: 1,
+        kind: 'checkpoint',
+        ts,
+        job: this.ctx.job,
+        rank: this.ctx.rank,
+        step: Number(loaded[2]),
+        phase: 'load',
+        dur_ms: 0,
+        ok: true,
+        path: loaded[1],
+        duration_known: false,
+      });
+    }
+    return { events, problems };
+  }
+
+  /** Emits a save still waiting for its timer line (call at end of input). */
+  flushPending(): MegatronOut['events'] {
+    if (!this.pending) return [];
+    const p = this.pending;
+    this.pending = undefined;
+    const dur = p.startedAt !== undefined ? p.doneAt - p.startedAt : undefined;
+    return [this.checkpoint(p, dur, p.doneAt)];
+  }
+
+  private checkpoint(p: PendingSave, durMs: number | undefined, ts: number): CheckpointEvent {
+    return {
+      v: 1,
+      kind: 'checkpoint',
+      ts,
+      job: this.ctx.job,
+      rank: this.ctx.rank,
+      step: p.step,
+      phase: 'save',
+      dur_ms: Math.max(0, durMs ?? 0),
+      ok: true,
+      path: p.path,
+      ...(durMs === undefined ? { duration_known: false } : {}),
+    };
+  }
+}
+
+/** "consumed samples: 51200 | elapsed time per iteration (ms): 1234.5 | …" → numbers by name. */
+function parseFields(text: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const part of text.split('|')) {
+    const i = part.lastIndexOf(':');
+    if (i < 0) continue;
+    const n = Number(part.slice(i + 1).trim());
+    if (part.slice(i + 1).trim() !== '' && Number.isFinite(n)) out[part.slice(0, i).trim()] = n;
+  }
+  return out;
+}
+
+function stampOf(line: string): number | undefined {
+  const m = STAMP.exec(line);
+  if (!m) return undefined;
+  const [, y, mo, d, h, mi, s, frac] = m;
+  return new Date(+y, +mo - 1, +d, +h, +mi, +s, Number((frac ?? '0').slice(0, 3).padEnd(3, '0'))).getTime();
+}
+
+export interface MfuCrossCheck {
+  megatron_tflops_per_gpu: number;
+  ours_tflops_per_gpu: number;
+  /** ours / Megatron's: 1 when both count FLOPs the same way. */
+  ratio: number;
+}
+
+/** Our TFLOP/s/GPU for a step, from FLOPs per token, set next to Megatron's own figure. */
+export function mfuCrossCheck(
+  step: { step_ms: number; global_batch_tokens?: unknown; megatron_tflops_per_gpu?: unknown },
+  flopsPerToken: number,
+  gpus: number,
+): MfuCrossCheck | undefined {
+  const tokens = Number(step.global_batch_tokens);
+  const theirs = Number(step.megatron_tflops_per_gpu);
+  if (!(tokens > 0) || !(theirs > 0) || !(step.step_ms > 0) || !(gpus > 0)) return undefined;
+  const ours = (flopsPerToken * tokens) / (step.step_ms / 1000) / gpus / 1e12;
+  return { megatron_tflops_per_gpu: theirs, ours_tflops_per_gpu: ours, ratio: ours / theirs };
+}

@@ -1,0 +1,19 @@
+"""rankwatch hook for training loops: step timings, checkpoints and job metadata as v1 events.
+
+The three-line change::
+
+    import rankwatch_hook as rw
+    rw.init(job="llama-70b", model={...}, parallel={"tp": 8, "pp": 4, "dp": 16})
+    with rw.step():          # around each optimizer step
+        train_step(batch)
+
+Standard library only. PyTorch is used when the training process has already imported it
+(never imported here): then `rw.comm()` blocks are timed with CUDA events, so compute vs
+time blocked in collectives comes from the GPU stream. Events go to `rankwatch up` (or the
+node collector) over loopback HTTP from a background thread; the training thread only appends
+to a bounded queue, so an absent or slow endpoint never blocks or crashes training.
+"""
+
+from ._hook import Hook, checkpoint, comm, counters, get, init, shutdown, step
+
+__all__ = ["Hook", "init", "step", "comm", "checkpoint", "counters", "shutdown", "get"]

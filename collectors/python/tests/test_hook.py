@@ -1,0 +1,194 @@
+"""The hook from the outside: a training-like loop in a subprocess, a real HTTP receiver."""
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOOP = os.path.join(HERE, "train_loop.py")
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+
+class Receiver:
+    """A real HTTP server that keeps every event it is sent."""
+
+    def __init__(self):
+        self.events = []
+        received = self.events
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if body[:2] == b"\x1f\x8b":
+                    body = gzip.decompress(body)
+                lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+                received.extend(lines)
+                reply = json.dumps({"accepted": len(lines), "rejected": 0}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/v1/ingest" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_loop(endpoint, *args, env=None, timeout=120):
+    e = dict(os.environ, RANKWATCH_ENDPOINT=endpoint, RANK="0", LOCAL_RANK="3", WORLD_SIZE="2", RANKWATCH_HOST="node-a")
+    e.update(env or {})
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, LOOP, *args], env=e, capture_output=True, text=True, timeout=timeout)
+    total = time.perf_counter() - t0
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1]), total
+
+
+def test_events_reach_the_receiver():
+    rx = Receiver()
+    try:
+        res, _ = run_loop(rx.url, "--steps", "25")
+    finally:
+        rx.close()
+    kinds = [e["kind"] for e in rx.events]
+    assert kinds.count("job") == 1
+    job = next(e for e in rx.events if e["kind"] == "job")
+    assert job["job"] == "pyjob" and job["parallel"] == {"tp": 1, "pp": 1, "dp": 2}
+    assert job["model"]["hidden"] == 64 and job["gpu_model"] == "H100-SXM" and job["world_size"] == 2
+    steps = [e for e in rx.events if e["kind"] == "step"]
+    assert [s["step"] for s in steps] == list(range(25))
+    for s in steps:
+        assert (s["job"], s["rank"], s["host"], s["gpu"]) == ("pyjob", 0, "node-a", 3)
+        assert s["v"] == 1 and s["ts"] > 0 and s["tokens"] == 512
+        assert s["step_ms"] >= s["compute_ms"] > 0
+        assert s["comm_wait_ms"] >= 1.5  # the 2 ms sleep inside rw.comm()
+        assert abs(s["compute_ms"] + s["comm_wait_ms"] - s["step_ms"]) < 1e-6
+    ckpts = [e for e in rx.events if e["kind"] == "checkpoint"]
+    assert [c["step"] for c in ckpts] == [9, 19]
+    assert all(c["ok"] and c["phase"] == "save" and c["dur_ms"] >= 2 and c["bytes"] == 1 << 20 for c in ckpts)
+    assert res["counters"]["dropped"] == 0
+
+
+def _median_elapsed(endpoint, mode, runs=3):
+    times = sorted(run_loop(endpoint, "--steps", "200", "--compute-ms", "2", "--comm-ms", "1", "--mode", mode)[0]["elapsed"] for _ in range(runs))
+    return times[len(times) // 2]
+
+
+def test_endpoint_down_training_runs_at_full_speed():
+    url = "http://127.0.0.1:%d/v1/ingest" % free_port()
+    base = _median_elapsed(url, "baseline")
+    hooked = _median_elapsed(url, "hook")
+    # Generous: CI machines are shared; the hook must not add anything like a network wait per step.
+    assert hooked < base * 1.5 + 0.5, (hooked, base)
+    res, total = run_loop(url, "--steps", "50")
+    assert res["counters"]["sent"] == 0 and res["counters"]["queued"] >= 50
+    assert total < 30
+
+
+def test_endpoint_that_hangs_does_not_block_training():
+    # Accepts connections and never answers: a POST can only end by its timeout.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    url = "http://127.0.0.1:%d/v1/ingest" % srv.getsockname()[1]
+    try:
+        base = _median_elapsed(url, "baseline", runs=1)
+        res, total = run_loop(url, "--steps", "200", "--compute-ms", "2", "--comm-ms", "1")
+    finally:
+        srv.close()
+    assert res["elapsed"] < base * 1.5 + 0.5, (res["elapsed"], base)
+    assert total < 30  # exit waits for the sender at most a couple of seconds
+
+
+def _start_up(tmp_path):
+    bin_js = os.path.join(REPO, "bin", "rankwatch.js")
+    if not os.path.exists(os.path.join(REPO, "dist", "cli", "main.js")) or shutil.which("node") is None:
+        pytest.skip("rankwatch is not built (npm run build)")
+    up = subprocess.Popen(
+        ["node", bin_js, "up", "--port", "0", "--data", str(tmp_path / "data")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    line = up.stdout.readline()
+    assert "listening on" in line, line
+    return up, line.split("listening on ")[1].split()[0]
+
+
+def _wait_for_events(base, n):
+    deadline = time.time() + 60
+    while True:
+        health = json.load(urllib.request.urlopen(base + "/healthz", timeout=5))
+        if health["pipeline"]["events"] >= n or time.time() > deadline:
+            return health["pipeline"]
+        time.sleep(0.2)
+
+
+def test_through_rankwatch_up_no_dead_letters(tmp_path):
+    """The hook's events pass the v1 contract of the real server (skipped when not built)."""
+    up, base = _start_up(tmp_path)
+    try:
+        run_loop(base + "/v1/ingest", "--steps", "12")
+        pipeline = _wait_for_events(base, 1 + 12 + 1)
+        assert pipeline["events"] == 1 + 12 + 1  # job, steps, one checkpoint
+        assert pipeline["dead_letters"] == 0
+    finally:
+        up.terminate()
+        up.wait(60)
+
+
+def test_through_the_node_collector(tmp_path):
+    """hook → the collector's local /v1/ingest (loopback) → rankwatch up."""
+    up, base = _start_up(tmp_path)
+    collector = None
+    try:
+        collector = subprocess.Popen(
+            ["node", os.path.join(REPO, "bin", "rankwatch.js"), "collect", "--bus", base, "--health-port", "0", "--flush-ms", "200"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        local = None
+        for _ in range(50):
+            line = collector.stderr.readline()
+            if "health on " in line:
+                local = line.split("health on ")[1].split("/metrics")[0]
+                break
+        assert local, "the collector did not report its local port"
+        run_loop(local + "/v1/ingest", "--steps", "12")
+        pipeline = _wait_for_events(base, 1 + 12 + 1)
+        assert pipeline["events"] == 1 + 12 + 1
+        assert pipeline["dead_letters"] == 0
+        metrics = urllib.request.urlopen(local + "/metrics", timeout=5).read().decode()
+        assert "rankwatch_collector_events_sent_total 14" in metrics
+    finally:
+        if collector is not None:
+            collector.terminate()
+            collector.wait(60)
+        up.terminate()
+        up.wait(60)

@@ -1,0 +1,79 @@
+/** Scrapes dcgm-exporter's Prometheus endpoint on an interval → gpu and XID fault events. */
+import { Type } from '@sinclair/typebox';
+import { type DcgmState, dcgmToEvents } from '../parsers/dcgm.js';
+import { backoffMs, type SourceFactory, sourceName } from '../source.js';
+
+const schema = Type.Object(
+  {
+    type: Type.Literal('dcgm_exporter'),
+    name: Type.Optional(Type.String({ description: 'distinguishes two sources of one type in counters' })),
+    url: Type.String({ default: 'http://127.0.0.1:9400/metrics', description: 'dcgm-exporter metrics URL' }),
+    intervalMs: Type.Integer({ minimum: 100, default: 1000, description: 'scrape interval' }),
+    timeoutMs: Type.Integer({ minimum: 100, default: 2000, description: 'per-scrape timeout' }),
+    job: Type.Optional(Type.String({ description: 'job for every GPU on this node (else from pod labels)' })),
+    podJobPattern: Type.Optional(
+      Type.String({ description: 'regex whose first group is the job, applied to the pod label' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const dcgmExporter: SourceFactory<typeof schema> = {
+  type: 'dcgm_exporter',
+  description:
+    'GPU clocks, power, temperature, utilisation, clock-event reasons, ECC and XIDs from dcgm-exporter',
+  schema,
+  create(cfg, deps) {
+    const name = sourceName('dcgm_exporter', cfg.name);
+    const state: DcgmState = new Map();
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    let failures = 0;
+    let inFlight: Promise<void> | undefined;
+
+    const scrape = async () => {
+      try {
+        const res = await fetch(cfg.url, { signal: AbortSignal.timeout(cfg.timeoutMs) });
+        if (!res.ok) throw new Error(`HTTP ${res.status} from ${cfg.url}`);
+        const text = await res.text();
+        const out = dcgmToEvents(
+          text,
+          deps.now(),
+          { host: deps.host, job: cfg.job, podJobPattern: cfg.podJobPattern },
+          state,
+        );
+        if (failures > 0) deps.logger.info(`${name}: ${cfg.url} is back`);
+        failures = 0;
+        if (out.problems.length) deps.parseProblems(name, out.problems);
+        if (out.events.length) deps.emit(out.events);
+      } catch (err) {
+        failures++;
+        // fetch hides the reason (ECONNREFUSED, a timeout) in `cause`.
+        const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+        const why = cause?.code ?? cause?.message ?? (err as Error).message;
+        deps.sourceError(name, new Error(`cannot scrape ${cfg.url}: ${why}`));
+      }
+    };
+    const loop = () => {
+      if (stopped) return;
+      const started = Date.now();
+      inFlight = scrape().finally(() => {
+        const wait =
+          failures > 0 ? backoffMs(failures, cfg.intervalMs) : cfg.intervalMs - (Date.now() - started);
+        if (!stopped) timer = setTimeout(loop, Math.max(0, wait));
+      });
+    };
+    return {
+      type: 'dcgm_exporter',
+      name,
+      start: () => {
+        timer = setTimeout(loop, 0);
+      },
+      stop: async () => {
+        stopped = true;
+        clearTimeout(timer);
+        await inFlight;
+      },
+    };
+  },
+};

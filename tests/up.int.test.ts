@@ -1,0 +1,113 @@
+/**
+ * `rankwatch up` as a user runs it (the built CLI, a subprocess on 127.0.0.1, a free port):
+ * a simulated job with a throttled GPU is posted to /v1/ingest in gzip batches, the finding is
+ * printed as it opens, bad lines are answered with their reasons, and SIGTERM stops it cleanly.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '..');
+const bin = join(root, 'bin', 'rankwatch.js');
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-'));
+
+async function until<T>(
+  what: string,
+  fn: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('rankwatch up', () => {
+  let proc: ChildProcess;
+  let stdout = '';
+  let url = '';
+  const auth = { authorization: 'Bearer t0k' };
+
+  beforeAll(async () => {
+    proc = spawn(
+      process.execPath,
+      [bin, 'up', '--port', '0', '--data', join(dir, 'data'), '--token', 't0k'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    proc.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    url = await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(stdout)?.[1]);
+  });
+
+  afterAll(() => {
+    if (proc.exitCode === null) proc.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('ingests a simulated job and prints the throttle finding as it opens', async () => {
+    const lines = execFileSync(
+      process.execPath,
+      [
+        bin,
+        'sim',
+        '--ranks',
+        '16',
+        '--steps',
+        '150',
+        '--seed',
+        '3',
+        '--job',
+        'upjob',
+        '--fault',
+        'throttle:rank=5,at=40',
+        '--start',
+        String(Date.now() - 3_600_000),
+      ],
+      { maxBuffer: 256 << 20 },
+    )
+      .toString()
+      .split('\n')
+      .filter(Boolean);
+    for (let i = 0; i < lines.length; i += 5000) {
+      const res = await fetch(`${url}/v1/ingest`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/x-ndjson', 'content-encoding': 'gzip' },
+        body: gzipSync(`${lines.slice(i, i + 5000).join('\n')}\n`),
+      });
+      expect(res.status).toBe(200);
+    }
+    await until('the throttle finding', () =>
+      /FOUND\s+throttle upjob \S+\/\d+ rank 5/.test(stdout) ? true : undefined,
+    );
+    const health = (await (await fetch(`${url}/healthz`)).json()) as { pipeline: { events: number } };
+    expect(health.pipeline.events).toBeGreaterThan(0);
+  }, 180_000);
+
+  it('answers bad lines with their line numbers and reasons, and refuses a missing token', async () => {
+    const res = await fetch(`${url}/v1/ingest`, {
+      method: 'POST',
+      headers: auth,
+      body: '{"v":1,"kind":"fault","ts":1,"host":"h","source":"xid","message":"m"}\nnot json\n',
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ accepted: 1, rejected: 1, errors: [{ line: 2 }] });
+    const anon = await fetch(`${url}/v1/ingest`, { method: 'POST', body: '{}' });
+    expect(anon.status).toBe(401);
+  });
+
+  it('stops cleanly on SIGTERM', async () => {
+    const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    proc.kill('SIGTERM');
+    expect(await exit).toBe(0);
+    expect(stdout).toMatch(/stopped after \d+ events/);
+  });
+});

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startUp, type Up } from '../cli/commands/up.js';
+import { ChdbStore } from '../store/chdb.js';
 
 const root = join(import.meta.dirname, '..');
 const fixtures = join(root, 'collectors', 'parsers', 'fixtures');
@@ -51,7 +52,12 @@ describe('rankwatch collect → rankwatch up', () => {
   const log = join(dir, 'train.log');
 
   beforeAll(async () => {
-    up = await startUp({ host: '127.0.0.1', port: 0, dataDir: join(dir, 'data'), token: 'tok' });
+    up = await startUp({
+      host: '127.0.0.1',
+      port: 0,
+      store: new ChdbStore({ path: join(dir, 'data') }),
+      token: 'tok',
+    });
     const metrics = readFileSync(join(fixtures, 'dcgm-k8s.prom'), 'utf8');
     exporter = createServer((req, res) => {
       if (req.url === '/metrics') res.writeHead(200, { 'content-type': 'text/plain' }).end(metrics);

@@ -104,7 +104,7 @@ function detectArgs(n: ReturnType<typeof names>, id: string) {
     String(PARTITIONS),
     '--session-timeout-ms',
     '6000',
-    '--store',
+    '--data',
     join(dir, `${n.group}-${id}`),
     '--stats-interval',
     '0',

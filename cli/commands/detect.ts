@@ -1,12 +1,11 @@
-import { resolve } from 'node:path';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
-import { ChdbStore } from '../../store/chdb.js';
 import type { DeadLetter } from '../../store/rows.js';
 import { KafkaTransport } from '../../stream/kafka.js';
 import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
 import { type Command, num, parse } from '../args.js';
 import { LineWriter } from '../jsonl.js';
+import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
 export const detect: Command = {
   name: 'detect',
@@ -22,17 +21,17 @@ batches their previous owner committed are replayed into the detectors with outp
 so open findings carry on instead of opening twice. SIGTERM or SIGINT: finish the batch in
 hand, commit, leave the group, exit 0.
 
-  --store DIR               chDB data folder of this instance (default ./data) [RANKWATCH_STORE]
   --findings FILE           also write each finding event as a JSON line
   --no-events               store detector output and dead letters only, not raw events
   --no-replay               on a new partition, start at the committed offset without rebuilding state
   --stats-interval S        print counters on stderr every S seconds, 0 = never (default 10)
   --quiet                   no log lines on stderr
-${KAFKA_FLAGS_HELP}`,
+${KAFKA_FLAGS_HELP}
+${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       ...KAFKA_FLAGS,
-      store: { type: 'string' },
+      ...STORE_FLAGS,
       findings: { type: 'string' },
       'no-replay': { type: 'boolean' },
       'no-events': { type: 'boolean' },
@@ -49,7 +48,7 @@ ${KAFKA_FLAGS_HELP}`,
     };
     const config = kafkaConfigFrom(values, process.env);
     const statsEvery = num(values['stats-interval'], 'stats-interval', 10);
-    const store = new ChdbStore({ path: resolve(values.store ?? process.env.RANKWATCH_STORE ?? 'data') });
+    const { store, where } = await openStore(values);
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
@@ -94,7 +93,7 @@ ${KAFKA_FLAGS_HELP}`,
     });
     log(
       'info',
-      `joined group ${transport.config.group} on ${transport.config.topic} at ${transport.config.brokers.join(',')}; storing in ${values.store ?? 'data'}`,
+      `joined group ${transport.config.group} on ${transport.config.topic} at ${transport.config.brokers.join(',')}; storing in ${where}`,
     );
 
     const stats = () => {

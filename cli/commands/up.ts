@@ -1,16 +1,17 @@
-import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
-import { ChdbStore } from '../../store/chdb.js';
+import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
 import { type Command, num, parse } from '../args.js';
+import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
 export interface UpOptions {
   host: string;
   port: number;
-  dataDir: string;
+  /** The store to write to (opened, not yet migrated); the pipeline migrates it at start. */
+  store: Store;
   token?: string;
   onFindings?: (findings: Finding[]) => void;
   log?: (line: string) => void;
@@ -20,14 +21,14 @@ export interface Up {
   url: string;
   app: FastifyInstance;
   pipeline: Pipeline;
-  store: ChdbStore;
+  store: Store;
   /** Idempotent: stops taking requests, drains the pipeline, closes the store. */
   close(): Promise<void>;
 }
 
 /** The embedded pipeline behind the HTTP API: ingest → in-process bus → detectors → chDB. */
 export async function startUp(o: UpOptions): Promise<Up> {
-  const store = new ChdbStore({ path: o.dataDir });
+  const { store } = o;
   const transport = new MemoryTransport({ maxQueuedBatches: 64 });
   const pipeline = new Pipeline({
     transport,
@@ -60,19 +61,19 @@ export const up: Command = {
 
 Runs the embedded pipeline in one process: POST /v1/ingest takes batches of v1 events (JSON
 lines, gzip accepted) from collectors and training hooks, the detectors run on them, events and
-findings are stored in chDB, and each finding is printed as it opens. GET /healthz shows counters.
-Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM.
+findings are stored (chDB by default, or a ClickHouse server), and each finding is printed as
+it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM.
 
   --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
   --port N         port (default 7070; 0 picks a free one, printed at start)
-  --data DIR       chDB data folder (default ./data)
-  --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)`,
+  --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)
+${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       host: { type: 'string' },
       port: { type: 'string' },
-      data: { type: 'string' },
       token: { type: 'string' },
+      ...STORE_FLAGS,
     });
     if (values.help) {
       console.log(this.usage);
@@ -84,11 +85,11 @@ Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM.
       console.error(
         'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
       );
-    const dataDir = resolve(values.data ?? 'data');
+    const { store, where } = await openStore(values);
     const server = await startUp({
       host,
       port: num(values.port, 'port', 7070),
-      dataDir,
+      store,
       token: token || undefined,
       log: (l) => console.error(`rankwatch up: ${l}`),
       onFindings: (fs) => {
@@ -102,7 +103,7 @@ Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM.
       },
     });
     console.log(
-      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz); chDB at ${dataDir}`,
+      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz); storing in ${where}`,
     );
     await new Promise<void>((done) => {
       const stop = (sig: string) => {

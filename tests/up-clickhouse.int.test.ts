@@ -1,0 +1,113 @@
+/**
+ * `rankwatch up` writing to a ClickHouse server (`--clickhouse-url`) instead of chDB: the same
+ * pipeline, the server driver. The server here is tests/fixtures/chdb-http-server.ts (ClickHouse's
+ * HTTP interface served by the chDB engine, since no new-enough server installs here), or a real
+ * one when CLICKHOUSE_URL is set. This file opens no ChdbStore (one chDB folder per process).
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClickHouseStore } from '../store/clickhouse.js';
+import { findingsOf, tableCounts } from '../store/queries.js';
+import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
+
+const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-ch-'));
+const database = `rankwatch_up_${process.pid}`;
+
+async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 90_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('rankwatch up --clickhouse-url', () => {
+  let fixture: ChdbHttpServer | undefined;
+  let serverUrl: string;
+  let proc: ChildProcess;
+  let stdout = '';
+
+  beforeAll(async () => {
+    if (process.env.CLICKHOUSE_URL) serverUrl = process.env.CLICKHOUSE_URL;
+    else {
+      fixture = await startChdbHttpServer({ path: join(dir, 'ch') });
+      serverUrl = fixture.url;
+    }
+    proc = spawn(
+      process.execPath,
+      [bin, 'up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: { ...process.env, CLICKHOUSE_URL: '' },
+      },
+    );
+    proc.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(stdout)?.[1]);
+  });
+
+  afterAll(async () => {
+    if (proc.exitCode === null) proc.kill('SIGKILL');
+    await fixture?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('stores every event once and the throttle finding in the server', async () => {
+    const url = /listening on (http:\/\/\S+)/.exec(stdout)![1];
+    expect(stdout).toMatch(/storing in ClickHouse at http/);
+    const lines = execFileSync(
+      process.execPath,
+      [
+        bin,
+        'sim',
+        '--ranks',
+        '16',
+        '--steps',
+        '120',
+        '--seed',
+        '8',
+        '--job',
+        'chjob',
+        '--fault',
+        'throttle:rank=5,at=30',
+        '--start',
+        String(Date.now() - 3_600_000),
+      ],
+      { maxBuffer: 256 << 20 },
+    )
+      .toString()
+      .split('\n')
+      .filter(Boolean);
+    for (let i = 0; i < lines.length; i += 4000) {
+      const res = await fetch(`${url}/v1/ingest`, {
+        method: 'POST',
+        headers: { 'content-encoding': 'gzip' },
+        body: gzipSync(`${lines.slice(i, i + 4000).join('\n')}\n`),
+      });
+      expect(res.status).toBe(200);
+    }
+    await until('the throttle finding', () => (/FOUND\s+throttle chjob/.test(stdout) ? true : undefined));
+    const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    proc.kill('SIGTERM');
+    expect(await exit).toBe(0);
+
+    const store = new ClickHouseStore({ url: serverUrl, database });
+    try {
+      expect((await tableCounts(store)).events).toBe(lines.length);
+      const opened = (await findingsOf(store, 'chjob')).filter(
+        (f) => f.state === 'open' && f.type === 'throttle',
+      );
+      expect(opened.map((f) => [f.host, f.gpu])).toEqual([['gpu-0000', 5]]);
+    } finally {
+      await store.close();
+    }
+  }, 180_000);
+});

@@ -8,6 +8,7 @@ import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
 import { findingsOf, tableCounts } from '../store/queries.js';
 import type { InsertBatch } from '../store/rows.js';
+import { SCHEMA_OBJECTS } from '../store/schema.js';
 import type { Store } from '../store/store.js';
 import { MemoryTransport } from '../stream/memory.js';
 import { batchByKey } from '../stream/transport.js';
@@ -20,17 +21,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 beforeEach(async () => {
-  for (const t of [
-    'events',
-    'steps',
-    'mfu',
-    'step_rollups',
-    'findings',
-    'dead_letters',
-    'schema_migrations',
-  ]) {
-    await chdb.exec(`DROP TABLE IF EXISTS ${t}`);
-  }
+  for (const t of SCHEMA_OBJECTS) await chdb.exec(`DROP TABLE IF EXISTS ${t}`);
 });
 
 /** The real chDB store behind a switch that makes it unreachable, as a network store can be. */

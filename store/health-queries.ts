@@ -2,24 +2,11 @@
  * Reads about machines and reliability: node health, fault history, checkpoint durations and
  * failure counts per cause. Same rules as queries.ts: bound parameters, times as epoch ms.
  */
+import { type TimeRange, timeFilter, where } from './queries.js';
 import type { Store } from './store.js';
 
-type Range = { from?: number; to?: number };
 type Row = Record<string, string | number | null>;
 
-function range(col: string, r: Range, params: Record<string, unknown>): string[] {
-  const out: string[] = [];
-  if (r.from !== undefined) {
-    params.from = Math.floor(r.from);
-    out.push(`${col} >= fromUnixTimestamp64Milli({from:Int64}, 'UTC')`);
-  }
-  if (r.to !== undefined) {
-    params.to = Math.floor(r.to);
-    out.push(`${col} < fromUnixTimestamp64Milli({to:Int64}, 'UTC')`);
-  }
-  return out;
-}
-const where = (c: string[]) => (c.length ? `WHERE ${c.join(' AND ')}` : '');
 const num = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));
 
 export interface NodeHealth {
@@ -41,7 +28,7 @@ export interface NodeHealth {
 const ACTIONS = ['none', 'watch', 'cordon', 'drain', 'rma'];
 
 /** One row per host seen in faults, GPU telemetry or findings in the range; worst first. */
-export async function nodeHealth(store: Store, r: Range & { host?: string } = {}): Promise<NodeHealth[]> {
+export async function nodeHealth(store: Store, r: TimeRange & { host?: string } = {}): Promise<NodeHealth[]> {
   const hostCond = r.host === undefined ? [] : ['host = {host:String}'];
   // One parameter object per statement: each carries exactly the placeholders it uses.
   const params = () => (r.host === undefined ? {} : { host: r.host }) as Record<string, unknown>;
@@ -134,10 +121,10 @@ export interface FaultRow {
 /** Faults, newest first, filtered by host and/or job. */
 export async function faultHistory(
   store: Store,
-  f: Range & { host?: string; job?: string; limit?: number } = {},
+  f: TimeRange & { host?: string; job?: string; limit?: number } = {},
 ): Promise<FaultRow[]> {
   const p: Record<string, unknown> = { limit: f.limit ?? 500 };
-  const conds = range('ts', f, p);
+  const conds = timeFilter('ts', f, p);
   if (f.host !== undefined) {
     p.host = f.host;
     conds.push('host = {host:String}');
@@ -177,10 +164,10 @@ export interface CheckpointStats {
 
 export async function checkpointStats(
   store: Store,
-  f: Range & { job?: string } = {},
+  f: TimeRange & { job?: string } = {},
 ): Promise<CheckpointStats[]> {
   const p: Record<string, unknown> = {};
-  const conds = range('ts', f, p);
+  const conds = timeFilter('ts', f, p);
   if (f.job !== undefined) {
     p.job = f.job;
     conds.push('job = {job:String}');
@@ -213,11 +200,14 @@ export interface FailureCount {
 }
 
 /** Failure counts per cause, most frequent first: the inputs of MTBF and checkpoint-interval choices. */
-export async function failureCounts(store: Store, f: Range & { job?: string } = {}): Promise<FailureCount[]> {
+export async function failureCounts(
+  store: Store,
+  f: TimeRange & { job?: string } = {},
+): Promise<FailureCount[]> {
   const p: Record<string, unknown> = {};
   const jobCond = f.job === undefined ? [] : ['job = {job:String}'];
   if (f.job !== undefined) p.job = f.job;
-  const t = range('ts', f, p);
+  const t = timeFilter('ts', f, p);
   const rows = await store.query<Row>(
     `SELECT k AS kind, c AS cause, n AS count FROM (
        SELECT 'fault' AS k, if(code = '', source, concat(source, ':', code)) AS c, count() AS n

@@ -35,7 +35,7 @@ export async function nodeHealth(store: Store, r: TimeRange & { host?: string } 
   const pf = params();
   const faults = await store.query<Row>(
     `SELECT host, count() AS n, toUnixTimestamp64Milli(max(ts)) AS last_ts, groupUniqArray(source) AS sources
-     FROM faults FINAL ${where([...hostCond, ...range('ts', r, pf)])} GROUP BY host`,
+     FROM faults FINAL ${where([...hostCond, ...timeFilter('ts', r, pf)])} GROUP BY host`,
     pf,
   );
   const pg = params();
@@ -45,7 +45,7 @@ export async function nodeHealth(store: Store, r: TimeRange & { host?: string } 
      FROM (
        SELECT host, gpu, minute, countIfMerge(throttled_samples) > 0 AS throttled,
          min(sm_clock_min_mhz) AS min_clock, max(temp_max_c) AS max_temp, max(ecc_dbe_max) AS dbe
-       FROM gpu_minute ${where([...hostCond, ...range('minute', r, pg)])} GROUP BY host, gpu, minute
+       FROM gpu_minute ${where([...hostCond, ...timeFilter('minute', r, pg)])} GROUP BY host, gpu, minute
      ) GROUP BY host`,
     pg,
   );
@@ -57,7 +57,7 @@ export async function nodeHealth(store: Store, r: TimeRange & { host?: string } 
          argMax(state, (ts, indexOf(['open', 'update', 'resolved'], state))) AS st,
          argMax(action, ts) AS act, max(ts) AS last_ts
        FROM findings FINAL ${where(hostCond)} GROUP BY id
-     ) ${where(["st != 'resolved'", ...range('last_ts', r, pn)])} GROUP BY h`,
+     ) ${where(["st != 'resolved'", ...timeFilter('last_ts', r, pn)])} GROUP BY h`,
     pn,
   );
   const by = new Map<string, NodeHealth>();

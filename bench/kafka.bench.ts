@@ -183,7 +183,7 @@ async function endToEnd(
       `${topic}.dlq`,
       '--group',
       group,
-      '--store',
+      '--data',
       join(dir, `store-${topic}`),
       '--stats-interval',
       '0',

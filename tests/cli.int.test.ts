@@ -116,6 +116,41 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
     expect(found.length).toBeGreaterThan(0);
   });
 
+  it('stores events and findings when given a chDB folder', async () => {
+    const data = join(dir, 'replay-data');
+    const small = join(dir, 'small.jsonl');
+    const sim = await rankwatch(
+      'sim',
+      '--ranks',
+      '16',
+      '--steps',
+      '60',
+      '--start',
+      String(Date.now() - 60_000),
+      '--fault',
+      'slow_rank:rank=3,at=10,slowdown=0.4',
+      '-o',
+      small,
+    );
+    expect(sim.code).toBe(0);
+    const out = join(dir, 'f-small.jsonl');
+    expect((await rankwatch('replay', small, '--findings', out, '--data', data)).code).toBe(0);
+    const { ChdbStore } = await import('../store/chdb.js');
+    const { findingsOf, tableCounts } = await import('../store/queries.js');
+    const store = new ChdbStore({ path: data });
+    try {
+      const lines = readFileSync(small, 'utf8').trim().split('\n').length;
+      expect((await tableCounts(store)).events).toBe(lines);
+      expect((await findingsOf(store)).map((f) => f.id).sort()).toEqual(
+        readFindings(out)
+          .map((f) => f.id)
+          .sort(),
+      );
+    } finally {
+      await store.close();
+    }
+  });
+
   it('explains a missing input file', async () => {
     const r = await rankwatch('replay', join(dir, 'nope.jsonl'));
     expect(r.code).toBe(1);

@@ -3,10 +3,10 @@ import { parseConvention } from '../../detectors/mfu/flops.js';
 import { DETECTOR_DEFAULTS, DetectorRunner } from '../../detectors/runner.js';
 import type { Finding } from '../../schema/finding.js';
 import { parseEventLine } from '../../schema/validate.js';
-import { ChdbStore } from '../../store/chdb.js';
 import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../store/rows.js';
 import { type Command, parse } from '../args.js';
 import { LineWriter, readLineChunks } from '../jsonl.js';
+import { openStore, STORE_FLAGS } from '../store-options.js';
 
 const SHOW_FIRST_ERRORS = 5;
 
@@ -22,7 +22,9 @@ their line numbers, and the rest of the input is still processed.
 
   --findings FILE      where findings go (default: stdout)
   --dead-letter FILE   write each malformed line with its reason as JSON lines
-  --store DIR          also store events and findings in chDB under DIR
+  --data DIR           also store events and findings in chDB under DIR
+  --clickhouse-url URL also store them in a ClickHouse server (see rankwatch up --help for the
+                       other store flags: --clickhouse-user, --clickhouse-database, ...)
   --convention C       FLOP convention for MFU (palm, megatron, megatron-causal)
   --quiet              no summary on stderr`,
   async run(argv) {
@@ -31,7 +33,7 @@ their line numbers, and the rest of the input is still processed.
       {
         findings: { type: 'string' },
         'dead-letter': { type: 'string' },
-        store: { type: 'string' },
+        ...STORE_FLAGS,
         convention: { type: 'string' },
         quiet: { type: 'boolean' },
       },
@@ -48,7 +50,10 @@ their line numbers, and the rest of the input is still processed.
     });
     const out = new LineWriter(values.findings);
     const dead = values['dead-letter'] ? new LineWriter(values['dead-letter']) : undefined;
-    const store = values.store ? new ChdbStore({ path: values.store }) : undefined;
+    // Replay stores only when asked to: a folder, a server, or an explicit --store.
+    const wantsStore =
+      values.data !== undefined || values['clickhouse-url'] !== undefined || values.store !== undefined;
+    const store = wantsStore ? (await openStore(values)).store : undefined;
     await store?.migrate();
     const errors: string[] = [];
     let malformed = 0;

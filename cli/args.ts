@@ -30,7 +30,6 @@ export function num(value: string | undefined, flag: string, fallback?: number):
 
 export interface Command {
   name: string;
-  summary: string;
   usage: string;
   run(argv: string[]): Promise<number>;
 }

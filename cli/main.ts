@@ -1,16 +1,53 @@
 /** rankwatch's command line: one file per command, one list here. */
 import { RankwatchError } from '../core/errors.js';
 import type { Command } from './args.js';
-import { collect } from './commands/collect.js';
-import { demo } from './commands/demo.js';
-import { detect } from './commands/detect.js';
-import { evaluate } from './commands/eval.js';
-import { mfu } from './commands/mfu.js';
-import { replay } from './commands/replay.js';
-import { sim } from './commands/sim.js';
-import { up } from './commands/up.js';
 
-export const COMMANDS: Command[] = [demo, replay, sim, mfu, evaluate, up, detect, collect];
+/**
+ * One line per command; its module loads only when it runs, so `rankwatch mfu` does not pay for
+ * the ClickHouse engine, Kafka client and HTTP server the other commands bring in.
+ */
+export const COMMANDS: { name: string; summary: string; load: () => Promise<Command> }[] = [
+  {
+    name: 'demo',
+    summary: 'run a simulated 256-rank job with two faults through the embedded pipeline',
+    load: async () => (await import('./commands/demo.js')).demo,
+  },
+  {
+    name: 'replay',
+    summary: 'run the detectors over recorded events, as fast as the CPU allows',
+    load: async () => (await import('./commands/replay.js')).replay,
+  },
+  {
+    name: 'sim',
+    summary: 'write the events of a simulated training job as JSON lines',
+    load: async () => (await import('./commands/sim.js')).sim,
+  },
+  {
+    name: 'mfu',
+    summary: 'compute model FLOPs utilisation from a model config and a step time',
+    load: async () => (await import('./commands/mfu.js')).mfu,
+  },
+  {
+    name: 'eval',
+    summary: 'score the detectors on a matrix of simulated jobs: recall, time to detect, false alarms',
+    load: async () => (await import('./commands/eval.js')).evaluate,
+  },
+  {
+    name: 'up',
+    summary: 'run the embedded pipeline with an HTTP ingest endpoint (single machine)',
+    load: async () => (await import('./commands/up.js')).up,
+  },
+  {
+    name: 'detect',
+    summary: 'run the detectors as a member of a Kafka consumer group',
+    load: async () => (await import('./commands/detect.js')).detect,
+  },
+  {
+    name: 'collect',
+    summary: 'run the node collector: dcgm-exporter, nvidia-smi, kernel XIDs, training logs → the bus',
+    load: async () => (await import('./commands/collect.js')).collect,
+  },
+];
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
@@ -40,7 +77,7 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   try {
-    return await cmd.run(rest);
+    return await (await cmd.load()).run(rest);
   } catch (err) {
     if (err instanceof RankwatchError) {
       console.error(`rankwatch ${name}: ${err.describe()}`);

@@ -9,7 +9,6 @@ import { type Command, num, parse } from '../args.js';
 
 export const collect: Command = {
   name: 'collect',
-  summary: 'run the node collector: dcgm-exporter, nvidia-smi, kernel XIDs, training logs → the bus',
   usage: `rankwatch collect [--config FILE] [options]
 
 Runs on every GPU node. Turns what the node already produces into v1 events, batches and

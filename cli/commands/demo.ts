@@ -17,7 +17,6 @@ const BATCH = 4096;
 
 export const demo: Command = {
   name: 'demo',
-  summary: 'run a simulated 256-rank job with two faults through the embedded pipeline',
   usage: `rankwatch demo [options]
 
 Runs a simulated training job through the embedded pipeline (in-process bus, detectors, chDB)

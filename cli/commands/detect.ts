@@ -9,7 +9,6 @@ import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
 export const detect: Command = {
   name: 'detect',
-  summary: 'run the detectors as a member of a Kafka consumer group, storing into chDB',
   usage: `rankwatch detect [options]
 
 Joins a Kafka consumer group on the events topic and runs every detector on the jobs of the

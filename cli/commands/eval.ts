@@ -10,7 +10,6 @@ import { table } from '../table.js';
 
 export const evaluate: Command = {
   name: 'eval',
-  summary: 'score the detectors on a matrix of simulated jobs: recall, time to detect, false alarms',
   usage: `rankwatch eval [--matrix ${Object.keys(MATRICES).join('|')}] [--sweep] [--json] [--update-docs FILE]
 
 Runs simulated jobs through the detectors: clean jobs (heterogeneous stages, stalls, spikes) and

@@ -17,7 +17,6 @@ const checkModel = TypeCompiler.Compile(ModelConfig);
 
 export const mfu: Command = {
   name: 'mfu',
-  summary: 'compute model FLOPs utilisation from a model config and a step time',
   usage: `rankwatch mfu --model FILE.json --tokens-per-step T --step-ms X --gpus N
               (--gpu-model NAME [--dtype bf16] | --peak-tflops P)
               [--convention ${FLOP_CONVENTIONS.join('|')}] [--json]

@@ -12,7 +12,6 @@ const SHOW_FIRST_ERRORS = 5;
 
 export const replay: Command = {
   name: 'replay',
-  summary: 'run the detectors over recorded events, as fast as the CPU allows',
   usage: `rankwatch replay FILE|- [--findings OUT.jsonl] [options]
 
 Reads v1 events (JSON lines) from FILE or stdin, runs every detector with event time as the

@@ -54,7 +54,6 @@ export function simFromFlags(v: Record<string, unknown>): ClusterSim {
 
 export const sim: Command = {
   name: 'sim',
-  summary: 'write the events of a simulated training job as JSON lines',
   usage: `rankwatch sim [options] > job.jsonl
 
 Simulates a synchronous hybrid-parallel job (Megatron rank order, 8 GPUs per host) and writes

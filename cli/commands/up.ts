@@ -56,7 +56,6 @@ export async function startUp(o: UpOptions): Promise<Up> {
 
 export const up: Command = {
   name: 'up',
-  summary: 'run the embedded pipeline with an HTTP ingest endpoint (single machine)',
   usage: `rankwatch up [options]
 
 Runs the embedded pipeline in one process: POST /v1/ingest takes batches of v1 events (JSON

@@ -91,7 +91,9 @@ const newCusum = (): Cusum => ({
 });
 
 export class SlowLinkDetector {
-  private readonly open = new Map<number, Map<string, Link>>();
+  private readonly open = new Map<number, { colls: Map<string, Link>; edges: Map<number, Link> }>();
+  /** host/gpu of each rank, built once (a string per event would dominate the cost). */
+  private readonly railOfRank: string[] = [];
   private readonly sigma = new Map<string, number>();
   private readonly rails = new Map<string, Cusum>();
   private readonly edges = new Map<string, Cusum & { src: string; dst: string }>();
@@ -110,46 +112,59 @@ export class SlowLinkDetector {
   add(e: CollectiveEvent): void {
     let step = this.open.get(e.step);
     if (!step) {
-      if (this.open.size >= this.cfg.maxOpenSteps) this.drop(Math.min(...this.open.keys()));
-      step = new Map();
+      if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
+      step = { colls: new Map(), edges: new Map() };
       this.open.set(e.step, step);
     }
     const rail = this.rail(e.rank, e.host, e.gpu);
-    const p2p = e.op === 'send' || e.op === 'recv';
-    let key: string;
-    let src: string | undefined;
-    let dst: string | undefined;
-    if (p2p) {
+    if (e.op === 'send' || e.op === 'recv') {
       if (e.peer === undefined) return;
-      const peerRail = this.rail(e.peer, e.peer_host, undefined);
-      if (peerRail === undefined) return;
-      [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-      key = `p2p:${src}>${dst}`;
-    } else {
-      key = `${e.op}:${e.comm}`;
+      // Both ends report the same transfer: key the edge by sender and receiver rank.
+      const [from, to] = e.op === 'send' ? [e.rank, e.peer] : [e.peer, e.rank];
+      const key = from * 1_048_576 + to;
+      let link = step.edges.get(key);
+      if (!link) {
+        const peerRail = this.rail(e.peer, e.peer_host, undefined);
+        const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
+        link = this.newLink(`p2p:${src}>${dst}`, 'p2p', e, new Set([src, dst]), src, dst);
+        step.edges.set(key, link);
+      }
+      link.durSum += e.dur_ms;
+      link.n++;
+      return;
     }
-    let link = step.get(key);
+    const key = `${e.op}:${e.comm}`;
+    let link = step.colls.get(key);
     if (!link) {
-      const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
-      link = {
-        key,
-        kind: `${p2p ? 'p2p' : e.op}:${e.nranks ?? 0}:${band}`,
-        op: e.op,
-        nranks: e.nranks ?? 2,
-        bytes: e.bytes,
-        durSum: 0,
-        n: 0,
-        rails: new Set(),
-        src,
-        dst,
-      };
-      step.set(key, link);
+      link = this.newLink(key, e.op, e, new Set());
+      step.colls.set(key, link);
     }
     link.durSum += e.dur_ms;
     link.n++;
-    if (src) link.rails.add(src);
-    if (dst) link.rails.add(dst);
-    else link.rails.add(rail);
+    link.rails.add(rail);
+  }
+
+  private newLink(
+    key: string,
+    family: string,
+    e: CollectiveEvent,
+    rails: Set<string>,
+    src?: string,
+    dst?: string,
+  ): Link {
+    const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
+    return {
+      key,
+      kind: `${family}:${e.nranks ?? 0}:${band}`,
+      op: e.op,
+      nranks: e.nranks ?? 2,
+      bytes: e.bytes,
+      durSum: 0,
+      n: 0,
+      rails,
+      src,
+      dst,
+    };
   }
 
   /**
@@ -172,28 +187,29 @@ export class SlowLinkDetector {
     for (const s of steps) {
       const t = this.stepTimes.get(s) ?? this.lastTimes;
       if (t) {
-        this.judge(s, this.open.get(s)!, t.stepMs, t.ts);
+        const links = this.open.get(s)!;
+        this.judge([...links.colls.values(), ...links.edges.values()], t.stepMs, t.ts, s);
         this.lastTimes = t;
       }
       this.open.delete(s);
     }
   }
 
-  private drop(step: number): void {
-    this.open.delete(step);
-  }
-
   private rail(rank: number, host: string | undefined, gpu: number | undefined): string {
+    const cached = this.railOfRank[rank];
+    if (cached !== undefined) return cached;
     const h = host ?? this.ranks.host[rank];
     const g = gpu ?? (rank < this.ranks.gpu.length ? this.ranks.gpu[rank] : -1);
-    return `${h}/${g}`;
+    const rail = `${h}/${g}`;
+    if (g >= 0 && h !== undefined) this.railOfRank[rank] = rail; // cache only once fully known
+    return rail;
   }
 
-  private judge(step: number, links: Map<string, Link>, stepMs: number, ts: number): void {
+  private judge(links: Link[], stepMs: number, ts: number, step: number): void {
     this.cumStepMs += stepMs;
     // Per kind: the median log bus bandwidth and its robust spread.
     const byKind = new Map<string, Link[]>();
-    for (const l of links.values()) {
+    for (const l of links) {
       const list = byKind.get(l.kind);
       if (list) list.push(l);
       else byKind.set(l.kind, [l]);

@@ -9,7 +9,7 @@ import { Session } from 'chdb';
 import { RankwatchError } from '../core/errors.js';
 import { applyMigrations } from './migrate.js';
 import type { InsertBatch } from './rows.js';
-import { INSERT_SETTINGS, SCHEMA_DEFAULTS, type SchemaOptions } from './schema.js';
+import { INSERT_SETTINGS, type SchemaOptions } from './schema.js';
 import type { Store } from './store.js';
 
 export interface ChdbStoreConfig {
@@ -39,14 +39,7 @@ export class ChdbStore implements Store {
   }
 
   async migrate(): Promise<void> {
-    await applyMigrations(
-      {
-        exec: (sql) => this.exec(sql),
-        query: (sql, params) => this.query(sql, params),
-        insertRows: (table, rows) => this.insert([{ table, rows }]),
-      },
-      { ...SCHEMA_DEFAULTS, ...this.config.schema },
-    );
+    await applyMigrations(this, this.config.schema);
   }
 
   async insert(batches: InsertBatch[]): Promise<void> {

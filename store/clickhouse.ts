@@ -20,7 +20,7 @@ import { RankwatchError, retry } from '../core/errors.js';
 import { storeError } from './clickhouse-errors.js';
 import { applyMigrations } from './migrate.js';
 import type { InsertBatch } from './rows.js';
-import { INSERT_SETTINGS, SCHEMA_DEFAULTS, type SchemaOptions } from './schema.js';
+import { INSERT_SETTINGS, type SchemaOptions } from './schema.js';
 import type { Store } from './store.js';
 
 export interface ClickHouseStoreConfig {
@@ -179,14 +179,7 @@ export class ClickHouseStore implements Store {
         await admin.close();
       }
     }
-    await applyMigrations(
-      {
-        exec: (sql) => this.exec(sql),
-        query: (sql, params) => this.query(sql, params),
-        insertRows: (table, rows) => this.insert([{ table, rows }]),
-      },
-      { ...SCHEMA_DEFAULTS, ...this.config.schema },
-    );
+    await applyMigrations(this, this.config.schema);
   }
 
   async insert(batches: InsertBatch[]): Promise<void> {

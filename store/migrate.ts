@@ -2,15 +2,18 @@
  * Applies the schema's migrations in order and records each, through any store's exec/query; then
  * brings TTLs to the configured retention (a changed `rawTtlDays` needs no new migration).
  */
-import { MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_DEFAULTS, type SchemaOptions, ttlTargets } from './schema.js';
 
-interface Execs {
-  exec(sql: string): Promise<void>;
-  query<T>(sql: string, params?: Record<string, unknown>): Promise<T[]>;
-  insertRows(table: string, rows: string[]): Promise<void>;
+import { MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_DEFAULTS, type SchemaOptions, ttlTargets } from './schema.js';
+import type { Store } from './store.js';
+
+/** What migrating needs of a store (every driver has it): statements, reads, inserts. */
+type Execs = Pick<Store, 'exec' | 'query' | 'insert'>;
+
+export async function applyMigrations(db: Execs, opts: Partial<SchemaOptions> = {}): Promise<number[]> {
+  return migrateWith(db, { ...SCHEMA_DEFAULTS, ...opts });
 }
 
-export async function applyMigrations(db: Execs, opts: SchemaOptions = SCHEMA_DEFAULTS): Promise<number[]> {
+async function migrateWith(db: Execs, opts: SchemaOptions): Promise<number[]> {
   await db.exec(MIGRATIONS_TABLE);
   const done = new Set(
     (await db.query<{ version: number }>('SELECT version FROM schema_migrations FINAL')).map((r) =>
@@ -21,8 +24,11 @@ export async function applyMigrations(db: Execs, opts: SchemaOptions = SCHEMA_DE
   for (const m of MIGRATIONS) {
     if (done.has(m.version)) continue;
     for (const stmt of m.statements(opts)) await db.exec(stmt);
-    await db.insertRows('schema_migrations', [
-      JSON.stringify({ version: m.version, name: m.name, applied_at: Date.now() }),
+    await db.insert([
+      {
+        table: 'schema_migrations',
+        rows: [JSON.stringify({ version: m.version, name: m.name, applied_at: Date.now() })],
+      },
     ]);
     applied.push(m.version);
   }

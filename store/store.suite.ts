@@ -94,11 +94,7 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
 
     it('brings TTLs to a changed retention without a new migration, and only once', async () => {
       const s = await make();
-      const db = {
-        exec: (sql: string) => s.exec(sql),
-        query: <T>(sql: string, p?: Record<string, unknown>) => s.query<T>(sql, p),
-        insertRows: (table: string, rows: string[]) => s.insert([{ table, rows }]),
-      };
+      const db = s;
       await applyMigrations(db, { rawTtlDays: 7, rollupTtlDays: 90 });
       const once = await ddl(s);
       await applyMigrations(db, { rawTtlDays: 7, rollupTtlDays: 90 });

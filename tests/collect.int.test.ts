@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startUp, type Up } from '../cli/commands/up.js';
 import { ChdbStore } from '../store/chdb.js';
+import { until } from './helpers.js';
 
 const root = join(import.meta.dirname, '..');
 const fixtures = join(root, 'collectors', 'parsers', 'fixtures');
@@ -24,16 +25,6 @@ const megatronLines = readFileSync(join(fixtures, 'megatron.log'), 'utf8')
   .split('\n')
   .filter(Boolean)
   .map((l) => l.replace(/\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\]/, stamp));
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 interface Row {
   kind: string;

@@ -4,29 +4,18 @@
  * HTTP interface served by the chDB engine, since no new-enough server installs here), or a real
  * one when CLICKHOUSE_URL is set. This file opens no ChdbStore (one chDB folder per process).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseStore } from '../store/clickhouse.js';
 import { findingsOf, tableCounts } from '../store/queries.js';
 import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
+import { BIN, postLines, simLines, until } from './helpers.js';
 
-const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-ch-'));
 const database = `rankwatch_up_${process.pid}`;
-
-async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 90_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('rankwatch up --clickhouse-url', () => {
   let fixture: ChdbHttpServer | undefined;
@@ -42,7 +31,7 @@ describe('rankwatch up --clickhouse-url', () => {
     }
     proc = spawn(
       process.execPath,
-      [bin, 'up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
+      [BIN, 'up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
       {
         stdio: ['ignore', 'pipe', 'inherit'],
         env: { ...process.env, CLICKHOUSE_URL: '' },
@@ -63,37 +52,19 @@ describe('rankwatch up --clickhouse-url', () => {
   it('stores every event once and the throttle finding in the server', async () => {
     const url = /listening on (http:\/\/\S+)/.exec(stdout)![1];
     expect(stdout).toMatch(/storing in ClickHouse at http/);
-    const lines = execFileSync(
-      process.execPath,
-      [
-        bin,
-        'sim',
-        '--ranks',
-        '16',
-        '--steps',
-        '120',
-        '--seed',
-        '8',
-        '--job',
-        'chjob',
-        '--fault',
-        'throttle:rank=5,at=30',
-        '--start',
-        String(Date.now() - 3_600_000),
-      ],
-      { maxBuffer: 256 << 20 },
-    )
-      .toString()
-      .split('\n')
-      .filter(Boolean);
-    for (let i = 0; i < lines.length; i += 4000) {
-      const res = await fetch(`${url}/v1/ingest`, {
-        method: 'POST',
-        headers: { 'content-encoding': 'gzip' },
-        body: gzipSync(`${lines.slice(i, i + 4000).join('\n')}\n`),
-      });
-      expect(res.status).toBe(200);
-    }
+    const lines = simLines(
+      '--ranks',
+      '16',
+      '--steps',
+      '120',
+      '--seed',
+      '8',
+      '--job',
+      'chjob',
+      '--fault',
+      'throttle:rank=5,at=30',
+    );
+    expect(new Set(await postLines(url, lines))).toEqual(new Set([200]));
     await until('the throttle finding', () => (/FOUND\s+throttle chjob/.test(stdout) ? true : undefined));
     const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
     proc.kill('SIGTERM');

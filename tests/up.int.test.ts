@@ -3,30 +3,14 @@
  * a simulated job with a throttled GPU is posted to /v1/ingest in gzip batches, the finding is
  * printed as it opens, bad lines are answered with their reasons, and SIGTERM stops it cleanly.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BIN, postLines, simLines, until } from './helpers.js';
 
-const root = join(import.meta.dirname, '..');
-const bin = join(root, 'bin', 'rankwatch.js');
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-'));
-
-async function until<T>(
-  what: string,
-  fn: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('rankwatch up', () => {
   let proc: ChildProcess;
@@ -37,7 +21,7 @@ describe('rankwatch up', () => {
   beforeAll(async () => {
     proc = spawn(
       process.execPath,
-      [bin, 'up', '--port', '0', '--data', join(dir, 'data'), '--token', 't0k'],
+      [BIN, 'up', '--port', '0', '--data', join(dir, 'data'), '--token', 't0k'],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
       },
@@ -54,37 +38,19 @@ describe('rankwatch up', () => {
   });
 
   it('ingests a simulated job and prints the throttle finding as it opens', async () => {
-    const lines = execFileSync(
-      process.execPath,
-      [
-        bin,
-        'sim',
-        '--ranks',
-        '16',
-        '--steps',
-        '150',
-        '--seed',
-        '3',
-        '--job',
-        'upjob',
-        '--fault',
-        'throttle:rank=5,at=40',
-        '--start',
-        String(Date.now() - 3_600_000),
-      ],
-      { maxBuffer: 256 << 20 },
-    )
-      .toString()
-      .split('\n')
-      .filter(Boolean);
-    for (let i = 0; i < lines.length; i += 5000) {
-      const res = await fetch(`${url}/v1/ingest`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/x-ndjson', 'content-encoding': 'gzip' },
-        body: gzipSync(`${lines.slice(i, i + 5000).join('\n')}\n`),
-      });
-      expect(res.status).toBe(200);
-    }
+    const lines = simLines(
+      '--ranks',
+      '16',
+      '--steps',
+      '150',
+      '--seed',
+      '3',
+      '--job',
+      'upjob',
+      '--fault',
+      'throttle:rank=5,at=40',
+    );
+    expect(new Set(await postLines(url, lines, auth, 5000))).toEqual(new Set([200]));
     await until('the throttle finding', () =>
       /FOUND\s+throttle upjob \S+\/\d+ rank 5/.test(stdout) ? true : undefined,
     );

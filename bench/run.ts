@@ -40,6 +40,6 @@ if (!only) {
   ];
   writeFileSync(
     join(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md'),
-    `${[...header, ...sections].join('\n')}\n`,
+    `${header.join('\n')}\n${sections.join('\n\n')}\n`,
   );
 }

@@ -89,6 +89,12 @@ export class FindingLog {
     }
   }
 
+  /** Changes the latest figures without emitting anything (the next update or resolve carries them). */
+  amend(id: string, patch: Partial<FindingDraft>): void {
+    const rec = this.open.get(id);
+    if (rec) rec.finding = { ...rec.finding, ...patch };
+  }
+
   resolve(id: string, ts: number, patch: Partial<FindingDraft> = {}): void {
     const rec = this.open.get(id);
     if (!rec) return;

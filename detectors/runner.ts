@@ -268,7 +268,16 @@ export class DetectorRunner {
 
   /** Links newly opened findings with the open ones that explain them (throttle <-> straggler). */
   private link(from: number): void {
-    const fresh = this.out.findings.slice(from).filter((f) => f.state === 'open');
+    const emitted = this.out.findings.slice(from);
+    // A throttle costs what the straggler it explains costs, as that estimate firms up.
+    for (const f of emitted) {
+      if (f.type !== 'straggler' || f.state === 'open') continue;
+      for (const id of f.related ?? []) {
+        if (this.log.get(id)?.type === 'throttle')
+          this.log.update(id, f.ts, { est_cost_pct: f.est_cost_pct });
+      }
+    }
+    const fresh = emitted.filter((f) => f.state === 'open');
     for (const f of fresh) {
       if (f.type === 'straggler') {
         const ids = this.throttleIdsFor(f);
@@ -307,13 +316,18 @@ export class DetectorRunner {
   /** Records the link on the fresh finding and pushes an update of the older one. */
   private relate(fresh: Finding, otherId: string): void {
     if (fresh.id === otherId) return;
+    // The fresh event is already out; its incident's later events must carry the link too.
     fresh.related = [...new Set([...(fresh.related ?? []), otherId])];
+    this.log.amend(fresh.id, { related: fresh.related });
     const other = this.log.get(otherId);
     if (!other || (other.related ?? []).includes(fresh.id)) return;
     const patch: Partial<Finding> = { related: [...(other.related ?? []), fresh.id] };
     // A throttle costs what the straggler it explains costs.
     if (fresh.type === 'straggler' && other.type === 'throttle') patch.est_cost_pct = fresh.est_cost_pct;
-    if (fresh.type === 'throttle' && other.type === 'straggler') fresh.est_cost_pct = other.est_cost_pct;
+    if (fresh.type === 'throttle' && other.type === 'straggler') {
+      fresh.est_cost_pct = other.est_cost_pct;
+      this.log.amend(fresh.id, { est_cost_pct: other.est_cost_pct });
+    }
     this.log.update(otherId, fresh.ts, patch, true);
   }
 }

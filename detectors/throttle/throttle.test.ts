@@ -101,3 +101,23 @@ describe('software power cap alone', () => {
     expect(cap!.related).toContain(straggler!.id);
   });
 });
+
+describe('throttle and straggler', () => {
+  it('stay linked through updates and resolution; the throttle carries the straggler latest cost', async () => {
+    const { ClusterSim } = await import('../../sim/cluster.js');
+    const { parseFault } = await import('../../sim/faults.js');
+    const sim = new ClusterSim({
+      ranks: 256,
+      steps: 240,
+      faults: [parseFault('throttle:rank=37,at=60,until=150')],
+    });
+    const fs = run([...sim.events()]);
+    const throttle = fs.filter((f) => f.type === 'throttle');
+    const straggler = fs.filter((f) => f.type === 'straggler');
+    expect(throttle.at(-1)!.state).toBe('resolved');
+    expect(straggler.at(-1)!.state).toBe('resolved');
+    for (const f of straggler) expect(f.related).toEqual([throttle[0].id]);
+    for (const f of throttle.slice(1)) expect(f.related).toEqual([straggler[0].id]);
+    expect(throttle.at(-1)!.est_cost_pct).toBe(straggler.at(-1)!.est_cost_pct);
+  });
+});

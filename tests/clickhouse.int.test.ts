@@ -2,8 +2,9 @@
  * The server driver (store/clickhouse.ts) through @clickhouse/client: the store conformance suite,
  * connection settings, error classes, and a store outage end to end through the pipeline.
  *
- * Against a real server when CLICKHOUSE_URL is set (with CLICKHOUSE_USER / CLICKHOUSE_PASSWORD),
- * in a throwaway database dropped afterwards unless KEEP_UP=1. Otherwise, and always for the
+ * Against a real server when CLICKHOUSE_URL is set (with CLICKHOUSE_USER / CLICKHOUSE_PASSWORD) or a
+ * Docker engine runs (a testcontainers ClickHouse), in a throwaway database dropped afterwards
+ * unless KEEP_UP=1. Otherwise, and always for the
  * outage tests (they stop the endpoint), against tests/fixtures/chdb-http-server.ts: ClickHouse's
  * HTTP interface served from the chDB engine in this process. This file opens no ChdbStore: chDB
  * allows one data folder per process, and vitest runs each test file in its own fork.
@@ -25,12 +26,15 @@ import { storeSuite } from '../store/store.suite.js';
 import { MemoryTransport } from '../stream/memory.js';
 import { batchByKey } from '../stream/transport.js';
 import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
+import { realClickHouse } from './fixtures/clickhouse-server.js';
 
 const USER = 'rankwatch';
 const PASSWORD = "p@ss:w0rd'\\";
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-chdb-http-'));
 let fixture: ChdbHttpServer;
-const real = process.env.CLICKHOUSE_URL;
+// A real server when CLICKHOUSE_URL is set or Docker runs (testcontainers); else the fixture.
+const server = await realClickHouse();
+const real = server?.url;
 const database = `rankwatch_test_${process.pid}_${Date.now() % 1e6}`;
 const opened: ClickHouseStore[] = [];
 
@@ -61,35 +65,29 @@ afterAll(async () => {
   if (real && process.env.KEEP_UP !== '1') {
     const admin = new ClickHouseStore({
       url: real,
-      user: process.env.CLICKHOUSE_USER,
-      password: process.env.CLICKHOUSE_PASSWORD,
+      user: server?.user,
+      password: server?.password,
     });
     await admin.exec(`DROP DATABASE IF EXISTS ${database}`).catch(() => undefined);
     await admin.close();
   }
   for (const s of opened) await s.close();
+  await server?.stop();
   await fixture.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 const suiteStore = () =>
-  open(
-    real
-      ? { url: real, user: process.env.CLICKHOUSE_USER, password: process.env.CLICKHOUSE_PASSWORD, database }
-      : fixtureConfig(),
-  );
+  open(real ? { url: real, user: server?.user, password: server?.password, database } : fixtureConfig());
 let shared: ClickHouseStore | undefined;
 
-storeSuite(
-  real ? `clickhouse server at ${real}` : 'clickhouse driver over the chDB HTTP fixture',
-  async () => {
-    shared ??= suiteStore();
-    await shared.migrate(); // creates the database on first use
-    for (const t of SCHEMA_OBJECTS) await shared.exec(`DROP TABLE IF EXISTS ${t}`);
-    await shared.migrate();
-    return shared;
-  },
-);
+storeSuite(server ? server.source : 'clickhouse driver over the chDB HTTP fixture', async () => {
+  shared ??= suiteStore();
+  await shared.migrate(); // creates the database on first use
+  for (const t of SCHEMA_OBJECTS) await shared.exec(`DROP TABLE IF EXISTS ${t}`);
+  await shared.migrate();
+  return shared;
+});
 
 describe('clickhouse driver', () => {
   it('binds parameters of every common type', async () => {

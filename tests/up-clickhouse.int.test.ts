@@ -2,7 +2,7 @@
  * `rankwatch up` writing to a ClickHouse server (`--clickhouse-url`) instead of chDB: the same
  * pipeline, the server driver. The server here is tests/fixtures/chdb-http-server.ts (ClickHouse's
  * HTTP interface served by the chDB engine, since no new-enough server installs here), or a real
- * one when CLICKHOUSE_URL is set. This file opens no ChdbStore (one chDB folder per process).
+ * one when CLICKHOUSE_URL is set or Docker runs (tests/fixtures/clickhouse-server.ts). This file opens no ChdbStore (one chDB folder per process).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseStore } from '../store/clickhouse.js';
 import { findingsOf, tableCounts } from '../store/queries.js';
 import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
+import { type RealClickHouse, realClickHouse } from './fixtures/clickhouse-server.js';
 import { BIN, postLines, simLines, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-ch-'));
@@ -19,12 +20,14 @@ const database = `rankwatch_up_${process.pid}`;
 
 describe('rankwatch up --clickhouse-url', () => {
   let fixture: ChdbHttpServer | undefined;
+  let real: RealClickHouse | undefined;
   let serverUrl: string;
   let proc: ChildProcess;
   let stdout = '';
 
   beforeAll(async () => {
-    if (process.env.CLICKHOUSE_URL) serverUrl = process.env.CLICKHOUSE_URL;
+    real = await realClickHouse();
+    if (real) serverUrl = real.url;
     else {
       fixture = await startChdbHttpServer({ path: join(dir, 'ch') });
       serverUrl = fixture.url;
@@ -34,7 +37,12 @@ describe('rankwatch up --clickhouse-url', () => {
       [BIN, 'up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
       {
         stdio: ['ignore', 'pipe', 'inherit'],
-        env: { ...process.env, CLICKHOUSE_URL: '' },
+        env: {
+          ...process.env,
+          CLICKHOUSE_URL: '',
+          CLICKHOUSE_USER: real?.user ?? '',
+          CLICKHOUSE_PASSWORD: real?.password ?? '',
+        },
       },
     );
     proc.stdout?.on('data', (d: Buffer) => {
@@ -46,6 +54,7 @@ describe('rankwatch up --clickhouse-url', () => {
   afterAll(async () => {
     if (proc.exitCode === null) proc.kill('SIGKILL');
     await fixture?.close();
+    await real?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -70,7 +79,12 @@ describe('rankwatch up --clickhouse-url', () => {
     proc.kill('SIGTERM');
     expect(await exit).toBe(0);
 
-    const store = new ClickHouseStore({ url: serverUrl, database });
+    const store = new ClickHouseStore({
+      url: serverUrl,
+      user: real?.user,
+      password: real?.password,
+      database,
+    });
     try {
       expect((await tableCounts(store)).events).toBe(lines.length);
       const opened = (await findingsOf(store, 'chjob')).filter(

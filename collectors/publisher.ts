@@ -55,32 +55,17 @@ async function busPublisher(cfg: CollectorConfig, logger: Logger): Promise<Publi
   throw new RankwatchError('RANKWATCH_ERR_CONFIG', `bus: "${cfg.bus}" is neither http(s):// nor kafka://`);
 }
 
-/** kafka://broker1:9092,broker2:9092/topic → the Kafka publisher of stream/kafka.ts (issue 4). */
+/**
+ * kafka://broker1:9092,broker2:9092/topic → the Kafka transport's producer side. Loaded only when
+ * used, so HTTP-only collectors never load the Kafka client. TLS/SASL and the rest come from the
+ * same RANKWATCH_KAFKA_* environment as `rankwatch detect` (docs/kafka.md).
+ */
 async function kafkaPublisher(url: URL, logger: Logger): Promise<Publisher> {
-  // A variable specifier: the Kafka publisher is built in parallel (issue 4) and may be absent.
-  const spec = '../stream/kafka.js';
-  let mod: Record<string, unknown>;
-  try {
-    mod = await import(spec);
-  } catch {
-    throw new RankwatchError(
-      'RANKWATCH_ERR_CONFIG',
-      'bus kafka://: Kafka publishing is coming from issue 4; use http:// to `rankwatch up` for now',
-    );
-  }
-  const brokers = decodeURIComponent(url.host).split(',');
-  const topic = url.pathname.replace(/^\//, '') || 'rankwatch.events';
-  const Ctor = (mod.KafkaPublisher ?? mod.KafkaTransport) as
-    | (new (
-        cfg: unknown,
-        deps?: unknown,
-      ) => Publisher)
-    | undefined;
-  if (!Ctor)
-    throw new RankwatchError(
-      'RANKWATCH_ERR_CONFIG',
-      'bus kafka://: stream/kafka.js exports no KafkaPublisher yet (issue 4)',
-    );
+  const { KafkaTransport } = await import('../stream/kafka.js');
+  const { kafkaConfigFrom } = await import('../stream/kafka-config.js');
+  const brokers = decodeURIComponent(url.host);
+  const topic = url.pathname.replace(/^\//, '') || undefined;
+  const config = kafkaConfigFrom({ brokers, topic }, process.env);
   const log = (level: string, msg: string) => (level === 'info' ? logger.info(msg) : logger.warn(msg));
-  return new Ctor({ brokers, topic }, { log });
+  return new KafkaTransport(config, { log });
 }

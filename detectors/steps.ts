@@ -5,7 +5,9 @@
  * Frames are pooled; memory is O(ranks x open steps), never O(steps seen). A rank reporting a
  * step twice (redelivery) or after its frame closed is counted and ignored.
  */
+
 import type { StepEvent } from '../schema/events.js';
+import { grown } from './arrays.js';
 
 export interface StepFrame {
   step: number;
@@ -46,12 +48,8 @@ export class RankTable implements RankInfo {
   }
 
   private grow(capacity: number): void {
-    const gpu = new Int16Array(capacity).fill(-1);
-    gpu.set(this.gpu);
-    const stage = new Int16Array(capacity).fill(-1);
-    stage.set(this.stage);
-    this.gpu = gpu;
-    this.stage = stage;
+    this.gpu = grown(this.gpu, capacity, -1);
+    this.stage = grown(this.stage, capacity, -1);
     this.host.length = capacity;
   }
 
@@ -180,15 +178,10 @@ export class StepAssembler {
     this.capacity = Math.max(capacity, this.capacity * 2);
     this.pool.length = 0;
     for (const f of this.open.values()) {
-      const grow = <T extends Float64Array | Uint8Array>(a: T, make: (n: number) => T): T => {
-        const b = make(this.capacity);
-        b.set(a);
-        return b;
-      };
-      f.seen = grow(f.seen, (n) => new Uint8Array(n));
-      f.compute = grow(f.compute, (n) => new Float64Array(n));
-      f.commWait = grow(f.commWait, (n) => new Float64Array(n));
-      f.stepMs = grow(f.stepMs, (n) => new Float64Array(n));
+      f.seen = grown(f.seen, this.capacity);
+      f.compute = grown(f.compute, this.capacity);
+      f.commWait = grown(f.commWait, this.capacity);
+      f.stepMs = grown(f.stepMs, this.capacity);
     }
   }
 }

@@ -10,23 +10,16 @@
  * CUSUM like the straggler detector's. An edge that is slow while neither end's rail is, is
  * pair-specific: reported with `peer_host`.
  */
+
 import { round } from '../../core/round.js';
 import type { CollectiveEvent } from '../../schema/events.js';
+import { type CusumConfig, fall, rise, score, smoothSpread } from '../cusum.js';
 import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
 import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
 
-export interface SlowLinkConfig {
-  k: number;
-  h: number;
-  cap: number;
-  /** Floor on the spread between communicators, log units (0.03 = 3%). */
-  minSigma: number;
-  sigmaAlpha: number;
-  resolveH: number;
-  /** Fewer communicators of a kind than this: not compared. */
-  minPeers: number;
+export interface SlowLinkConfig extends CusumConfig {
   /** Steps an edge waits for its rails to be judged before it is called pair-specific. */
   pairWaitSteps: number;
   /** Open steps kept while collectives arrive. */
@@ -237,12 +230,10 @@ export class SlowLinkDetector {
         this.scratch[i] = v;
       });
       const spread = madSigmaInPlace(this.scratch, list.length, med);
-      const prev = this.sigma.get(kind);
-      const sigma = prev === undefined ? spread : prev + this.cfg.sigmaAlpha * (spread - prev);
+      const sigma = smoothSpread(this.sigma.get(kind), spread, this.cfg);
       this.sigma.set(kind, sigma);
-      const scale = Math.max(sigma, this.cfg.minSigma);
       list.forEach((l, i) => {
-        const z = Math.min((med - bw[i]) / scale, this.cfg.cap);
+        const z = score(med - bw[i], sigma, this.cfg);
         const measured = Math.exp(bw[i]);
         const expected = Math.exp(med);
         const durMs = l.durSum / l.n;
@@ -308,7 +299,7 @@ export class SlowLinkDetector {
     key: string,
   ): void {
     const before = st.s;
-    st.s = Math.max(0, st.s + x - this.cfg.k);
+    st.s = rise(st.s, x, this.cfg);
     if (!st.flagged) {
       if (st.s === 0) return;
       if (before === 0) {
@@ -327,7 +318,7 @@ export class SlowLinkDetector {
     st.sumExcessMs += costMs;
     st.worst = { key: worst.link.key, kind: worst.link.kind };
     if (st.flagged) {
-      st.clear = Math.max(0, st.clear + this.cfg.k - x);
+      st.clear = fall(st.clear, x, this.cfg);
       if (st.clear >= this.cfg.resolveH) this.resolve(st, ts);
       else if (st.id) this.log.update(st.id, ts, this.draft(st, key));
     } else if (st.s >= this.cfg.h) {

@@ -12,28 +12,17 @@
  * Several ranks of one host crossing together (a node-wide power brake) become one host-level
  * finding. Pure: no I/O, no clock; event time comes from the frames.
  */
+
 import { round } from '../../core/round.js';
+import { grown } from '../arrays.js';
+import { type CusumConfig, fall, rise, score, smoothSpread } from '../cusum.js';
 import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
 import type { RankTable, StepFrame } from '../steps.js';
 
-export interface StragglerConfig {
-  /** CUSUM reference: shifts below k sigma are not worth a finding. */
-  k: number;
-  /** CUSUM decision threshold. */
-  h: number;
-  /** Largest increment one step can add (bounded CUSUM). */
-  cap: number;
-  /** Floor on the stage spread, log units (0.006 = 0.6%), so a very quiet stage cannot amplify noise. */
-  minSigma: number;
-  /** Weight of the newest step in the stage spread estimate. */
-  sigmaAlpha: number;
-  /** Evidence of normality needed to resolve (a second CUSUM, on k - x). */
-  resolveH: number;
+export interface StragglerConfig extends CusumConfig {
   /** Steps to wait for other ranks of the same host before deciding rank- or host-level. */
   groupWaitSteps: number;
-  /** Stages with fewer peers reporting are skipped for that step. */
-  minPeers: number;
 }
 
 export const STRAGGLER_DEFAULTS: StragglerConfig = {
@@ -110,20 +99,18 @@ export class StragglerDetector {
       if (m < cfg.minPeers) continue;
       const med = medianInPlace(this.scratch, m);
       const spread = madSigmaInPlace(this.scratch, m, med);
-      const prev = this.stageSigma[stage];
-      const sigma = prev === undefined ? spread : prev + cfg.sigmaAlpha * (spread - prev);
+      const sigma = smoothSpread(this.stageSigma[stage], spread, cfg);
       this.stageSigma[stage] = sigma;
       this.stageMedian[stage] = med;
       this.stageWaitMedian[stage] = w > 0 ? medianInPlace(this.scratch2, w) : Number.NaN;
-      const scale = Math.max(sigma, cfg.minSigma);
       const peerMs = Math.exp(med);
 
       for (const r of members) {
         if (!f.seen[r] || !(f.compute[r] > 0)) continue;
         const lr = Math.log(f.compute[r]) - med;
-        const x = Math.min(lr / scale, cfg.cap);
+        const x = score(lr, sigma, cfg);
         const before = this.s[r];
-        const after = Math.max(0, before + x - cfg.k);
+        const after = rise(before, x, cfg);
         this.s[r] = after;
         if (!this.flagged[r]) {
           if (after === 0) continue;
@@ -136,7 +123,7 @@ export class StragglerDetector {
         }
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
-          this.clear[r] = Math.max(0, this.clear[r] + cfg.k - x);
+          this.clear[r] = fall(this.clear[r], x, cfg);
         } else if (after >= cfg.h) {
           this.flagged[r] = 1;
           this.clear[r] = 0;
@@ -321,31 +308,19 @@ export class StragglerDetector {
 
   private ensure(capacity: number): void {
     if (capacity <= this.cap) return;
-    const f64 = (a: Float64Array) => {
-      const b = new Float64Array(capacity);
-      b.set(a);
-      return b;
-    };
-    const i32 = (a: Int32Array) => {
-      const b = new Int32Array(capacity);
-      b.set(a);
-      return b;
-    };
-    this.s = f64(this.s);
-    this.clear = f64(this.clear);
-    this.onsetTs = f64(this.onsetTs);
-    this.sumLog = f64(this.sumLog);
-    this.sumCompute = f64(this.sumCompute);
-    this.sumPeer = f64(this.sumPeer);
-    this.sumWait = f64(this.sumWait);
-    this.sumPeerWait = f64(this.sumPeerWait);
-    this.sumExcess = f64(this.sumExcess);
-    this.stepMsAtOnset = f64(this.stepMsAtOnset);
-    this.onsetStep = i32(this.onsetStep);
-    this.n = i32(this.n);
-    const fl = new Uint8Array(capacity);
-    fl.set(this.flagged);
-    this.flagged = fl;
+    this.s = grown(this.s, capacity);
+    this.clear = grown(this.clear, capacity);
+    this.onsetTs = grown(this.onsetTs, capacity);
+    this.sumLog = grown(this.sumLog, capacity);
+    this.sumCompute = grown(this.sumCompute, capacity);
+    this.sumPeer = grown(this.sumPeer, capacity);
+    this.sumWait = grown(this.sumWait, capacity);
+    this.sumPeerWait = grown(this.sumPeerWait, capacity);
+    this.sumExcess = grown(this.sumExcess, capacity);
+    this.stepMsAtOnset = grown(this.stepMsAtOnset, capacity);
+    this.onsetStep = grown(this.onsetStep, capacity);
+    this.n = grown(this.n, capacity);
+    this.flagged = grown(this.flagged, capacity);
     this.scratch = new Float64Array(capacity);
     this.scratch2 = new Float64Array(capacity);
     this.cap = capacity;

@@ -4,15 +4,13 @@
  * must arrive in the embedded pipeline of `rankwatch up` (in this process, 127.0.0.1, a free
  * port) with the right host, gpu, rank and job.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startUp, type Up } from '../cli/commands/up.js';
 import { ChdbStore } from '../store/chdb.js';
-import { until } from './helpers.js';
+import { type Running, serveText, startRankwatch, until } from './helpers.js';
 
 const root = join(import.meta.dirname, '..');
 const fixtures = join(root, 'collectors', 'parsers', 'fixtures');
@@ -37,9 +35,8 @@ interface Row {
 
 describe('rankwatch collect → rankwatch up', () => {
   let up: Up;
-  let exporter: Server;
-  let collector: ChildProcess;
-  let stderr = '';
+  let exporter: Awaited<ReturnType<typeof serveText>>;
+  let collector: Running;
   const log = join(dir, 'train.log');
 
   beforeAll(async () => {
@@ -49,53 +46,39 @@ describe('rankwatch collect → rankwatch up', () => {
       store: new ChdbStore({ path: join(dir, 'data') }),
       token: 'tok',
     });
-    const metrics = readFileSync(join(fixtures, 'dcgm-k8s.prom'), 'utf8');
-    exporter = createServer((req, res) => {
-      if (req.url === '/metrics') res.writeHead(200, { 'content-type': 'text/plain' }).end(metrics);
-      else res.writeHead(404).end();
-    });
-    await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', () => r()));
-    const port = (exporter.address() as { port: number }).port;
+    exporter = await serveText('/metrics', readFileSync(join(fixtures, 'dcgm-k8s.prom'), 'utf8'));
     // The first half of the log exists before the collector starts; the rest comes later.
     writeFileSync(log, `${megatronLines.slice(0, 8).join('\n')}\n`);
-    collector = spawn(
-      process.execPath,
-      [
-        join(root, 'bin', 'rankwatch.js'),
-        'collect',
-        '--bus',
-        up.url,
-        '--token',
-        'tok',
-        '--host',
-        'gpu-0008',
-        '--dcgm',
-        `http://127.0.0.1:${port}/metrics`,
-        '--megatron-log',
-        log,
-        '--job',
-        'llama-13b',
-        '--rank',
-        '63',
-        '--gpu',
-        '7',
-        '--from',
-        'start',
-        '--flush-ms',
-        '200',
-        '--spool',
-        join(dir, 'spool'),
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    collector.stderr?.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
+    collector = startRankwatch([
+      'collect',
+      '--bus',
+      up.url,
+      '--token',
+      'tok',
+      '--host',
+      'gpu-0008',
+      '--dcgm',
+      exporter.url,
+      '--megatron-log',
+      log,
+      '--job',
+      'llama-13b',
+      '--rank',
+      '63',
+      '--gpu',
+      '7',
+      '--from',
+      'start',
+      '--flush-ms',
+      '200',
+      '--spool',
+      join(dir, 'spool'),
+    ]);
   });
 
   afterAll(async () => {
-    if (collector.exitCode === null) collector.kill('SIGKILL');
-    await new Promise<void>((r) => exporter.close(() => r()));
+    collector.kill();
+    await exporter.close();
     await up?.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -127,11 +110,11 @@ describe('rankwatch collect → rankwatch up', () => {
   }, 180_000);
 
   it('stops cleanly on SIGTERM, having reported the bad log lines', async () => {
-    const exit = new Promise<number | null>((r) => collector.once('exit', (code) => r(code)));
-    collector.kill('SIGTERM');
-    expect(await exit).toBe(0);
-    expect(stderr).toMatch(/megatron_log: line 13: iteration line in an unknown or truncated form/);
-    expect(stderr).toMatch(/"events_sent":\d+/);
+    expect(await collector.stop()).toBe(0);
+    expect(collector.stderr()).toMatch(
+      /megatron_log: line 13: iteration line in an unknown or truncated form/,
+    );
+    expect(collector.stderr()).toMatch(/"events_sent":\d+/);
     expect(up.pipeline.counters().dead_letters).toBe(0);
   }, 60_000);
 });

@@ -1,5 +1,6 @@
 /** Small helpers the integration tests share: waiting for a condition, and feeding `rankwatch up`. */
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
@@ -46,4 +47,58 @@ export async function postLines(
     statuses.push(res.status);
   }
   return statuses;
+}
+
+export interface Running {
+  proc: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Sends the signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** SIGKILL if still running (for afterAll). */
+  kill(): void;
+}
+
+/** Runs the built CLI as a user would, capturing its output. */
+export function startRankwatch(args: string[], env: NodeJS.ProcessEnv = process.env): Running {
+  const proc = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  let out = '';
+  let err = '';
+  proc.stdout?.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  proc.stderr?.on('data', (d: Buffer) => {
+    err += d.toString();
+  });
+  return {
+    proc,
+    stdout: () => out,
+    stderr: () => err,
+    stop: (signal = 'SIGTERM') => {
+      if (proc.exitCode !== null) return Promise.resolve(proc.exitCode);
+      const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+      proc.kill(signal);
+      return exit;
+    },
+    kill: () => {
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+    },
+  };
+}
+
+/** Serves fixed text at one path on 127.0.0.1 (a stand-in dcgm-exporter, say); 404 elsewhere. */
+export async function serveText(
+  path: string,
+  body: string,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    if (req.url === path) res.writeHead(200, { 'content-type': 'text/plain' }).end(body);
+    else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}${path}`,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
 }

@@ -3,14 +3,12 @@
  * dcgm-exporter and its gpu events land on the events topic, keyed by job (or host), readable by
  * any consumer. The at-scale counterpart of tests/collect.int.test.ts.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KafkaTransport } from '../stream/kafka.js';
 import type { Delivery } from '../stream/transport.js';
-import { BIN } from './helpers.js';
+import { type Running, serveText, startRankwatch } from './helpers.js';
 import { brokers, deleteTopics, names, waitFor } from './kafka-helpers.js';
 
 const metrics = readFileSync(
@@ -20,41 +18,27 @@ const metrics = readFileSync(
 
 describe('rankwatch collect → Kafka', () => {
   const n = names('collect');
-  let exporter: Server;
-  let collector: ChildProcess;
-  let stderr = '';
+  let exporter: Awaited<ReturnType<typeof serveText>>;
+  let collector: Running;
 
   beforeAll(async () => {
-    exporter = createServer((req, res) => {
-      if (req.url === '/metrics') res.writeHead(200, { 'content-type': 'text/plain' }).end(metrics);
-      else res.writeHead(404).end();
-    });
-    await new Promise<void>((r) => exporter.listen(0, '127.0.0.1', () => r()));
-    const port = (exporter.address() as { port: number }).port;
-    collector = spawn(
-      process.execPath,
-      [
-        BIN,
-        'collect',
-        '--bus',
-        `kafka://${brokers().join(',')}/${n.topic}`,
-        '--host',
-        'gpu-0042',
-        '--dcgm',
-        `http://127.0.0.1:${port}/metrics`,
-        '--flush-ms',
-        '200',
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    collector.stderr?.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
+    exporter = await serveText('/metrics', metrics);
+    collector = startRankwatch([
+      'collect',
+      '--bus',
+      `kafka://${brokers().join(',')}/${n.topic}`,
+      '--host',
+      'gpu-0042',
+      '--dcgm',
+      exporter.url,
+      '--flush-ms',
+      '200',
+    ]);
   });
 
   afterAll(async () => {
-    if (collector.exitCode === null) collector.kill('SIGKILL');
-    await new Promise<void>((r) => exporter.close(() => r()));
+    collector.kill();
+    await exporter.close();
     await deleteTopics(brokers(), [n.topic, n.deadLetterTopic]);
   });
 
@@ -85,8 +69,6 @@ describe('rankwatch collect → Kafka', () => {
       const [job] = jobs;
       expect(d.key).toBe(job ?? 'host:gpu-0042');
     }
-    const exit = new Promise<number | null>((r) => collector.once('exit', (code) => r(code)));
-    collector.kill('SIGTERM');
-    expect(await exit, stderr).toBe(0);
+    expect(await collector.stop(), collector.stderr()).toBe(0);
   }, 120_000);
 });

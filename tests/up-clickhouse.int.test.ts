@@ -4,7 +4,6 @@
  * HTTP interface served by the chDB engine, since no new-enough server installs here), or a real
  * one when CLICKHOUSE_URL is set or Docker runs (tests/fixtures/clickhouse-server.ts). This file opens no ChdbStore (one chDB folder per process).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +12,7 @@ import { ClickHouseStore } from '../store/clickhouse.js';
 import { findingsOf, tableCounts } from '../store/queries.js';
 import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
 import { type RealClickHouse, realClickHouse } from './fixtures/clickhouse-server.js';
-import { BIN, postLines, simLines, until } from './helpers.js';
+import { postLines, type Running, simLines, startRankwatch, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-ch-'));
 const database = `rankwatch_up_${process.pid}`;
@@ -22,8 +21,7 @@ describe('rankwatch up --clickhouse-url', () => {
   let fixture: ChdbHttpServer | undefined;
   let real: RealClickHouse | undefined;
   let serverUrl: string;
-  let proc: ChildProcess;
-  let stdout = '';
+  let up: Running;
 
   beforeAll(async () => {
     real = await realClickHouse();
@@ -32,35 +30,28 @@ describe('rankwatch up --clickhouse-url', () => {
       fixture = await startChdbHttpServer({ path: join(dir, 'ch') });
       serverUrl = fixture.url;
     }
-    proc = spawn(
-      process.execPath,
-      [BIN, 'up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
+    up = startRankwatch(
+      ['up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
       {
-        stdio: ['ignore', 'pipe', 'inherit'],
-        env: {
-          ...process.env,
-          CLICKHOUSE_URL: '',
-          CLICKHOUSE_USER: real?.user ?? '',
-          CLICKHOUSE_PASSWORD: real?.password ?? '',
-        },
+        ...process.env,
+        CLICKHOUSE_URL: '',
+        CLICKHOUSE_USER: real?.user ?? '',
+        CLICKHOUSE_PASSWORD: real?.password ?? '',
       },
     );
-    proc.stdout?.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(stdout)?.[1]);
+    await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1]);
   });
 
   afterAll(async () => {
-    if (proc.exitCode === null) proc.kill('SIGKILL');
+    up.kill();
     await fixture?.close();
     await real?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it('stores every event once and the throttle finding in the server', async () => {
-    const url = /listening on (http:\/\/\S+)/.exec(stdout)![1];
-    expect(stdout).toMatch(/storing in ClickHouse at http/);
+    const url = /listening on (http:\/\/\S+)/.exec(up.stdout())![1];
+    expect(up.stdout()).toMatch(/storing in ClickHouse at http/);
     const lines = simLines(
       '--ranks',
       '16',
@@ -74,10 +65,10 @@ describe('rankwatch up --clickhouse-url', () => {
       'throttle:rank=5,at=30',
     );
     expect(new Set(await postLines(url, lines))).toEqual(new Set([200]));
-    await until('the throttle finding', () => (/FOUND\s+throttle chjob/.test(stdout) ? true : undefined));
-    const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-    proc.kill('SIGTERM');
-    expect(await exit).toBe(0);
+    await until('the throttle finding', () =>
+      /FOUND\s+throttle chjob/.test(up.stdout()) ? true : undefined,
+    );
+    expect(await up.stop()).toBe(0);
 
     const store = new ClickHouseStore({
       url: serverUrl,

@@ -3,37 +3,26 @@
  * a simulated job with a throttled GPU is posted to /v1/ingest in gzip batches, the finding is
  * printed as it opens, bad lines are answered with their reasons, and SIGTERM stops it cleanly.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, postLines, simLines, until } from './helpers.js';
+import { postLines, type Running, simLines, startRankwatch, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-'));
 
 describe('rankwatch up', () => {
-  let proc: ChildProcess;
-  let stdout = '';
+  let up: Running;
   let url = '';
   const auth = { authorization: 'Bearer t0k' };
 
   beforeAll(async () => {
-    proc = spawn(
-      process.execPath,
-      [BIN, 'up', '--port', '0', '--data', join(dir, 'data'), '--token', 't0k'],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    proc.stdout?.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    url = await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(stdout)?.[1]);
+    up = startRankwatch(['up', '--port', '0', '--data', join(dir, 'data'), '--token', 't0k']);
+    url = await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1]);
   });
 
   afterAll(() => {
-    if (proc.exitCode === null) proc.kill('SIGKILL');
+    up.kill();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -52,7 +41,7 @@ describe('rankwatch up', () => {
     );
     expect(new Set(await postLines(url, lines, auth, 5000))).toEqual(new Set([200]));
     await until('the throttle finding', () =>
-      /FOUND\s+throttle upjob \S+\/\d+ rank 5/.test(stdout) ? true : undefined,
+      /FOUND\s+throttle upjob \S+\/\d+ rank 5/.test(up.stdout()) ? true : undefined,
     );
     const health = (await (await fetch(`${url}/healthz`)).json()) as { pipeline: { events: number } };
     expect(health.pipeline.events).toBeGreaterThan(0);
@@ -71,9 +60,7 @@ describe('rankwatch up', () => {
   });
 
   it('stops cleanly on SIGTERM', async () => {
-    const exit = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-    proc.kill('SIGTERM');
-    expect(await exit).toBe(0);
-    expect(stdout).toMatch(/stopped after \d+ events/);
+    expect(await up.stop()).toBe(0);
+    expect(up.stdout()).toMatch(/stopped after \d+ events/);
   });
 });

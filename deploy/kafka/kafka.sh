@@ -8,6 +8,7 @@
 #   deploy/kafka/kafka.sh status    exit 0 and print the address when it is up
 #   deploy/kafka/kafka.sh fetch     only download the jars
 #   deploy/kafka/kafka.sh clean     stop it and delete its data
+#   deploy/kafka/kafka.sh cluster-id  print a fresh KRaft cluster id (what start formats with)
 #
 # Environment: KAFKA_PORT (default 19092; the controller takes the next port), KAFKA_VERSION
 # (default 3.9.1), KAFKA_STATE (data, log and pid folder; default .cache/kafka/PORT),
@@ -47,6 +48,16 @@ POM
   touch "$LIB/.complete"
 }
 
+# Cluster ids are 16 random bytes in URL-safe base64 without padding. Like Kafka's own
+# Uuid.randomUuid, draw again when the id starts with '-': tools would read it as an option.
+cluster_id() {
+  local id="-"
+  while [[ "$id" == -* ]]; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  done
+  echo "$id"
+}
+
 running() {
   [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null
 }
@@ -67,11 +78,10 @@ start() {
     "$HERE/server.properties" >"$STATE/server.properties"
   local cp="$LIB/*"
   if [[ ! -f "$STATE/data/meta.properties" ]]; then
-    # Cluster ids are 16 random bytes in URL-safe base64 without padding.
     local id
-    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    id="$(cluster_id)"
     java -cp "$cp" -Dlog4j.configuration="file:$HERE/log4j.properties" kafka.tools.StorageTool \
-      format -t "$id" -c "$STATE/server.properties" --ignore-formatted >"$STATE/format.log" 2>&1 ||
+      format --cluster-id="$id" -c "$STATE/server.properties" --ignore-formatted >"$STATE/format.log" 2>&1 ||
       { cat "$STATE/format.log" >&2; exit 1; }
   fi
   # shellcheck disable=SC2086
@@ -117,5 +127,6 @@ case "${1:-}" in
   status) if running && port_open; then echo "127.0.0.1:$PORT"; else echo "kafka.sh: not running on $PORT" >&2; exit 1; fi ;;
   fetch) fetch ;;
   clean) stop; rm -rf "$STATE" ;;
-  *) echo "usage: $0 start|stop|status|fetch|clean" >&2; exit 2 ;;
+  cluster-id) cluster_id ;;
+  *) echo "usage: $0 start|stop|status|fetch|clean|cluster-id" >&2; exit 2 ;;
 esac

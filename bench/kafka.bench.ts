@@ -53,7 +53,7 @@ export async function kafkaBench(): Promise<Section | undefined> {
   const events: RankwatchEvent[] = [
     ...new ClusterSim({
       ranks: 256,
-      steps: 120,
+      steps: 240,
       startTs,
       faults: [parseFault('throttle:rank=37,at=40')],
     }).events(),
@@ -131,16 +131,23 @@ export async function kafkaBench(): Promise<Section | undefined> {
     };
     await consumer.disconnect();
 
-    const full = await endToEnd(admin, b.brokers, chunks, n, dir, created, []);
-    const noEvents = await endToEnd(admin, b.brokers, chunks, n, dir, created, ['--no-events']);
+    // Best of two runs each (fresh topic, group and store every time): one run is a few seconds
+    // on a shared 2-core machine, where a single figure swings by a third.
+    const best = async (flags: string[]) => {
+      const a = await endToEnd(admin, b.brokers, chunks, n, dir, created, flags);
+      const c = await endToEnd(admin, b.brokers, chunks, n, dir, created, flags);
+      return a.m.bestMs <= c.m.bestMs ? a : c;
+    };
+    const full = await best([]);
+    const noEvents = await best(['--no-events']);
     return {
       title: 'Kafka transport, end to end on loopback',
-      what: `${n.toLocaleString('en-US')} events of a 256-rank job in ${messages.length} gzip messages of up to ${BATCH} events, Apache Kafka 3.9 (KRaft, one node) on 127.0.0.1, kafkajs 2.2.4, ${partitions} partitions; a \`rankwatch detect\` process validates, runs every detector, inserts into chDB and commits after the write. Baseline: the raw consume of the same bytes (no decode, no work).`,
+      what: `${n.toLocaleString('en-US')} events of a 256-rank job in ${messages.length} gzip messages of up to ${BATCH} events, Apache Kafka 3.9 (KRaft, one node) on 127.0.0.1, kafkajs 2.2.4, ${partitions} partitions; a \`rankwatch detect\` process validates, runs every detector, inserts into chDB and commits after the write (best of two runs, each on a fresh topic, group and store). Baseline: the raw consume of the same bytes (no decode, no work).`,
       baseline: rawConsume,
       rows: [rawProduce, full.m, noEvents.m],
       notes: [
         `Consumer lag while producing at full speed peaked at ${full.maxLagMsgs} messages (of ${messages.length}); detect stored ${full.stored.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} events before committing the last offset.`,
-        'The end-to-end rate is bounded by the chDB insert of raw events (JSON kept per event, ZSTD): the same run without raw events (`detect --no-events`, detector output and dead letters only) shows what the transport and detectors sustain.',
+        'The end-to-end rate is bounded by the chDB insert of raw events (the JSON line kept per event, ZSTD; the engine parses it at about 100 MB/s): the same run without raw events (`detect --no-events`, detector output and dead letters only) shows what the transport and detectors sustain.',
       ],
     };
   } finally {

@@ -10,6 +10,7 @@ import { findingsOf, tableCounts } from '../store/queries.js';
 import type { InsertBatch } from '../store/rows.js';
 import { SCHEMA_OBJECTS } from '../store/schema.js';
 import type { Store } from '../store/store.js';
+import { decodeBatch } from '../stream/codec.js';
 import { MemoryTransport } from '../stream/memory.js';
 import { batchByKey } from '../stream/transport.js';
 import { Pipeline } from './pipeline.js';
@@ -110,6 +111,19 @@ describe('embedded pipeline', () => {
       'SELECT reason FROM dead_letters FINAL ORDER BY reason',
     );
     expect(rows.map((r) => r.reason)).toEqual(['not a JSON object', 'step: missing field: job']);
+  });
+
+  it('stores events and dead letters as the text they arrived as, when the transport decoded bytes', async () => {
+    const pipeline = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    await chdb.migrate();
+    const [first, second] = [...job().events()];
+    const sent = `${JSON.stringify(first)}\n{ "v": 1,  "kind": "step", "ts": 1 }\n${JSON.stringify(second).replace(',', ', ')}\n`;
+    const { events, lines } = decodeBatch(sent);
+    await pipeline.handle({ key: 'sim-2', partition: 0, offset: 0, events, lines });
+    const raw = await chdb.query<{ raw: string }>('SELECT raw FROM events ORDER BY ts, raw');
+    expect(raw.map((r) => r.raw).sort()).toEqual([lines[0], lines[2]].sort());
+    const dead = await chdb.query<{ raw: string }>('SELECT raw FROM dead_letters');
+    expect(dead).toEqual([{ raw: '{ "v": 1,  "kind": "step", "ts": 1 }' }]);
   });
 
   it('holds the batch and retries while the store is down, then writes everything', async () => {

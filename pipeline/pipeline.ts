@@ -80,22 +80,30 @@ export class Pipeline {
 
   async handle(d: Delivery): Promise<void> {
     const good: RankwatchEvent[] = [];
+    const goodLines: (string | undefined)[] = [];
     const bad: DeadLetter[] = [];
     const now = Date.now();
     for (const raw of d.undecodable ?? [])
       bad.push({ ts: now, source: d.key, reason: raw.reason, raw: raw.raw });
-    for (const value of d.events) {
+    for (let i = 0; i < d.events.length; i++) {
+      const value = d.events[i];
       const v = validateEvent(value);
       if (v.ok) {
         good.push(v.event);
+        goodLines.push(d.lines?.[i]);
         this.runner.push(v.event);
       } else {
-        bad.push({ ts: now, source: d.key, reason: v.reason, raw: JSON.stringify(value) ?? String(value) });
+        bad.push({
+          ts: now,
+          source: d.key,
+          reason: v.reason,
+          raw: d.lines?.[i] ?? JSON.stringify(value) ?? String(value),
+        });
       }
     }
     this.c.batches++;
     this.c.events += good.length;
-    await this.write(good, bad, this.runner.take());
+    await this.write(good, bad, this.runner.take(), d.lines ? goodLines : undefined);
   }
 
   /**
@@ -111,14 +119,19 @@ export class Pipeline {
     this.runner.take();
   }
 
-  private async write(good: RankwatchEvent[], bad: DeadLetter[], out: DetectorOutput): Promise<void> {
+  private async write(
+    good: RankwatchEvent[],
+    bad: DeadLetter[],
+    out: DetectorOutput,
+    lines?: (string | undefined)[],
+  ): Promise<void> {
     this.c.dead_letters += bad.length;
     this.c.findings += out.findings.length;
     this.c.mfu_points += out.mfu.length;
     if (bad.length) this.o.onDeadLetters?.(bad);
     if (this.o.store) {
       const batches: InsertBatch[] = [
-        ...(this.o.storeEvents === false ? [] : eventRows(good)),
+        ...(this.o.storeEvents === false ? [] : eventRows(good, lines)),
         ...deadLetterRows(bad),
         ...outputRows(out),
       ];

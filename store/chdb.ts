@@ -1,6 +1,6 @@
 /**
  * The embedded store: the ClickHouse engine in this process (npm `chdb`), data under one folder.
- * Uses the engine's async calls (off the event loop) and its raw JSONEachRow insert path.
+ * Uses the engine's async calls (off the event loop) and its raw insert path (TSV or JSONEachRow bytes).
  * chDB allows one data folder per process: opening a second, different one is refused clearly.
  */
 import { mkdirSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { resolve } from 'node:path';
 import { Session } from 'chdb';
 import { RankwatchError } from '../core/errors.js';
 import { applyMigrations } from './migrate.js';
-import type { InsertBatch } from './rows.js';
+import { type InsertBatch, insertBody } from './rows.js';
 import { INSERT_SETTINGS, type SchemaOptions } from './schema.js';
 import type { Store } from './store.js';
 
@@ -47,12 +47,8 @@ export class ChdbStore implements Store {
     for (const b of batches) {
       if (b.rows.length === 0) continue;
       try {
-        await s.insert({
-          table: b.table,
-          values: Buffer.from(`${b.rows.join('\n')}\n`),
-          format: 'JSONEachRow',
-          settings: INSERT_SETTINGS,
-        });
+        const { format, body } = insertBody(b);
+        await s.insert({ table: b.table, values: body, format, settings: INSERT_SETTINGS });
       } catch (err) {
         throw new RankwatchError(
           'RANKWATCH_ERR_STORE_QUERY',

@@ -19,7 +19,7 @@ import {
 import { RankwatchError, retry } from '../core/errors.js';
 import { storeError } from './clickhouse-errors.js';
 import { applyMigrations } from './migrate.js';
-import type { InsertBatch } from './rows.js';
+import { type InsertBatch, insertBody } from './rows.js';
 import { INSERT_SETTINGS, type SchemaOptions } from './schema.js';
 import type { Store } from './store.js';
 
@@ -190,12 +190,12 @@ export class ClickHouseStore implements Store {
           'RANKWATCH_ERR_STORE_QUERY',
           `insert: ${JSON.stringify(b.table)} is not a table name`,
         );
-      // The rows are JSON already: send them as the body as they are. `exec` with a raw stream
+      // The rows are encoded already: send them as the body as they are. `exec` with a raw stream
       // avoids client.insert's JSON.stringify of every row (rows would have to be parsed first).
-      const body = Buffer.from(`${b.rows.join('\n')}\n`);
+      const { format, body } = insertBody(b);
       await this.call(`insert into ${b.table} (${b.rows.length} rows)`, async (c) => {
         const r = await c.exec({
-          query: `INSERT INTO ${b.table} FORMAT JSONEachRow`,
+          query: `INSERT INTO ${b.table} FORMAT ${format}`,
           values: Readable.from([body]),
           clickhouse_settings: this.insertSettings,
         });

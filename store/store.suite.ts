@@ -214,6 +214,47 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect(await s.query('SELECT count() AS c FROM findings')).toEqual([{ c: 1 }]);
     });
 
+    it('keeps each event as the line it arrived as, and steps with awkward names and missing fields', async () => {
+      const s = await make();
+      const ts = Date.now();
+      const step = {
+        v: 1,
+        kind: 'step',
+        ts,
+        job: NASTY,
+        host: `${NASTY} ünï`,
+        gpu: 3,
+        rank: 7,
+        step: 12,
+        step_ms: 1234.5,
+        compute_ms: 1.5e-3,
+      } as RankwatchEvent;
+      const line = ` {"v":1,\t"kind":"step", "spaced": "as sent"} `.trim();
+      await s.insert(eventRows([step, step], [line, undefined]));
+      const raw = await s.query<{ raw: string; job: string; host: string }>(
+        'SELECT raw, job, host FROM events ORDER BY length(raw)',
+      );
+      expect(raw).toEqual([
+        { raw: line, job: NASTY, host: `${NASTY} ünï` },
+        { raw: JSON.stringify(step), job: NASTY, host: `${NASTY} ünï` },
+      ]);
+      const steps = await s.query(
+        'SELECT job, host, rank, toUInt32(step) AS step, step_ms, compute_ms, comm_wait_ms, tokens FROM steps',
+      );
+      expect(steps).toEqual([
+        {
+          job: NASTY,
+          host: `${NASTY} ünï`,
+          rank: 7,
+          step: 12,
+          step_ms: 1234.5,
+          compute_ms: expect.closeTo(1.5e-3, 6),
+          comm_wait_ms: null,
+          tokens: 0,
+        },
+      ]);
+    });
+
     it('answers the reads people run: jobs, MFU, heatmap, findings, nodes, faults, checkpoints', async () => {
       const s = await make();
       const { sim, startTs, events, out, batches } = data();

@@ -15,8 +15,10 @@ describe('batch codec', () => {
   });
 
   it('keeps good lines around a bad one and says which line was bad', () => {
-    const d = decodeBatch('{"a":1}\n{"a":\n\n{"a":3}\n');
+    const d = decodeBatch('{"a":1}\n{"a":\n\n {"a": 3}\t\n');
     expect(d.events).toEqual([{ a: 1 }, { a: 3 }]);
+    // Each event keeps the text it came from (trimmed), aligned with `events`: it is stored as raw.
+    expect(d.lines).toEqual(['{"a":1}', '{"a": 3}']);
     expect(d.undecodable).toHaveLength(1);
     expect(d.undecodable[0]).toMatchObject({ line: 2, raw: '{"a":' });
     expect(d.undecodable[0].reason).toMatch(/not valid JSON/);

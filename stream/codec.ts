@@ -7,6 +7,8 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 
 export interface Decoded {
   events: unknown[];
+  /** The text each event was parsed from, aligned with `events` (stored as the raw event). */
+  lines: string[];
   undecodable: { raw: string; reason: string; line: number }[];
 }
 
@@ -33,11 +35,13 @@ export function decodeBatch(body: Uint8Array | string): Decoded {
     } catch (err) {
       return {
         events: [],
+        lines: [],
         undecodable: [{ raw: '', reason: `not valid gzip: ${(err as Error).message}`, line: 0 }],
       };
     }
   }
   const events: unknown[] = [];
+  const kept: string[] = [];
   const undecodable: Decoded['undecodable'] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -45,9 +49,10 @@ export function decodeBatch(body: Uint8Array | string): Decoded {
     if (!line) continue;
     try {
       events.push(JSON.parse(line));
+      kept.push(line);
     } catch (err) {
       undecodable.push({ raw: line, reason: `not valid JSON: ${(err as Error).message}`, line: i + 1 });
     }
   }
-  return { events, undecodable };
+  return { events, lines: kept, undecodable };
 }

@@ -63,6 +63,7 @@ function mergeDeliveries(ds: Delivery[]): Delivery {
     partition: ds[0].partition,
     offset: ds[ds.length - 1].offset,
     events: ds.flatMap((d) => d.events),
+    ...(ds.every((d) => d.lines) ? { lines: ds.flatMap((d) => d.lines!) } : {}),
     ...(undecodable.length ? { undecodable } : {}),
   };
 }
@@ -494,6 +495,7 @@ export class KafkaTransport implements Transport {
       partition,
       offset: Number(m.offset),
       events: d.events,
+      lines: d.lines,
       ...(undecodable.length ? { undecodable } : {}),
     };
   }

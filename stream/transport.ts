@@ -19,6 +19,8 @@ export interface Delivery {
   /** Position of the batch in its partition; increases by one per batch. */
   offset: number;
   events: unknown[];
+  /** The text each event arrived as, aligned with `events`, when the transport decoded bytes. */
+  lines?: string[];
   /** Payloads the transport could not decode, with the reason, for the dead-letter sink. */
   undecodable?: { raw: string; reason: string }[];
 }

@@ -60,6 +60,7 @@ their line numbers, and the rest of the input is still processed.
     let findings = 0;
     const started = performance.now();
     const pending: Parameters<typeof eventRows>[0] = [];
+    const pendingLines: string[] = [];
     const deadRows: Parameters<typeof deadLetterRows>[0] = [];
 
     const emit = async (fs: Finding[]) => {
@@ -70,8 +71,13 @@ their line numbers, and the rest of the input is still processed.
       if (!store) return;
       const o = runner.take();
       await emit(o.findings);
-      const batches: InsertBatch[] = [...eventRows(pending), ...deadLetterRows(deadRows), ...outputRows(o)];
+      const batches: InsertBatch[] = [
+        ...eventRows(pending, pendingLines),
+        ...deadLetterRows(deadRows),
+        ...outputRows(o),
+      ];
       pending.length = 0;
+      pendingLines.length = 0;
       deadRows.length = 0;
       await store.insert(batches);
     };
@@ -94,6 +100,7 @@ their line numbers, and the rest of the input is still processed.
           runner.push(v.event);
           if (store) {
             pending.push(v.event);
+            pendingLines.push(line.trim());
             if (pending.length >= 50_000) await flushStore();
           }
         }

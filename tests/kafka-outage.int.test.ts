@@ -18,10 +18,11 @@ import { DiskSpool, SpoolingPublisher } from '../stream/spool.js';
 import { batchByKey } from '../stream/transport.js';
 import { brokers, names, waitFor } from './kafka-helpers.js';
 import { KAFKA_SCRIPT } from './setup/kafka.js';
+import { freePortPair } from './setup/ports.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-outage-'));
-const PORT = Number(process.env.RANKWATCH_TEST_KAFKA_OUTAGE_PORT ?? 19192);
+const PORT = await freePortPair(Number(process.env.RANKWATCH_TEST_KAFKA_OUTAGE_PORT ?? 19192));
 const env = { ...process.env, KAFKA_PORT: String(PORT), KAFKA_STATE: join(dir, 'broker') };
 const broker = (cmd: 'start' | 'stop') => run('bash', [KAFKA_SCRIPT, cmd], { env, timeout: 300_000 });
 const OUTAGE_MS = 30_000;

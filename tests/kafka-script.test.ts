@@ -1,4 +1,9 @@
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { KAFKA_SCRIPT } from './setup/kafka.js';
@@ -17,6 +22,26 @@ describe('deploy/kafka/kafka.sh', () => {
     expect(ids).toHaveLength(512);
     for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_][A-Za-z0-9_-]{21}$/);
     expect(new Set(ids).size).toBe(512);
+  });
+
+  it('refuses to start on a port another process holds, naming the port and KAFKA_PORT', async () => {
+    const server = createServer().listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as AddressInfo).port;
+    const state = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-state-'));
+    try {
+      await expect(
+        run('bash', [KAFKA_SCRIPT, 'start'], {
+          env: { ...process.env, KAFKA_PORT: String(port), KAFKA_STATE: state },
+        }),
+      ).rejects.toMatchObject({
+        code: 1,
+        stderr: expect.stringMatching(new RegExp(`127\\.0\\.0\\.1:${port} is taken.*KAFKA_PORT`, 's')),
+      });
+    } finally {
+      server.close();
+      rmSync(state, { recursive: true, force: true });
+    }
   });
 
   it('rejects an unknown command with its usage', async () => {

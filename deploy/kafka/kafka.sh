@@ -71,6 +71,11 @@ start() {
     echo "127.0.0.1:$PORT"
     return 0
   fi
+  if port_open; then
+    echo "kafka.sh: 127.0.0.1:$PORT is taken by a process this script did not start (its state is in" \
+      "$STATE); stop that process or choose another port with KAFKA_PORT" >&2
+    exit 1
+  fi
   command -v java >/dev/null || { echo "kafka.sh: java (17 or newer) is needed" >&2; exit 1; }
   fetch
   mkdir -p "$STATE/data"

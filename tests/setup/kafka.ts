@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { TestProject } from 'vitest/node';
+import { freePortPair } from './ports.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -31,12 +32,14 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     return undefined;
   }
   const started = Date.now();
-  // A broker someone left up (KEEP_UP=1) stays up afterwards too.
+  // A broker this checkout left up (KEEP_UP=1) is used and stays up afterwards too.
   const wasUp = await run('bash', [KAFKA_SCRIPT, 'status']).then(
     () => true,
     () => false,
   );
-  const { stdout } = await run('bash', [KAFKA_SCRIPT, 'start'], { timeout: 300_000 }).catch((err) => {
+  // Otherwise 19092, unless another process holds it (e.g. a broker of another checkout).
+  const env = wasUp ? process.env : { ...process.env, KAFKA_PORT: String(await freePortPair(19092)) };
+  const { stdout } = await run('bash', [KAFKA_SCRIPT, 'start'], { env, timeout: 300_000 }).catch((err) => {
     throw new Error(
       `could not start the test Kafka broker with ${KAFKA_SCRIPT}: ${(err as { stderr?: string }).stderr ?? err}`,
     );
@@ -48,6 +51,6 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   project.provide('kafkaBrokers', brokers);
   return async () => {
     if (process.env.KEEP_UP === '1' || wasUp) return;
-    await run('bash', [KAFKA_SCRIPT, 'stop'], { timeout: 60_000 });
+    await run('bash', [KAFKA_SCRIPT, 'stop'], { env, timeout: 60_000 });
   };
 }

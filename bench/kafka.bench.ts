@@ -147,7 +147,7 @@ export async function kafkaBench(): Promise<Section | undefined> {
       rows: [rawProduce, full.m, noEvents.m],
       notes: [
         `Consumer lag while producing at full speed peaked at ${full.maxLagMsgs} messages (of ${messages.length}); detect stored ${full.stored.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} events before committing the last offset.`,
-        'The end-to-end rate is bounded by the chDB insert of raw events (the JSON line kept per event, ZSTD; the engine parses it at about 100 MB/s): the same run without raw events (`detect --no-events`, detector output and dead letters only) shows what the transport and detectors sustain.',
+        'The end-to-end rate is bounded by the chDB insert of raw events (the JSON line kept per event, ZSTD; the engine parses it at about 100 MB/s): the same run without raw events (`detect --no-events`: steps, detector output and dead letters) shows what the transport and detectors sustain.',
       ],
     };
   } finally {

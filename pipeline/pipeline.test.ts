@@ -6,7 +6,7 @@ import { RankwatchError } from '../core/errors.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
-import { findingsOf, tableCounts } from '../store/queries.js';
+import { findingsOf, rankHeatmap, tableCounts } from '../store/queries.js';
 import type { InsertBatch } from '../store/rows.js';
 import { SCHEMA_OBJECTS } from '../store/schema.js';
 import type { Store } from '../store/store.js';
@@ -84,6 +84,22 @@ describe('embedded pipeline', () => {
       ['straggler', sim.faults[0].host, sim.faults[0].gpu],
     ]);
     expect(new Set(found.map((f) => `${f.id}/${f.state}/${f.ts}`)).size).toBe(found.length);
+  });
+
+  it('without raw events still stores steps (heatmaps keep working), MFU and findings', async () => {
+    const sim = job(['slow_rank:rank=20,at=10,slowdown=0.4']);
+    const transport = new MemoryTransport();
+    const pipeline = new Pipeline({ transport, store: chdb, storeEvents: false });
+    await pipeline.start();
+    await transport.publish(batchByKey([...sim.events()]));
+    await pipeline.stop();
+    const counts = await tableCounts(chdb);
+    expect(counts.events).toBe(0);
+    expect(counts.steps).toBe(32 * 60);
+    expect(counts.mfu).toBe(60);
+    const heat = await rankHeatmap(chdb, sim.opts.job, {});
+    expect(new Set(heat.map((c) => c.rank)).size).toBe(32);
+    expect((await findingsOf(chdb, sim.opts.job)).some((f) => f.type === 'straggler')).toBe(true);
   });
 
   it('sets malformed events aside with their reason and keeps the good ones', async () => {

@@ -9,7 +9,14 @@ import { type DetectorOutput, DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { validateEvent } from '../schema/validate.js';
-import { type DeadLetter, deadLetterRows, eventRows, type InsertBatch, outputRows } from '../store/rows.js';
+import {
+  type DeadLetter,
+  deadLetterRows,
+  eventRows,
+  type InsertBatch,
+  outputRows,
+  stepRows,
+} from '../store/rows.js';
 import type { Store } from '../store/store.js';
 import type { Delivery, Transport } from '../stream/transport.js';
 
@@ -17,7 +24,11 @@ export interface PipelineOptions {
   transport: Transport;
   store?: Store;
   runner?: DetectorRunner;
-  /** Keep raw events in the store (on by default; off stores only detector output). */
+  /**
+   * Keep raw events in the store (on by default). Off keeps steps, detector output and dead
+   * letters; what views derive from raw events (GPU minutes, faults, checkpoints, job lifecycle)
+   * then stays empty.
+   */
   storeEvents?: boolean;
   onFindings?: (findings: Finding[]) => void;
   onDeadLetters?: (rows: DeadLetter[]) => void;
@@ -131,7 +142,7 @@ export class Pipeline {
     if (bad.length) this.o.onDeadLetters?.(bad);
     if (this.o.store) {
       const batches: InsertBatch[] = [
-        ...(this.o.storeEvents === false ? [] : eventRows(good, lines)),
+        ...(this.o.storeEvents === false ? [stepRows(good)] : eventRows(good, lines)),
         ...deadLetterRows(bad),
         ...outputRows(out),
       ];

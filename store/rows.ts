@@ -1,7 +1,8 @@
 /**
- * Events and detector output as insert payloads handed to the engine's insert path as bytes
- * (string-built VALUES were measured ~70x slower in chDB). Raw events, the biggest table, travel
- * as TabSeparatedWithNames: the engine parses it faster than JSONEachRow, and each raw event is
+ * Events and detector output as insert payloads handed to the engine's insert path as bytes,
+ * never values spliced into SQL (string-built VALUES: an injection risk, and about as fast in
+ * chDB when measured, see docs/benchmarks.md). Raw events, the biggest table, travel as
+ * TabSeparatedWithNames: the engine parses it faster than JSONEachRow, and each raw event is
  * the line it arrived as, so it is neither serialized again nor escaped twice (~25% less CPU in
  * `detect`, measured). Every other table takes JSONEachRow, one JSON object per line: for typed
  * numeric rows the engine's cost is the same either way and JSON.stringify is the cheaper encoder.
@@ -48,41 +49,44 @@ function tsvField(s: string): string {
 
 export const EVENT_COLUMNS = ['ts', 'kind', 'job', 'host', 'gpu', 'rank', 'step', 'raw'] as const;
 
+/** The steps table's rows: one per step event (what heatmaps and job overviews read). */
+export function stepRows(events: RankwatchEvent[]): InsertBatch {
+  const rows: string[] = [];
+  for (const e of events) {
+    if (e.kind !== 'step') continue;
+    rows.push(
+      JSON.stringify({
+        ts: ms(e.ts),
+        job: e.job,
+        step: e.step,
+        rank: e.rank,
+        host: e.host,
+        gpu: e.gpu,
+        stage: e.stage ?? 0,
+        step_ms: e.step_ms,
+        compute_ms: e.compute_ms,
+        comm_wait_ms: e.comm_wait_ms ?? null,
+        tokens: e.tokens ?? 0,
+      }),
+    );
+  }
+  return { table: 'steps', rows };
+}
+
 /**
  * Raw events and step rows. `lines[i]`, when given, is the text `events[i]` was decoded from and
  * is stored as its raw form; without it the event is serialized.
  */
 export function eventRows(events: RankwatchEvent[], lines?: readonly (string | undefined)[]): InsertBatch[] {
   const raw: string[] = new Array(events.length);
-  const steps: string[] = [];
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
     const a = e as Partial<Record<'job' | 'host', string>> & Partial<Record<'gpu' | 'rank' | 'step', number>>;
     raw[i] =
       `${ms(e.ts)}\t${e.kind}\t${tsvField(a.job ?? '')}\t${tsvField(a.host ?? '')}\t${a.gpu ?? -1}\t` +
       `${a.rank ?? -1}\t${a.step ?? -1}\t${tsvField(lines?.[i] ?? JSON.stringify(e))}`;
-    if (e.kind === 'step') {
-      steps.push(
-        JSON.stringify({
-          ts: ms(e.ts),
-          job: e.job,
-          step: e.step,
-          rank: e.rank,
-          host: e.host,
-          gpu: e.gpu,
-          stage: e.stage ?? 0,
-          step_ms: e.step_ms,
-          compute_ms: e.compute_ms,
-          comm_wait_ms: e.comm_wait_ms ?? null,
-          tokens: e.tokens ?? 0,
-        }),
-      );
-    }
   }
-  return [
-    { table: 'events', columns: EVENT_COLUMNS, rows: raw },
-    { table: 'steps', rows: steps },
-  ];
+  return [{ table: 'events', columns: EVENT_COLUMNS, rows: raw }, stepRows(events)];
 }
 
 export function findingRow(f: Finding): string {

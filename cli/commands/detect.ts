@@ -21,7 +21,8 @@ so open findings carry on instead of opening twice. SIGTERM or SIGINT: finish th
 hand, commit, leave the group, exit 0.
 
   --findings FILE           also write each finding event as a JSON line
-  --no-events               store detector output and dead letters only, not raw events
+  --no-events               do not keep raw events (the largest table); steps, detector output
+                            and dead letters are still stored
   --no-replay               on a new partition, start at the committed offset without rebuilding state
   --stats-interval S        print counters on stderr every S seconds, 0 = never (default 10)
   --quiet                   no log lines on stderr

@@ -28,7 +28,8 @@ export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job, a
   --gpu-model NAME     GPU model (default ${SIM_DEFAULTS.gpuModel})
   --fault SPEC         inject a fault, repeatable: TYPE:key=value,...
                        types: ${FAULT_TYPES.join(', ')}
-                       keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code
+                       keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code,
+                       peer (link: the other end)
                        e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
   --no-telemetry       leave out the 1 Hz gpu samples
   --no-collectives     leave out collective events

@@ -2,17 +2,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { RankwatchError } from '../core/errors.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
 import { findingsOf, rankHeatmap, tableCounts } from '../store/queries.js';
-import type { InsertBatch } from '../store/rows.js';
 import { SCHEMA_OBJECTS } from '../store/schema.js';
-import type { Store } from '../store/store.js';
 import { decodeBatch } from '../stream/codec.js';
 import { MemoryTransport } from '../stream/memory.js';
 import { batchByKey } from '../stream/transport.js';
+import { SwitchableStore } from '../tests/helpers.js';
 import { Pipeline } from './pipeline.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-pipeline-'));
@@ -24,33 +22,6 @@ afterAll(async () => {
 beforeEach(async () => {
   for (const t of SCHEMA_OBJECTS) await chdb.exec(`DROP TABLE IF EXISTS ${t}`);
 });
-
-/** The real chDB store behind a switch that makes it unreachable, as a network store can be. */
-class SwitchableStore implements Store {
-  readonly type = 'switchable-chdb';
-  down = false;
-  failures = 0;
-  constructor(private readonly inner: Store) {}
-  migrate() {
-    return this.inner.migrate();
-  }
-  async insert(batches: InsertBatch[]) {
-    if (this.down) {
-      this.failures++;
-      throw new RankwatchError('RANKWATCH_ERR_STORE_UNAVAILABLE', 'store endpoint down');
-    }
-    return this.inner.insert(batches);
-  }
-  query<T>(sql: string, params?: Record<string, unknown>) {
-    return this.inner.query<T>(sql, params);
-  }
-  exec(sql: string) {
-    return this.inner.exec(sql);
-  }
-  close() {
-    return Promise.resolve();
-  }
-}
 
 function job(faults: string[] = []) {
   return new ClusterSim({
@@ -157,13 +128,51 @@ describe('embedded pipeline', () => {
         published += 200;
       }
     })();
-    await new Promise((r) => setTimeout(r, 400));
+    const until = Date.now() + 20_000;
+    while (store.failures < 2 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
     expect(store.failures).toBeGreaterThan(1);
     expect(published).toBeLessThan(events.length); // backpressure reached the producer
     store.down = false;
     await producer;
     await pipeline.stop();
     expect(retries.length).toBeGreaterThan(0);
+    expect((await tableCounts(chdb)).events).toBe(events.length);
+  });
+
+  it('stops within the grace period when the store stays down, saying so, instead of hanging', async () => {
+    const store = new SwitchableStore(chdb);
+    const transport = new MemoryTransport();
+    const pipeline = new Pipeline({ transport, store, stopGraceMs: 300 });
+    await pipeline.start();
+    store.down = true;
+    await transport.publish(batchByKey([...job().events()].slice(0, 500)));
+    while (store.failures < 1) await new Promise((r) => setTimeout(r, 10));
+    const t = Date.now();
+    await expect(pipeline.stop()).rejects.toMatchObject({
+      code: 'RANKWATCH_ERR_STORE_UNAVAILABLE',
+      message: expect.stringMatching(/stopped without draining.*unacknowledged/),
+    });
+    expect(Date.now() - t).toBeLessThan(10_000);
+    await expect(transport.publish([{ key: 'sim-2', events: [] }])).rejects.toMatchObject({
+      code: 'RANKWATCH_ERR_STOPPED',
+    });
+    expect((await tableCounts(chdb)).events).toBe(0);
+  });
+
+  it('close() without draining finishes the batch in hand once the store is back', async () => {
+    const store = new SwitchableStore(chdb);
+    const transport = new MemoryTransport();
+    const pipeline = new Pipeline({ transport, store, stopGraceMs: 60_000 });
+    await pipeline.start();
+    store.down = true;
+    const events = [...job().events()].slice(0, 500);
+    await transport.publish([{ key: 'sim-2', events }]);
+    while (store.failures < 1) await new Promise((r) => setTimeout(r, 10));
+    const closing = pipeline.close();
+    setTimeout(() => {
+      store.down = false;
+    }, 200);
+    await closing; // resolves only once the batch in hand is written
     expect((await tableCounts(chdb)).events).toBe(events.length);
   });
 });

@@ -4,7 +4,7 @@
  * acknowledge. A store that is down is retried with backoff while the batch is held, so the bus
  * stops delivering and producers feel the backpressure; nothing is dropped.
  */
-import { retry } from '../core/errors.js';
+import { RankwatchError, retry } from '../core/errors.js';
 import { type DetectorOutput, DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
@@ -33,6 +33,11 @@ export interface PipelineOptions {
   onFindings?: (findings: Finding[]) => void;
   onDeadLetters?: (rows: DeadLetter[]) => void;
   onStoreRetry?: (err: unknown, attempt: number) => void;
+  /**
+   * Once stopping, a store write that has kept failing this long is abandoned: its batch stays
+   * unacknowledged (Kafka delivers it again to the next owner) and shutdown goes on (default 10 s).
+   */
+  stopGraceMs?: number;
 }
 
 export interface PipelineCounters {
@@ -56,6 +61,12 @@ export class Pipeline {
   };
   private readonly abort = new AbortController();
   private started = false;
+  private stopping = false;
+  private stopped: Promise<void> | undefined;
+  private closed: Promise<void> | undefined;
+  private readonly inflight = new Set<Promise<void>>();
+  /** When the write in hand first failed; unset while the store takes writes. */
+  private failingSince: number | undefined;
 
   constructor(private readonly o: PipelineOptions) {
     this.runner = o.runner ?? new DetectorRunner();
@@ -76,20 +87,68 @@ export class Pipeline {
     await this.write([], [], this.runner.take());
   }
 
-  /** Idempotent: drains, then stops the bus. The store is the caller's to close. */
-  async stop(): Promise<void> {
-    if (!this.started) return;
-    this.started = false;
-    await this.drain();
-    this.abort.abort();
-    await this.o.transport.stop();
+  /**
+   * Idempotent: drains, then stops the bus. The store is the caller's to close. With the store
+   * down past `stopGraceMs`, it stops without draining and rejects with STORE_UNAVAILABLE: what
+   * was not written stays unacknowledged on the bus.
+   */
+  stop(): Promise<void> {
+    this.stopped ??= this.started ? this.drainAndClose() : Promise.resolve();
+    return this.stopped;
+  }
+
+  private async drainAndClose(): Promise<void> {
+    this.stopping = true;
+    const draining = this.drain();
+    const abandoned = new Promise<void>((r) => this.abort.signal.addEventListener('abort', () => r()));
+    const drained = await Promise.race([draining.then(() => true), abandoned.then(() => false)]);
+    await this.close();
+    if (!drained) {
+      await draining.catch(() => {}); // settles at once: the bus is closed and writes give up
+      throw new RankwatchError(
+        'RANKWATCH_ERR_STORE_UNAVAILABLE',
+        `stopped without draining: the store failed every write for ${this.grace() / 1000} s; ` +
+          'batches not written stay unacknowledged on the bus',
+      );
+    }
+  }
+
+  /**
+   * Stops the bus without draining (Kafka: the batch in hand finishes and is committed, the rest
+   * waits for the next owner). A batch whose write keeps failing is abandoned after the grace
+   * period, unacknowledged, so shutdown does not wait for the store to come back.
+   */
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.started = false;
+      this.stopping = true;
+      if (this.failingSince !== undefined && Date.now() - this.failingSince >= this.grace())
+        this.abort.abort();
+      await this.o.transport.stop();
+      // Batches in hand finish (or give up after the grace period, see write) before close resolves.
+      await Promise.allSettled(this.inflight);
+      this.abort.abort();
+    })();
+    return this.closed;
+  }
+
+  private grace(): number {
+    return this.o.stopGraceMs ?? 10_000;
   }
 
   counters(): PipelineCounters {
     return { ...this.c };
   }
 
-  async handle(d: Delivery): Promise<void> {
+  handle(d: Delivery): Promise<void> {
+    const p = this.process(d);
+    this.inflight.add(p);
+    const forget = () => this.inflight.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  private async process(d: Delivery): Promise<void> {
     const good: RankwatchEvent[] = [];
     const goodLines: (string | undefined)[] = [];
     const bad: DeadLetter[] = [];
@@ -152,9 +211,12 @@ export class Pipeline {
         signal: this.abort.signal,
         onRetry: (err, attempt) => {
           this.c.store_retries++;
+          this.failingSince ??= Date.now();
+          if (this.stopping && Date.now() - this.failingSince >= this.grace()) this.abort.abort();
           this.o.onStoreRetry?.(err, attempt);
         },
       });
+      this.failingSince = undefined;
     }
     if (out.findings.length) this.o.onFindings?.(out.findings);
   }

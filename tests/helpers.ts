@@ -1,8 +1,11 @@
-/** Small helpers the integration tests share: waiting for a condition, and feeding `rankwatch up`. */
+/** Small helpers the tests share: waiting for a condition, feeding `rankwatch up`, a store that can go down. */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { RankwatchError } from '../core/errors.js';
+import type { InsertBatch } from '../store/rows.js';
+import type { Store } from '../store/store.js';
 
 export const BIN = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
 
@@ -101,4 +104,31 @@ export async function serveText(
     url: `http://127.0.0.1:${port}${path}`,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
+}
+
+/** The real chDB store behind a switch that makes it unreachable, as a network store can be. */
+export class SwitchableStore implements Store {
+  readonly type = 'switchable-chdb';
+  down = false;
+  failures = 0;
+  constructor(private readonly inner: Store) {}
+  migrate() {
+    return this.inner.migrate();
+  }
+  async insert(batches: InsertBatch[]) {
+    if (this.down) {
+      this.failures++;
+      throw new RankwatchError('RANKWATCH_ERR_STORE_UNAVAILABLE', 'store endpoint down');
+    }
+    return this.inner.insert(batches);
+  }
+  query<T>(sql: string, params?: Record<string, unknown>) {
+    return this.inner.query<T>(sql, params);
+  }
+  exec(sql: string) {
+    return this.inner.exec(sql);
+  }
+  close() {
+    return Promise.resolve();
+  }
 }

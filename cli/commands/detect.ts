@@ -18,7 +18,8 @@ validated, run through the detectors and written to the store before its offset 
 Malformed events go to the dead-letter topic with their reason. When partitions move here, the
 batches their previous owner committed are replayed into the detectors with output suppressed,
 so open findings carry on instead of opening twice. SIGTERM or SIGINT: finish the batch in
-hand, commit, leave the group, exit 0.
+hand, commit, leave the group, exit 0 (a batch whose store write has failed for 10 s is left
+uncommitted for the next owner instead of holding shutdown).
 
   --findings FILE           also write each finding event as a JSON line
   --no-events               do not keep raw events (the largest table); steps, detector output
@@ -123,7 +124,9 @@ ${STORE_FLAGS_HELP}`,
       process.once('SIGINT', () => stop('SIGINT'));
     });
     if (timer) clearInterval(timer);
-    await transport.stop();
+    // The batch in hand finishes and commits; with the store down it is given up after the grace
+    // period (uncommitted, so the next owner gets it) instead of holding shutdown.
+    await p.close();
     await out?.close();
     await store.close();
     stats();

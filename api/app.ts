@@ -19,6 +19,8 @@ export interface AppDeps {
   logger?: boolean | FastifyBaseLogger;
   /** Largest request body accepted, bytes (default 32 MiB). */
   bodyLimit?: number;
+  /** Largest size a gzip body may inflate to, bytes (default 256 MiB). */
+  maxInflatedBytes?: number;
   /** Extra figures for GET /healthz (pipeline counters, store state). */
   health?: () => Record<string, unknown>;
 }
@@ -29,6 +31,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: deps.bodyLimit ?? 32 << 20,
   });
   await app.register(healthRoutes, { health: deps.health });
-  await app.register(ingestRoutes, { publisher: deps.publisher, token: deps.auth?.ingestToken });
+  await app.register(ingestRoutes, {
+    publisher: deps.publisher,
+    token: deps.auth?.ingestToken,
+    maxInflatedBytes: deps.maxInflatedBytes,
+  });
   return app;
 }

@@ -1,8 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
+import { RankwatchError } from '../core/errors.js';
 import { encodeBatch } from '../stream/codec.js';
+import { HttpPublisher } from '../stream/http.js';
 import { MemoryTransport } from '../stream/memory.js';
-import type { Delivery } from '../stream/transport.js';
+import type { Batch, Delivery, Publisher } from '../stream/transport.js';
 import { buildApp } from './app.js';
 
 const step = (rank: number, job = 'j1') => ({
@@ -146,5 +149,146 @@ describe('POST /v1/ingest', () => {
     const r = await app.inject({ method: 'GET', url: '/healthz' });
     expect(r.statusCode).toBe(200);
     expect(r.json()).toMatchObject({ ok: true, events: 7 });
+  });
+
+  it('a publisher that throws: 500 with the error code, which a collector retries', async () => {
+    let calls = 0;
+    const down: Publisher = {
+      type: 'down',
+      publish: async () => {
+        calls++;
+        throw new RankwatchError('RANKWATCH_ERR_TRANSPORT_UNAVAILABLE', 'bus is down');
+      },
+      stop: async () => {},
+    };
+    const app = await buildApp({ publisher: down });
+    cleanup = () => app.close();
+    const r = await app.inject({ method: 'POST', url: '/v1/ingest', payload: encodeBatch([step(0)]) });
+    expect(r.statusCode).toBe(500);
+    expect(r.json()).toMatchObject({ code: 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE', message: 'bus is down' });
+    expect(r.json()).not.toHaveProperty('accepted');
+    expect(calls).toBe(1);
+    // What the Node collector makes of it, over a real socket: retriable, so it spools and retries.
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    const err = await new HttpPublisher({ url }).publish([{ key: 'j1', events: [step(0)] }]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RankwatchError);
+    expect(err).toMatchObject({ code: 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE', retriable: true });
+    expect((err as Error).message).toContain('HTTP 500');
+    expect(calls).toBe(2);
+  });
+
+  it('a bus stopped under a waiting request answers 500, not 200 (the events were not taken)', async () => {
+    const bus = new MemoryTransport({ maxQueuedBatches: 1 });
+    await bus.consume(() => new Promise<void>(() => {})); // never acknowledges
+    await bus.publish([{ key: 'j1', events: [step(9)] }]); // the queue is full
+    const app = await buildApp({ publisher: bus });
+    cleanup = () => app.close();
+    const pending = app.inject({ method: 'POST', url: '/v1/ingest', payload: encodeBatch([step(0)]) });
+    await new Promise((r) => setTimeout(r, 20));
+    await bus.stop();
+    const r = await pending;
+    expect(r.statusCode).toBe(500);
+    expect(r.json()).toMatchObject({ code: 'RANKWATCH_ERR_STOPPED' });
+  });
+
+  it(`lists at most 50 rejected lines (the first ones) but counts them all`, async () => {
+    const published: Batch[] = [];
+    const bus: Publisher = {
+      type: 'capture',
+      publish: async (b) => {
+        published.push(...b);
+      },
+      stop: async () => {},
+    };
+    const app = await buildApp({ publisher: bus });
+    cleanup = () => app.close();
+    // Lines 1-60: valid JSON but not a valid event; 61-70: not JSON at all; 71: a good event.
+    const lines = [
+      ...Array.from({ length: 60 }, (_, i) => JSON.stringify({ ...step(i), step_ms: 'slow' })),
+      ...Array.from({ length: 10 }, () => '{"v":1,'),
+      JSON.stringify(step(99)),
+    ];
+    const r = await app.inject({ method: 'POST', url: '/v1/ingest', payload: lines.join('\n') });
+    expect(r.statusCode).toBe(400);
+    const j = r.json();
+    expect(j.accepted).toBe(1);
+    expect(j.rejected).toBe(70);
+    expect(j.errors).toHaveLength(50);
+    expect(j.errors.map((e: { line: number }) => e.line)).toEqual(
+      Array.from({ length: 50 }, (_, i) => i + 1),
+    );
+    expect(published.flatMap((b) => b.events)).toEqual([step(99)]);
+  });
+
+  it('a body over bodyLimit is refused with 413 and nothing is published', async () => {
+    const bus = new MemoryTransport();
+    const got: unknown[] = [];
+    await bus.consume(async (d) => {
+      got.push(...d.events);
+    });
+    const app = await buildApp({ publisher: bus, bodyLimit: 1024 });
+    cleanup = async () => {
+      await app.close();
+      await bus.stop();
+    };
+    const big = encodeBatch(Array.from({ length: 20 }, (_, i) => step(i)));
+    expect(big.length).toBeGreaterThan(1024);
+    const r = await app.inject({ method: 'POST', url: '/v1/ingest', payload: big });
+    expect(r.statusCode).toBe(413);
+    await bus.drain();
+    expect(got).toEqual([]);
+    const small = await app.inject({ method: 'POST', url: '/v1/ingest', payload: encodeBatch([step(0)]) });
+    expect(small.statusCode).toBe(200);
+  });
+
+  it('a small gzip body that inflates past the limit (a gzip bomb) is refused with 413', async () => {
+    const bus = new MemoryTransport();
+    const got: unknown[] = [];
+    await bus.consume(async (d) => {
+      got.push(...d.events);
+    });
+    const app = await buildApp({ publisher: bus, maxInflatedBytes: 1 << 20 });
+    cleanup = async () => {
+      await app.close();
+      await bus.stop();
+    };
+    const bomb = gzipSync(Buffer.alloc(8 << 20, 0x20)); // 8 MiB of spaces in ~8 KiB
+    expect(bomb.length).toBeLessThan(64 << 10);
+    const r = await app.inject({ method: 'POST', url: '/v1/ingest', payload: bomb });
+    expect(r.statusCode).toBe(413);
+    expect(r.json().message).toMatch(/inflates past 1048576 bytes/);
+    const ok = await app.inject({ method: 'POST', url: '/v1/ingest', payload: encodeBatch([step(0)], true) });
+    expect(ok.statusCode).toBe(200);
+    await bus.drain();
+    expect(got).toEqual([step(0)]);
+  });
+
+  it('the HTTP publisher gets a batch over bodyLimit through by splitting it', async () => {
+    const bus = new MemoryTransport();
+    const got: { rank: number }[] = [];
+    await bus.consume(async (d) => {
+      got.push(...(d.events as { rank: number }[]));
+    });
+    // Random host names defeat gzip: 64 events are several KiB even compressed.
+    const events = Array.from({ length: 64 }, (_, i) => ({
+      ...step(i),
+      host: `gpu-${randomBytes(32).toString('hex')}`,
+    }));
+    const app = await buildApp({ publisher: bus, bodyLimit: 1024 });
+    cleanup = async () => {
+      await app.close();
+      await bus.stop();
+    };
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    const p = new HttpPublisher({ url });
+    await p.publish([{ key: 'j1', events }]);
+    await bus.drain();
+    expect(got.map((e) => e.rank)).toEqual(events.map((e) => e.rank));
+    const c = p.counters();
+    expect(c.sent_events).toBe(64);
+    expect(c.requests).toBeGreaterThan(2);
   });
 });

@@ -1,5 +1,6 @@
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { decodeBatch, encodeBatch } from './codec.js';
+import { decodeBatch, encodeBatch, inflateText, MAX_INFLATED_BYTES } from './codec.js';
 
 describe('batch codec', () => {
   const events = [
@@ -22,6 +23,18 @@ describe('batch codec', () => {
     expect(d.undecodable).toHaveLength(1);
     expect(d.undecodable[0]).toMatchObject({ line: 2, raw: '{"a":' });
     expect(d.undecodable[0].reason).toMatch(/not valid JSON/);
+  });
+
+  it('refuses gzip that inflates past the limit, without inflating it all', () => {
+    const bomb = gzipSync(Buffer.alloc(4 << 20, 0x20));
+    expect(inflateText(bomb, 1 << 20)).toEqual({
+      error: 'gzip body inflates past 1048576 bytes; send smaller batches',
+      tooLarge: true,
+    });
+    expect(inflateText(gzipSync('{"a":1}\n'), 1 << 20)).toEqual({ text: '{"a":1}\n' });
+    expect(decodeBatch(gzipSync(Buffer.alloc(MAX_INFLATED_BYTES + 1, 0x20))).undecodable[0].reason).toMatch(
+      /inflates past/,
+    );
   });
 
   it('reports broken gzip instead of throwing', () => {

@@ -25,20 +25,36 @@ export function encodeBatch(events: unknown[], gzip = false): Buffer {
 
 const isGzip = (b: Uint8Array) => b.length >= 2 && b[0] === 0x1f && b[1] === 0x8b;
 
+/** Largest body a gzip batch may inflate to: a few kilobytes of gzip can inflate to gigabytes. */
+export const MAX_INFLATED_BYTES = 256 << 20;
+
+/**
+ * The bytes as text, gunzipped first when they start with the gzip magic number; or why not:
+ * broken gzip, or a body that inflates past `maxBytes` (`tooLarge`).
+ */
+export function inflateText(
+  body: Uint8Array,
+  maxBytes = MAX_INFLATED_BYTES,
+): { text: string } | { error: string; tooLarge: boolean } {
+  if (!isGzip(body))
+    return { text: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8') };
+  try {
+    return { text: gunzipSync(body, { maxOutputLength: maxBytes }).toString('utf8') };
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE'
+      ? { error: `gzip body inflates past ${maxBytes} bytes; send smaller batches`, tooLarge: true }
+      : { error: `not valid gzip: ${(err as Error).message}`, tooLarge: false };
+  }
+}
+
 /** Decodes JSON lines, gunzipping first when the bytes start with the gzip magic number. */
 export function decodeBatch(body: Uint8Array | string): Decoded {
   let text: string;
   if (typeof body === 'string') text = body;
   else {
-    try {
-      text = Buffer.from(isGzip(body) ? gunzipSync(body) : body).toString('utf8');
-    } catch (err) {
-      return {
-        events: [],
-        lines: [],
-        undecodable: [{ raw: '', reason: `not valid gzip: ${(err as Error).message}`, line: 0 }],
-      };
-    }
+    const t = inflateText(body);
+    if ('error' in t) return { events: [], lines: [], undecodable: [{ raw: '', reason: t.error, line: 0 }] };
+    text = t.text;
   }
   const events: unknown[] = [];
   const kept: string[] = [];

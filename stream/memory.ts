@@ -54,11 +54,12 @@ export class MemoryTransport implements Transport {
 
   async publish(batches: Batch[]): Promise<void> {
     for (const b of batches) {
-      if (this.stopped)
-        throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped memory transport');
       const index = partitionOf(b.key, this.parts.length);
       const part = this.parts[index];
       while (part.queue.length >= this.maxQueued && !this.stopped) await this.waitForProgress();
+      // Checked after any wait for room: a batch queued on a stopped bus is never delivered.
+      if (this.stopped)
+        throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped memory transport');
       part.queue.push({ key: b.key, partition: index, offset: part.nextOffset++, events: b.events });
       this.c.published_batches++;
       this.c.published_events += b.events.length;

@@ -92,6 +92,28 @@ describe('DiskSpool', () => {
     expect(b.bytes()).toBe(0);
     await b.close();
   });
+
+  it('after close, append, read and ack reject with RANKWATCH_ERR_STOPPED and the journal is kept', async () => {
+    const dir = tempDir();
+    const s = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    await s.append([batch(1)]);
+    // close waits for an append already queued before it.
+    const pending = s.append([batch(2)]);
+    await s.close();
+    await pending;
+    for (const op of [() => s.append([batch(3)]), () => s.read(), () => s.ack(1)]) {
+      const err = await op().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(RankwatchError);
+      expect(err).toMatchObject({ code: 'RANKWATCH_ERR_STOPPED', retriable: false });
+    }
+    await expect(s.close()).resolves.toBeUndefined();
+    const again = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    expect(ids(await again.read())).toEqual([1, 2]);
+    await again.close();
+  });
 });
 
 /** The in-process bus with an off switch: down, it fails the way an unreachable broker does. */
@@ -136,7 +158,47 @@ describe('SpoolingPublisher', () => {
     expect(c.replay_errors).toBeGreaterThan(0);
     expect(c.direct_batches + c.replayed_batches).toBe(20);
     await p.stop();
-    await p.stop();
+  });
+
+  it('stop is idempotent (also when called twice at once); publish afterwards rejects with STOPPED', async () => {
+    const bus = new MemoryTransport();
+    await bus.consume(async () => {});
+    const inner = new Switchable(bus);
+    const p = new SpoolingPublisher(inner, new DiskSpool({ dir: tempDir(), maxBytes: 1 << 20 }));
+    await p.publish([batch(1)]);
+    await expect(Promise.all([p.stop(), p.stop()])).resolves.toEqual([undefined, undefined]);
+    await expect(p.stop()).resolves.toBeUndefined();
+    const calls = inner.calls;
+    const err = await p.publish([batch(2)]).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(RankwatchError);
+    expect(err).toMatchObject({ code: 'RANKWATCH_ERR_STOPPED', retriable: false });
+    // Neither sent nor spooled.
+    expect(inner.calls).toBe(calls);
+    expect(p.counters()).toMatchObject({ direct_batches: 1, spooled_batches: 0 });
+  });
+
+  it('stop keeps what is still spooled for the next process', async () => {
+    const dir = tempDir();
+    const bus = new MemoryTransport();
+    await bus.consume(async () => {});
+    const inner = new Switchable(bus);
+    inner.down = true;
+    const p = new SpoolingPublisher(inner, new DiskSpool({ dir, maxBytes: 1 << 20 }), {
+      backoffMs: 10_000,
+      maxBackoffMs: 10_000,
+    });
+    await p.publish([batch(1), batch(2)]);
+    expect(p.spooledBytes()).toBeGreaterThan(0);
+    const started = Date.now();
+    await p.stop(); // wakes the replay loop out of its 10 s backoff
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await expect(p.publish([batch(3)])).rejects.toMatchObject({ code: 'RANKWATCH_ERR_STOPPED' });
+    const next = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    expect(ids(await next.read())).toEqual([1, 2]);
+    await next.close();
   });
 
   it('replays what an earlier process left in the spool', async () => {

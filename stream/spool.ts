@@ -138,11 +138,13 @@ export class DiskSpool {
     return Math.max(0, total);
   }
 
-  /** Waits for pending operations; the journal stays on disk for the next process. */
+  /** Waits for pending operations; the journal stays on disk for the next process. Idempotent. */
   close(): Promise<void> {
-    return this.serial(async () => {
+    const p = this.chain.then(() => {
       this.closed = true;
     });
+    this.chain = p;
+    return p;
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {

@@ -3,6 +3,7 @@
  * `make` returns a fresh transport (its own topic/queue) for each test.
  */
 import { describe, expect, it } from 'vitest';
+import { RankwatchError } from '../core/errors.js';
 import type { Delivery, Transport } from './transport.js';
 
 const ev = (job: string, i: number) => ({ v: 1, kind: 'step', ts: i, job, i });
@@ -55,11 +56,22 @@ export function transportSuite(name: string, make: () => Promise<Transport>): vo
       await t.stop();
     });
 
-    it('stop is idempotent', async () => {
+    it('stop is idempotent, and publishing after stop rejects with RANKWATCH_ERR_STOPPED', async () => {
       const t = await make();
-      await t.consume(async () => {});
+      const got: Delivery[] = [];
+      await t.consume(async (d) => {
+        got.push(d);
+      });
       await t.stop();
-      await t.stop();
+      await expect(t.stop()).resolves.toBeUndefined();
+      const err = await t.publish([{ key: 'job-a', events: [ev('job-a', 1)] }]).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(RankwatchError);
+      expect(err).toMatchObject({ code: 'RANKWATCH_ERR_STOPPED', retriable: false });
+      expect(t.counters().published_events).toBe(0);
+      expect(got).toEqual([]);
     });
   });
 }

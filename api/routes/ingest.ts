@@ -6,12 +6,11 @@
  * producers down instead of dropping their events.
  */
 import { timingSafeEqual } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { RankwatchEvent } from '../../schema/events.js';
 import { validateEvent } from '../../schema/validate.js';
-import { decodeBatch } from '../../stream/codec.js';
+import { decodeBatch, inflateText } from '../../stream/codec.js';
 import { batchByKey, type Publisher } from '../../stream/transport.js';
 
 /** Rejected lines listed in a reply; the count covers them all. */
@@ -20,6 +19,8 @@ const MAX_REASONS = 50;
 export interface IngestOptions {
   publisher: Publisher;
   token?: string;
+  /** Largest size a gzip body may inflate to (default MAX_INFLATED_BYTES, 256 MiB); past it: 413. */
+  maxInflatedBytes?: number;
 }
 
 const Rejection = Type.Object({ line: Type.Integer(), reason: Type.String() });
@@ -28,6 +29,16 @@ const IngestReply = Type.Object({
   rejected: Type.Integer({ description: 'lines set aside' }),
   errors: Type.Optional(Type.Array(Rejection, { description: `the first ${MAX_REASONS} rejected lines` })),
   message: Type.Optional(Type.String()),
+});
+
+/** 413 comes from fastify itself (body over the limit) or from here (gzip inflating past its limit). */
+const TooLarge = Type.Object({
+  accepted: Type.Optional(Type.Integer()),
+  rejected: Type.Optional(Type.Integer()),
+  message: Type.String(),
+  code: Type.Optional(Type.String()),
+  error: Type.Optional(Type.String()),
+  statusCode: Type.Optional(Type.Integer()),
 });
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts) => {
@@ -39,7 +50,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
     '/v1/ingest',
     {
       schema: {
-        response: { 200: IngestReply, 400: IngestReply, 401: IngestReply, 415: IngestReply },
+        response: { 200: IngestReply, 400: IngestReply, 401: IngestReply, 413: TooLarge, 415: IngestReply },
       },
     },
     async (req, reply) => {
@@ -53,16 +64,12 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
       }
       const raw = req.body;
       if (!Buffer.isBuffer(raw)) return empty(reply);
-      let text: string;
-      try {
-        const gz = raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b;
-        text = (gz ? gunzipSync(raw) : raw).toString('utf8');
-      } catch (err) {
+      const body = inflateText(raw, opts.maxInflatedBytes);
+      if ('error' in body)
         return reply
-          .code(400)
-          .send({ accepted: 0, rejected: 1, message: `body is not valid gzip: ${(err as Error).message}` });
-      }
-      const { good, errors, rejected } = check(text);
+          .code(body.tooLarge ? 413 : 400)
+          .send({ accepted: 0, rejected: 1, message: `body: ${body.error}` });
+      const { good, errors, rejected } = check(body.text);
       if (good.length > 0) await opts.publisher.publish(batchByKey(good));
       if (rejected === 0) return { accepted: good.length, rejected: 0 };
       return reply.code(400).send({
@@ -83,14 +90,8 @@ export interface CheckedBody {
 
 /** Gunzips (by magic number), decodes and validates a body, keeping each rejected line's number. */
 export function checkIngestBody(raw: Buffer): CheckedBody | { message: string } {
-  let text: string;
-  try {
-    const gz = raw.length >= 2 && raw[0] === 0x1f && raw[1] === 0x8b;
-    text = (gz ? gunzipSync(raw) : raw).toString('utf8');
-  } catch (err) {
-    return { message: `body is not valid gzip: ${(err as Error).message}` };
-  }
-  return check(text);
+  const body = inflateText(raw);
+  return 'error' in body ? { message: `body: ${body.error}` } : check(body.text);
 }
 
 function check(text: string): CheckedBody {
@@ -99,7 +100,7 @@ function check(text: string): CheckedBody {
   const errors: { line: number; reason: string }[] = [];
   const good: RankwatchEvent[] = [];
   let rejected = badLines.size;
-  for (const [line, reason] of badLines) if (errors.length < MAX_REASONS) errors.push({ line, reason });
+  for (const [line, reason] of badLines) errors.push({ line, reason });
   // decodeBatch keeps event order and skips blank lines: walk the lines to recover each number.
   let next = 0;
   let pos = 0;
@@ -113,10 +114,12 @@ function check(text: string): CheckedBody {
     if (v.ok) good.push(v.event);
     else {
       rejected++;
-      if (errors.length < MAX_REASONS) errors.push({ line: n, reason: v.reason });
+      errors.push({ line: n, reason: v.reason });
     }
   }
+  // Capped only once sorted: the reply lists the first rejected lines, whichever way they failed.
   errors.sort((a, b) => a.line - b.line);
+  errors.length = Math.min(errors.length, MAX_REASONS);
   return { good, errors, rejected };
 }
 

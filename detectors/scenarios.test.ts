@@ -5,7 +5,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Finding } from '../schema/finding.js';
 import { ClusterSim, type SimOptions } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { scoreRun } from '../sim/score.js';
@@ -29,16 +28,31 @@ function runScenario(s: Scenario) {
   const runner = new DetectorRunner();
   for (const e of sim.events()) runner.push(e);
   runner.flush();
-  const findings: Finding[] = runner.take().findings;
-  return { sim, findings, score: scoreRun(findings, sim.faults) };
+  const { findings, mfu } = runner.take();
+  return { sim, findings, mfu, score: scoreRun(findings, sim.faults) };
 }
 
 describe('detector scenarios', () => {
   it('has scenario files', () => expect(files.length).toBeGreaterThan(5));
+  it('has clean scenarios (no faults injected), each expecting nothing', () => {
+    const clean = files
+      .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as Scenario)
+      .filter((s) => (s.sim.faults ?? []).length === 0);
+    expect(clean.length).toBeGreaterThanOrEqual(3);
+    for (const s of clean) expect(s.expect).toEqual([]);
+  });
   for (const file of files) {
     const s = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Scenario;
     it(`${file}: ${s.description}`, () => {
-      const { findings, score } = runScenario(s);
+      const { sim, findings, mfu, score } = runScenario(s);
+      if (sim.faults.length === 0) {
+        // Nothing injected: no finding of any type (mfu_drop, xid, ecc included), in any state.
+        expect(findings.map((f) => `${f.type}/${f.state}: ${f.summary}`)).toEqual([]);
+        // ...and the MFU detector was armed (it had points to judge), so its silence means something.
+        expect(mfu.length).toBeGreaterThan(0);
+      } else {
+        expect(s.expect.length, 'a scenario that injects faults must expect something').toBeGreaterThan(0);
+      }
       for (const exp of s.expect) {
         const fs = score.faults[exp.fault];
         expect(fs.detected, `fault ${exp.fault} (${fs.fault.spec.type}) not detected`).toBe(true);

@@ -59,9 +59,23 @@ describe('cluster simulator', () => {
         faults: [parseFault('slow_rank:rank=20,at=0')],
       }),
     );
+    expect(clean.length).toBe(64 * 10);
+    expect(faulty.length).toBe(clean.length);
+    let others = 0;
+    let faulted = 0;
     for (let i = 0; i < clean.length; i++) {
-      if (clean[i].rank !== 20) expect(faulty[i].compute_ms).toBe(clean[i].compute_ms);
+      expect([faulty[i].rank, faulty[i].step]).toEqual([clean[i].rank, clean[i].step]);
+      if (clean[i].rank !== 20) {
+        expect(faulty[i].compute_ms).toBe(clean[i].compute_ms);
+        others++;
+      } else {
+        // The faulted rank really is slower, every step from onset (at=0).
+        expect(faulty[i].compute_ms).toBeGreaterThan(clean[i].compute_ms);
+        faulted++;
+      }
     }
+    expect(others).toBe(63 * 10);
+    expect(faulted).toBe(10);
   });
 
   it('throttle and power brake show in telemetry; degraded NIC slows its collectives', () => {

@@ -60,7 +60,10 @@ export function findFault(e: FaultEvent, log: FindingLog): void {
   const cls: XidClass =
     e.source === 'xid'
       ? classifyXid(code)
-      : { name: `ECC ${e.message}`, recovery: /double|uncorrect|dbe/i.test(e.message) ? 'drain' : 'retry' };
+      : {
+          name: `ECC ${e.message}`,
+          recovery: /\bdouble\b|\buncorrect|\bdbe\b/i.test(e.message) ? 'drain' : 'retry',
+        };
   const id = findingId(e.source, e.job, e.host, e.gpu, code, e.ts);
   const where = `${e.host}${e.gpu !== undefined ? `/${e.gpu}` : ''}`;
   log.openFinding(id, e.ts, {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { RankwatchError } from '../../core/errors.js';
 import { estimateParams, flopsPerToken } from './flops.js';
 import { computeMfu } from './mfu.js';
 import { GPU_SPECS, peakFlops } from './peaks.js';
@@ -121,5 +122,19 @@ describe('peak table', () => {
   it('rejects unknown GPUs and dtypes with a catalogued error', () => {
     expect(() => peakFlops('RTX-9999')).toThrowError(/RTX-9999/);
     expect(() => peakFlops('A100', 'fp8')).toThrowError(/no fp8 peak known for A100/);
+    for (const [model, dtype] of [
+      ['RTX-9999', 'bf16'],
+      ['A100', 'fp8'],
+    ] as const) {
+      let err: unknown;
+      try {
+        peakFlops(model, dtype);
+      } catch (e) {
+        err = e;
+      }
+      expect(err, `${model}/${dtype} must throw`).toBeInstanceOf(RankwatchError);
+      expect(err).toMatchObject({ code: 'RANKWATCH_ERR_UNKNOWN_GPU', retriable: false });
+      expect((err as RankwatchError).describe()).toMatch(/^RANKWATCH_ERR_UNKNOWN_GPU: /);
+    }
   });
 });

@@ -39,7 +39,7 @@ const EXPECTED: Record<number, [recovery: string, action: string, severity: stri
   48: ['drain', 'drain', 'critical'],
   61: ['reset', 'cordon', 'warning'],
   62: ['reset', 'cordon', 'warning'],
-  63: ['retry', 'watch', 'warning'],
+  63: ['reset', 'cordon', 'warning'], // a pending row remap takes effect only after a GPU reset
   64: ['drain', 'drain', 'critical'],
   74: ['reset', 'cordon', 'warning'],
   79: ['drain', 'drain', 'critical'],

@@ -22,7 +22,8 @@ export const XID_CLASSES: Record<number, XidClass> = {
   48: { name: 'Double-bit ECC error', recovery: 'drain' },
   61: { name: 'Internal micro-controller breakpoint/warning', recovery: 'reset' },
   62: { name: 'Internal micro-controller halt', recovery: 'reset' },
-  63: { name: 'ECC page retirement or row remapping recorded', recovery: 'retry' },
+  // A recorded remap (or retirement) takes effect only after a GPU reset (NVIDIA memory error notes).
+  63: { name: 'ECC page retirement or row remapping recorded', recovery: 'reset' },
   64: { name: 'ECC page retirement or row remapping failure', recovery: 'drain' },
   74: { name: 'NVLink error', recovery: 'reset' },
   79: { name: 'GPU has fallen off the bus', recovery: 'drain' },

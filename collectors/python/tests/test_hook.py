@@ -125,6 +125,23 @@ def test_endpoint_that_hangs_does_not_block_training():
     assert total < 30  # exit waits for the sender at most a couple of seconds
 
 
+def _read_until(stream, marker, timeout=60):
+    """The first line of a child's pipe containing `marker`; fails after `timeout` instead of hanging."""
+    found = []
+
+    def reader():
+        for line in stream:
+            if marker in line:
+                found.append(line)
+                return
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert found, "no line with %r within %ds" % (marker, timeout)
+    return found[0]
+
+
 def _start_up(tmp_path):
     bin_js = os.path.join(REPO, "bin", "rankwatch.js")
     if not os.path.exists(os.path.join(REPO, "dist", "cli", "main.js")) or shutil.which("node") is None:
@@ -135,8 +152,11 @@ def _start_up(tmp_path):
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    line = up.stdout.readline()
-    assert "listening on" in line, line
+    try:
+        line = _read_until(up.stdout, "listening on")
+    except AssertionError:
+        up.kill()
+        raise
     return up, line.split("listening on ")[1].split()[0]
 
 
@@ -173,13 +193,8 @@ def test_through_the_node_collector(tmp_path):
             stderr=subprocess.PIPE,
             text=True,
         )
-        local = None
-        for _ in range(50):
-            line = collector.stderr.readline()
-            if "health on " in line:
-                local = line.split("health on ")[1].split("/metrics")[0]
-                break
-        assert local, "the collector did not report its local port"
+        line = _read_until(collector.stderr, "health on ")
+        local = line.split("health on ")[1].split("/metrics")[0]
         run_loop(local + "/v1/ingest", "--steps", "12")
         pipeline = _wait_for_events(base, 1 + 12 + 1)
         assert pipeline["events"] == 1 + 12 + 1

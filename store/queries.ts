@@ -98,7 +98,8 @@ export async function jobs(
      LEFT JOIN (
        SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg FROM mfu FINAL GROUP BY job
      ) AS m ON m.job = j.job
-     ORDER BY (j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
+     ORDER BY (ifNull(e.last_event, '') NOT IN ('finished', 'interrupted')
+       AND j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
      LIMIT {limit:UInt32}`,
     params,
   );

@@ -266,8 +266,9 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect(js.map((j) => j.job)).toEqual([job]);
       expect(js[0]).toMatchObject({ status: 'finished', ranks: 16, last_step: 119, world_size: 16 });
       expect(js[0].mfu_avg).toBeGreaterThan(0);
-      const stale = await jobs(s, { now: end + 86_400_000 - 120_000, from: startTs - 60_000 });
-      expect(stale[0].status).toBe('finished');
+      // A finished job stays finished a day later, past the running window (running/stale: their own test).
+      const dayLater = await jobs(s, { now: end + 86_400_000 - 120_000, from: startTs - 60_000 });
+      expect(dayLater.map((j) => [j.job, j.status])).toEqual([[job, 'finished']]);
 
       const mfu = await mfuOverTime(s, job, { bucketSeconds: 60 });
       expect(mfu.length).toBeGreaterThanOrEqual(2);
@@ -295,9 +296,27 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect(stragglers.every((f) => f.type === 'straggler')).toBe(true);
       const slowHost = stragglers.find((f) => f.rank === 3)?.host;
       expect(slowHost).toBeDefined();
-      expect((await findings(s, { host: slowHost })).every((f) => f.host === slowHost)).toBe(true);
+      // Expected incidents worked out from the detector output: each id in its latest state.
+      const latest = latestById(out.findings);
+      const ids = (fs: Finding[]) => fs.map((f) => f.id).sort();
+      const expectIds = (pick: (f: Finding) => boolean) => {
+        const want = ids(latest.filter(pick));
+        expect(want.length).toBeGreaterThan(0);
+        expect(want.length).toBeLessThan(latest.length); // the filter has something to leave out
+        return want;
+      };
+      expect(ids(await findings(s, { host: slowHost }))).toEqual(expectIds((f) => f.host === slowHost));
       const active = await findings(s, { job, state: 'active' });
-      expect(active.every((f) => f.state !== 'resolved')).toBe(true);
+      expect(ids(active)).toEqual(expectIds((f) => f.job === job && f.state !== 'resolved'));
+      // A host with both a resolved and an active incident: both filters apply together.
+      const busyHost = out.findings.find((f) => f.type === 'throttle')?.host;
+      expect(ids(await findings(s, { host: busyHost, state: 'active' }))).toEqual(
+        expectIds((f) => f.host === busyHost && f.state !== 'resolved'),
+      );
+      expect(latest.some((f) => f.host === busyHost && f.state === 'resolved')).toBe(true);
+      expect(ids(await findings(s, { job, state: 'resolved' }))).toEqual(
+        expectIds((f) => f.job === job && f.state === 'resolved'),
+      );
       expect(await findings(s, { job, from: end + 3_600_000 })).toEqual([]);
       expect((await findings(s, { job, limit: 1 })).length).toBe(1);
 
@@ -345,6 +364,84 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect((await jobs(s, { now: end + 1_000, from: startTs - 60_000 }))[0].status).toBe('interrupted');
     });
 
+    it('tells running, stale, interrupted and finished jobs apart, running ones first', async () => {
+      const s = await make();
+      const t0 = Math.floor((Date.now() - 2 * 3_600_000) / 60_000) * 60_000;
+      const steps = (job: string, from: number, count: number) =>
+        Array.from({ length: count }, (_, i) =>
+          [0, 1].map((rank) => ({
+            v: 1,
+            kind: 'step',
+            ts: from + i * 10_000 + rank,
+            job,
+            host: `h${rank}`,
+            gpu: rank,
+            rank,
+            step: i,
+            step_ms: 10_000,
+            compute_ms: 9_000,
+          })),
+        ).flat();
+      const lifecycle = (job: string, ts: number, event: string) => ({
+        v: 1,
+        kind: 'job_event',
+        ts,
+        job,
+        event,
+      });
+      // live: a config and a start, never an end. restarted: interrupted, then restarted and stepping.
+      // cut: interrupted after its steps. done: finished after its steps, in a later minute than the others.
+      const evs = [
+        { v: 1, kind: 'job', ts: t0, job: 'live', world_size: 2, gpu_model: 'H100-SXM' },
+        lifecycle('live', t0, 'start'),
+        ...steps('live', t0 + 10_000, 3),
+        lifecycle('restarted', t0, 'start'),
+        lifecycle('restarted', t0 + 5_000, 'interrupted'),
+        lifecycle('restarted', t0 + 6_000, 'restart'),
+        ...steps('restarted', t0 + 10_000, 3),
+        ...steps('cut', t0 + 10_000, 3),
+        lifecycle('cut', t0 + 40_000, 'interrupted'),
+        ...steps('done', t0 + 60_000, 2),
+        lifecycle('done', t0 + 75_000, 'finished'),
+      ] as RankwatchEvent[];
+      await s.insert(eventRows(evs));
+      const lastStep = t0 + 30_001; // of live, restarted and cut
+      const at = async (now: number, activeWithinMs?: number) =>
+        (await jobs(s, { now, from: t0 - 60_000, activeWithinMs })).map((j) => [j.job, j.status]);
+
+      // Just after the last step: the unfinished jobs are running and listed first.
+      expect(await at(t0 + 80_000)).toEqual([
+        ['live', 'running'],
+        ['restarted', 'running'],
+        ['done', 'finished'],
+        ['cut', 'interrupted'],
+      ]);
+      const [live] = await jobs(s, { now: t0 + 80_000, from: t0 - 60_000 });
+      expect(live).toMatchObject({
+        job: 'live',
+        ranks: 2,
+        last_step: 2,
+        world_size: 2,
+        gpu_model: 'H100-SXM',
+      });
+      expect(live.last_ts).toBeGreaterThan(lastStep);
+      expect(live.last_ts).toBeLessThanOrEqual(lastStep + 60_000);
+      // Long after: stale, most recent first; an end event stays what it was.
+      expect(await at(t0 + 3_600_000)).toEqual([
+        ['done', 'finished'],
+        ['cut', 'interrupted'],
+        ['live', 'stale'],
+        ['restarted', 'stale'],
+      ]);
+      // The running window, default 5 minutes, is measured from last_ts and set by activeWithinMs.
+      const status = async (now: number, activeWithinMs?: number) =>
+        Object.fromEntries(await at(now, activeWithinMs)).live;
+      expect(await status(live.last_ts + 300_000)).toBe('running');
+      expect(await status(live.last_ts + 300_001)).toBe('stale');
+      expect(await status(live.last_ts + 360_000, 600_000)).toBe('running');
+      expect(await status(live.last_ts + 60_001, 60_000)).toBe('stale');
+    });
+
     it('keeps the latest state of an incident', async () => {
       const s = await make();
       const base: Finding = {
@@ -366,6 +463,22 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect((await findings(s, { job: 'j', state: 'resolved' })).length).toBe(1);
     });
   });
+}
+
+const STATE_ORDER = ['open', 'update', 'resolved'];
+/** Each incident in its latest state: latest by ts, and at equal ts resolved > update > open. */
+function latestById(all: Finding[]): Finding[] {
+  const byId = new Map<string, Finding>();
+  for (const f of all) {
+    const cur = byId.get(f.id);
+    if (
+      !cur ||
+      f.ts > cur.ts ||
+      (f.ts === cur.ts && STATE_ORDER.indexOf(f.state) > STATE_ORDER.indexOf(cur.state))
+    )
+      byId.set(f.id, f);
+  }
+  return [...byId.values()];
 }
 
 async function rollupTotals(s: Store) {

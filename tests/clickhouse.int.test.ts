@@ -150,9 +150,14 @@ describe('clickhouse driver', () => {
 
   it('times out a hung request as a retriable outage', async () => {
     const s = open(fixtureConfig({ requestTimeoutMs: 300, attempts: 1 }));
+    const t0 = performance.now();
     const err = await s.query('SELECT sleepEachRow(0.5) FROM numbers(3)').catch((e) => e);
     expect(err.code).toBe('RANKWATCH_ERR_STORE_UNAVAILABLE');
-    await new Promise((r) => setTimeout(r, 2_500)); // let the fixture finish the abandoned query
+    // The fixture runs one statement at a time, so the next one answers once the abandoned query has
+    // finished: wait for that (the later tests want an idle fixture), with a generous deadline.
+    const probe = open(fixtureConfig({ requestTimeoutMs: 30_000, attempts: 1 }));
+    expect(await probe.query('SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(1_400); // the abandoned query did run to the end
   });
 
   it('builds stores from flags and env (createStore)', async () => {

@@ -73,6 +73,22 @@ export interface RetryOptions {
 }
 
 /** Runs `fn` until it succeeds, retrying only errors marked retriable, with capped exponential backoff. */
+/** Resolves true after `ms`, or false as soon as `signal` aborts. */
+function wait(ms: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
 export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): Promise<T> {
   const base = opts.baseDelayMs ?? 100;
   const max = opts.maxDelayMs ?? 5_000;
@@ -84,7 +100,8 @@ export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): P
       if (!isRetriable(err) || attempt >= attempts || opts.signal?.aborted) throw err;
       const delay = Math.min(max, base * 2 ** (attempt - 1));
       opts.onRetry?.(err, attempt, delay);
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      // An abort ends the retries at once, also in the middle of a backoff wait.
+      if (!(await wait(delay, opts.signal))) throw err;
     }
   }
 }

@@ -237,8 +237,24 @@ describe('help and errors', () => {
     expect(r.stdout).toMatch(new RegExp(`rankwatch ${cmd}`));
   });
 
+  it('eval --update-docs checks the file and its markers before evaluating anything', async () => {
+    const doc = join(dir, 'no-markers.md');
+    writeFileSync(doc, '# results\n');
+    const started = Date.now();
+    const r = await rankwatch('eval', '--update-docs', doc);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/RANKWATCH_ERR_INPUT: the document has no <!-- eval:start -->/);
+    expect(Date.now() - started).toBeLessThan(30_000); // the full matrix takes minutes
+    expect(readFileSync(doc, 'utf8')).toBe('# results\n');
+    const missing = await rankwatch('eval', '--sweep', '--update-docs', join(dir, 'nope.md'));
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/RANKWATCH_ERR_INPUT: no such file/);
+  });
+
   it('rejects unknown commands and flags', async () => {
-    expect((await rankwatch('frobnicate')).stderr).toMatch(/unknown command "frobnicate"/);
+    const unknown = await rankwatch('frobnicate');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/unknown command "frobnicate"/);
     const r = await rankwatch('sim', '--rank', '3');
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/RANKWATCH_ERR_USAGE: .*--rank/);

@@ -34,6 +34,16 @@ event time, cost-estimate error against the simulator's true cost, and false fin
       console.log(this.usage);
       return 0;
     }
+    // A docs file without its markers is reported before minutes of evaluation, not after.
+    if (values['update-docs']) {
+      try {
+        replaceBlock(readFileSync(values['update-docs'], 'utf8'), values.sweep ? 'sweep' : 'eval', '');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+          throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${values['update-docs']}`);
+        throw err;
+      }
+    }
     const progress = new Progress();
     if (values.sweep) {
       let done = 0;

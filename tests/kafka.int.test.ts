@@ -101,6 +101,34 @@ describe.skipIf(brokers().length === 0)('kafka transport', () => {
     expect(t.counters().redelivered_batches).toBe(0);
   }, 90_000);
 
+  it('a message the broker refuses is a non-retriable rejection, not an outage to spool', async () => {
+    const t = make('refused', { compression: 'none' });
+    const { Kafka, logLevel } = await import('kafkajs');
+    const admin = new Kafka({ brokers: brokers(), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    await admin.createTopics({
+      topics: [
+        {
+          topic: t.config.topic,
+          numPartitions: 1,
+          configEntries: [{ name: 'max.message.bytes', value: '1024' }],
+        },
+      ],
+      waitForLeaders: true,
+    });
+    await admin.disconnect();
+    const big = Array.from({ length: 50 }, (_, i) => ({
+      v: 1,
+      kind: 'step',
+      ts: i,
+      job: 'big',
+      pad: 'x'.repeat(40),
+    }));
+    const err = await t.publish([{ key: 'big', events: big }]).catch((e) => e);
+    expect(err).toMatchObject({ code: 'RANKWATCH_ERR_TRANSPORT_REJECTED', retriable: false });
+    expect(err.message).toMatch(/larger than the max message size/i);
+  });
+
   it('fails a publish fast and retriably when no broker answers', async () => {
     const t = new KafkaTransport({
       brokers: ['127.0.0.1:1'],

@@ -5,7 +5,20 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 
 const Str = (description: string) => Type.String({ minLength: 1, description });
-const Int = (description: string, minimum = 0) => Type.Integer({ minimum, description });
+// Upper bounds are what the store's columns hold (rank Int32, gpu and stage Int16, integers exact
+// in a double): an event past them would be refused by the store or stored wrapped around.
+const INT32_MAX = 2 ** 31 - 1;
+const INT16_MAX = 2 ** 15 - 1;
+const Int = (description: string, minimum = 0, maximum = Number.MAX_SAFE_INTEGER) =>
+  Type.Integer({ minimum, maximum, description });
+const Int32 = (description: string) => Int(description, 0, INT32_MAX);
+const Int16 = (description: string) => Int(description, 0, INT16_MAX);
+/**
+ * Event times before 2100-01-01: the store's TTLs compute in DateTime, which ends in 2106, so a
+ * later event would expire on insert (and past 2286 ClickHouse reads the 14-digit milliseconds
+ * as YYYYMMDDhhmmss).
+ */
+const TS_LIMIT = Date.UTC(2100, 0, 1);
 const Num = (description: string, minimum = 0) => Type.Number({ minimum, description });
 const Opt = <T extends TSchema>(t: T) => Type.Optional(t);
 
@@ -14,7 +27,11 @@ function kind<K extends string, P extends Record<string, TSchema>>(k: K, descrip
     {
       v: Type.Literal(1, { description: 'contract version' }),
       kind: Type.Literal(k),
-      ts: Type.Number({ minimum: 0, description: 'event time, epoch milliseconds' }),
+      ts: Type.Number({
+        minimum: 0,
+        exclusiveMaximum: TS_LIMIT,
+        description: 'event time, epoch milliseconds',
+      }),
       ...props,
     },
     { description, additionalProperties: true },
@@ -53,7 +70,7 @@ export const ModelConfig = Type.Object(
 
 export const JobEvent = kind('job', 'a training job announces its shape, once at start', {
   job: Str('job id'),
-  world_size: Int('number of ranks', 1),
+  world_size: Int('number of ranks', 1, INT32_MAX),
   gpu_model: Str('GPU model, e.g. H100-SXM'),
   dtype: Str('training math precision, e.g. bf16'),
   parallel: ParallelLayout,
@@ -65,10 +82,10 @@ export const JobEvent = kind('job', 'a training job announces its shape, once at
 
 export const StepEvent = kind('step', 'one rank finished one optimizer step', {
   job: Str('job id'),
-  rank: Int('global rank'),
+  rank: Int32('global rank'),
   host: Str('host name'),
-  gpu: Int('GPU index on the host'),
-  stage: Opt(Int('pipeline stage')),
+  gpu: Int16('GPU index on the host'),
+  stage: Opt(Int16('pipeline stage')),
   step: Int('optimizer step number'),
   step_ms: Num('wall time of the step'),
   compute_ms: Num('busy time, excluding time blocked in collectives'),
@@ -84,14 +101,14 @@ export const CollectiveOp = Type.Union(
 
 export const CollectiveEvent = kind('collective', 'timing of one NCCL collective or p2p transfer', {
   job: Str('job id'),
-  rank: Int('global rank'),
+  rank: Int32('global rank'),
   host: Str('host name'),
-  gpu: Opt(Int('GPU index on the host (the NIC rail in rail-optimised fabrics)')),
+  gpu: Opt(Int16('GPU index on the host (the NIC rail in rail-optimised fabrics)')),
   step: Int('optimizer step number'),
   op: CollectiveOp,
   comm: Str('communicator id'),
-  nranks: Opt(Int('ranks in the communicator', 1)),
-  peer: Opt(Int('peer rank (send/recv)')),
+  nranks: Opt(Int('ranks in the communicator', 1, INT32_MAX)),
+  peer: Opt(Int32('peer rank (send/recv)')),
   peer_host: Opt(Str('peer host (send/recv)')),
   bytes: Num('payload bytes'),
   dur_ms: Num('duration'),
@@ -99,10 +116,10 @@ export const CollectiveEvent = kind('collective', 'timing of one NCCL collective
 
 export const GpuEvent = kind('gpu', 'one GPU telemetry sample', {
   host: Str('host name'),
-  gpu: Int('GPU index on the host'),
+  gpu: Int16('GPU index on the host'),
   uuid: Opt(Type.String()),
   job: Opt(Type.String()),
-  rank: Opt(Int('global rank')),
+  rank: Opt(Int32('global rank')),
   sm_clock_mhz: Num('SM clock'),
   max_sm_clock_mhz: Opt(Num('maximum SM clock')),
   power_w: Opt(Num('power draw')),
@@ -115,7 +132,7 @@ export const GpuEvent = kind('gpu', 'one GPU telemetry sample', {
 
 export const CheckpointEvent = kind('checkpoint', 'a checkpoint save or load', {
   job: Str('job id'),
-  rank: Opt(Int('global rank')),
+  rank: Opt(Int32('global rank')),
   step: Int('optimizer step number'),
   phase: Type.Union([Type.Literal('save'), Type.Literal('load')]),
   dur_ms: Num('duration'),
@@ -125,9 +142,9 @@ export const CheckpointEvent = kind('checkpoint', 'a checkpoint save or load', {
 
 export const FaultEvent = kind('fault', 'a hardware or runtime fault', {
   host: Str('host name'),
-  gpu: Opt(Int('GPU index on the host')),
+  gpu: Opt(Int16('GPU index on the host')),
   job: Opt(Type.String()),
-  rank: Opt(Int('global rank')),
+  rank: Opt(Int32('global rank')),
   source: Str('xid, ecc, nccl_timeout, exit, link…'),
   code: Opt(Type.Union([Type.Integer(), Type.String()])),
   message: Type.String(),

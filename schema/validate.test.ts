@@ -54,6 +54,27 @@ describe('validateEvent', () => {
     if (!v.ok) expect(v.reason).toMatch(reason);
   });
 
+  // Values the store's columns cannot hold are refused here, with the field, instead of failing
+  // the store insert (which would hold the whole batch) or being stored wrapped around.
+  it.each([
+    ['a timestamp in 2100 or later', { ts: 1e20 }, /step\.ts: Expected number to be less than 4102444800000/],
+    ['a GPU index past Int16', { gpu: 70_000 }, /step\.gpu: .*less or equal to 32767/],
+    ['a pipeline stage past Int16', { stage: 40_000 }, /step\.stage: .*less or equal to 32767/],
+    ['a rank past Int32', { rank: 2 ** 31 }, /step\.rank: .*less or equal to 2147483647/],
+    ['a step past exact doubles', { step: 2 ** 64 }, /step\.step: .*less or equal to 9007199254740991/],
+  ])('refuses %s', (_what, patch, reason) => {
+    const v = validateEvent({ ...step, ...patch });
+    expect(v.ok).toBe(false);
+    if (!v.ok) expect(v.reason).toMatch(reason);
+  });
+
+  it('accepts the largest values the store holds', () => {
+    expect(
+      validateEvent({ ...step, ts: Date.UTC(2100, 0, 1) - 1, gpu: 32767, stage: 32767, rank: 2 ** 31 - 1 })
+        .ok,
+    ).toBe(true);
+  });
+
   it('accepts every kind of the v1 contract', () => {
     const ts = 1;
     const events = [

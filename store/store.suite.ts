@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import { validateEvent } from '../schema/validate.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { applyMigrations } from './migrate.js';
@@ -212,6 +213,32 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       const hist = await faultHistory(s, { host: NASTY });
       expect(hist.map((h) => [h.host, h.job, h.message])).toEqual([[NASTY, NASTY, NASTY]]);
       expect(await s.query('SELECT count() AS c FROM findings')).toEqual([{ c: 1 }]);
+    });
+
+    it('stores the largest values validation lets through exactly (so no valid event can fail an insert)', async () => {
+      const s = await make();
+      const edge = {
+        v: 1,
+        kind: 'step',
+        ts: Date.UTC(2100, 0, 1) - 1,
+        job: 'edge',
+        host: 'h',
+        rank: 2 ** 31 - 1,
+        gpu: 2 ** 15 - 1,
+        stage: 2 ** 15 - 1,
+        step: Number.MAX_SAFE_INTEGER,
+        step_ms: 1e300,
+        compute_ms: 0,
+      };
+      const v = validateEvent(edge);
+      expect(v.ok).toBe(true);
+      if (!v.ok) return;
+      await s.insert(eventRows([v.event]));
+      const q = 'SELECT toUnixTimestamp64Milli(ts) AS ts, rank, gpu, toString(step) AS step FROM';
+      const want = { ts: String(edge.ts), rank: edge.rank, gpu: edge.gpu, step: String(edge.step) };
+      const norm = (r: Record<string, unknown>) => ({ ...r, ts: String(r.ts) });
+      expect((await s.query(`${q} events`)).map(norm)).toEqual([want]);
+      expect((await s.query(`${q} steps`)).map(norm)).toEqual([want]);
     });
 
     it('keeps each event as the line it arrived as, and steps with awkward names and missing fields', async () => {

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
+import { RankwatchError } from '../core/errors.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -174,5 +175,39 @@ describe('embedded pipeline', () => {
     }, 200);
     await closing; // resolves only once the batch in hand is written
     expect((await tableCounts(chdb)).events).toBe(events.length);
+  });
+
+  it('sets aside the events the store refuses for good, with its reason, and stores the rest', async () => {
+    // A store that refuses (not "is away") any insert holding an event from host "poison".
+    const refusing = new SwitchableStore(chdb);
+    const insert = refusing.insert.bind(refusing);
+    refusing.insert = async (batches) => {
+      if (batches.some((b) => b.table === 'events' && b.rows.some((r) => r.includes('"host":"poison"'))))
+        throw new RankwatchError('RANKWATCH_ERR_STORE_QUERY', 'Code: 27. Cannot parse input');
+      return insert(batches);
+    };
+    const dead: string[] = [];
+    const transport = new MemoryTransport();
+    const pipeline = new Pipeline({
+      transport,
+      store: refusing,
+      onDeadLetters: (r) => dead.push(...r.map((x) => x.reason)),
+    });
+    await pipeline.start();
+    const events = [...job().events()].slice(0, 300);
+    const poison = (i: number) => ({ ...(events[i] as object), host: 'poison' }) as (typeof events)[number];
+    const sent = events.map((e, i) => (i === 17 || i === 250 ? poison(i) : e));
+    await transport.publish([{ key: 'sim-2', events: sent }]);
+    await pipeline.stop(); // would hang if the refused batch were retried forever
+    const counts = await tableCounts(chdb);
+    expect(counts.events).toBe(298);
+    expect(counts.dead_letters).toBe(2);
+    expect(dead).toEqual([
+      'the store refused it: Code: 27. Cannot parse input',
+      'the store refused it: Code: 27. Cannot parse input',
+    ]);
+    const raws = await chdb.query<{ raw: string }>('SELECT raw FROM dead_letters FINAL');
+    expect(raws.map((r) => JSON.parse(r.raw).host)).toEqual(['poison', 'poison']);
+    expect(pipeline.counters()).toMatchObject({ events: 298, dead_letters: 2 });
   });
 });

@@ -4,7 +4,7 @@
  * acknowledge. A store that is down is retried with backoff while the batch is held, so the bus
  * stops delivering and producers feel the backpressure; nothing is dropped.
  */
-import { RankwatchError, retry } from '../core/errors.js';
+import { isRetriable, RankwatchError, retry } from '../core/errors.js';
 import { type DetectorOutput, DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
@@ -173,7 +173,7 @@ export class Pipeline {
     }
     this.c.batches++;
     this.c.events += good.length;
-    await this.write(good, bad, this.runner.take(), d.lines ? goodLines : undefined);
+    await this.write(good, bad, this.runner.take(), d.lines ? goodLines : undefined, d.key);
   }
 
   /**
@@ -194,30 +194,73 @@ export class Pipeline {
     bad: DeadLetter[],
     out: DetectorOutput,
     lines?: (string | undefined)[],
+    source = '',
   ): Promise<void> {
     this.c.dead_letters += bad.length;
     this.c.findings += out.findings.length;
     this.c.mfu_points += out.mfu.length;
     if (bad.length) this.o.onDeadLetters?.(bad);
     if (this.o.store) {
-      const batches: InsertBatch[] = [
-        ...(this.o.storeEvents === false ? [stepRows(good)] : eventRows(good, lines)),
-        ...deadLetterRows(bad),
-        ...outputRows(out),
-      ];
-      const store = this.o.store;
-      await retry(() => store.insert(batches), {
-        attempts: Number.POSITIVE_INFINITY,
-        signal: this.abort.signal,
-        onRetry: (err, attempt) => {
-          this.c.store_retries++;
-          this.failingSince ??= Date.now();
-          if (this.stopping && Date.now() - this.failingSince >= this.grace()) this.abort.abort();
-          this.o.onStoreRetry?.(err, attempt);
-        },
-      });
-      this.failingSince = undefined;
+      try {
+        await this.insert([...this.eventBatches(good, lines), ...deadLetterRows(bad), ...outputRows(out)]);
+      } catch (err) {
+        if (isRetriable(err) || this.abort.signal.aborted || good.length === 0) throw err;
+        // Refused for good, not an outage: find the events the store refuses, set them aside with
+        // its reason, and store the rest, so one bad event cannot hold its batch forever.
+        const refused: DeadLetter[] = [];
+        await this.storeOrSetAside(good, lines, source, refused);
+        this.c.dead_letters += refused.length;
+        this.c.events -= refused.length;
+        if (refused.length) this.o.onDeadLetters?.(refused);
+        await this.insert([...deadLetterRows([...bad, ...refused]), ...outputRows(out)]);
+      }
     }
     if (out.findings.length) this.o.onFindings?.(out.findings);
+  }
+
+  private eventBatches(events: RankwatchEvent[], lines?: (string | undefined)[]): InsertBatch[] {
+    return this.o.storeEvents === false ? [stepRows(events)] : eventRows(events, lines);
+  }
+
+  /** Halves a refused batch until each event the store refuses stands alone, then sets it aside. */
+  private async storeOrSetAside(
+    events: RankwatchEvent[],
+    lines: (string | undefined)[] | undefined,
+    source: string,
+    refused: DeadLetter[],
+  ): Promise<void> {
+    try {
+      await this.insert(this.eventBatches(events, lines));
+    } catch (err) {
+      if (isRetriable(err) || this.abort.signal.aborted) throw err;
+      if (events.length === 1) {
+        refused.push({
+          ts: Date.now(),
+          source,
+          reason: `the store refused it: ${(err as Error).message.slice(0, 500)}`,
+          raw: lines?.[0] ?? JSON.stringify(events[0]),
+        });
+        return;
+      }
+      const half = events.length >> 1;
+      await this.storeOrSetAside(events.slice(0, half), lines?.slice(0, half), source, refused);
+      await this.storeOrSetAside(events.slice(half), lines?.slice(half), source, refused);
+    }
+  }
+
+  /** Inserts, retrying an unavailable store with backoff for as long as it takes (or until stopped). */
+  private async insert(batches: InsertBatch[]): Promise<void> {
+    const store = this.o.store!;
+    await retry(() => store.insert(batches), {
+      attempts: Number.POSITIVE_INFINITY,
+      signal: this.abort.signal,
+      onRetry: (err, attempt) => {
+        this.c.store_retries++;
+        this.failingSince ??= Date.now();
+        if (this.stopping && Date.now() - this.failingSince >= this.grace()) this.abort.abort();
+        this.o.onStoreRetry?.(err, attempt);
+      },
+    });
+    this.failingSince = undefined;
   }
 }

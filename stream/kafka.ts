@@ -31,10 +31,18 @@ export interface KafkaTransportDeps {
   log?: KafkaLog;
   /** Rebuilds state from a batch another owner already processed and committed; its output is dropped. */
   onReplay?: (d: Delivery) => Promise<void> | void;
+  /**
+   * Replays only messages younger than this (by message timestamp); older committed ones are
+   * passed over. Bounds rebuild time under long retention, at a price: an incident open since
+   * before the window is opened again under a new id. Unset: replay everything retained.
+   */
+  replayMaxAgeMs?: number;
 }
 
 export interface KafkaCounters extends TransportCounters {
   replayed_batches: number;
+  /** Committed batches older than replayMaxAgeMs, passed over on assignment. */
+  replay_skipped_batches: number;
   skipped_batches: number;
   commits: number;
   dead_letters_sent: number;
@@ -102,6 +110,8 @@ export class KafkaTransport implements Transport {
   private readonly next = new Map<number, number>();
   /** Committed offsets of the group when each partition was assigned to this process. */
   private committedAtJoin = new Map<number, Promise<number>>();
+  /** With replayMaxAgeMs: per partition, the first offset young enough to replay. */
+  private replayFrom = new Map<number, Promise<number>>();
   private readonly c: KafkaCounters = {
     published_batches: 0,
     published_events: 0,
@@ -109,6 +119,7 @@ export class KafkaTransport implements Transport {
     redelivered_batches: 0,
     handler_errors: 0,
     replayed_batches: 0,
+    replay_skipped_batches: 0,
     skipped_batches: 0,
     commits: 0,
     dead_letters_sent: 0,
@@ -382,7 +393,21 @@ export class KafkaTransport implements Transport {
     const offsets = this.adminClient()
       .then((a) => a.fetchOffsets({ groupId: this.config.group, topics: [this.config.topic] }))
       .then((res) => new Map((res[0]?.partitions ?? []).map((p) => [p.partition, Number(p.offset)])));
+    const age = this.deps.onReplay ? this.deps.replayMaxAgeMs : undefined;
+    const young =
+      age === undefined
+        ? undefined
+        : this.adminClient()
+            .then((a) => a.fetchTopicOffsetsByTimestamp(this.config.topic, Date.now() - age))
+            .then((res) => new Map(res.map((o) => [o.partition, Number(o.offset)])));
+    const replayFrom = new Map<number, Promise<number>>();
     for (const p of partitions) {
+      // No message that young: -1 (or nothing), so every committed batch is passed over.
+      if (young)
+        replayFrom.set(
+          p,
+          young.then((m) => ((m.get(p) ?? -1) < 0 ? Number.POSITIVE_INFINITY : m.get(p)!)),
+        );
       // Unknown committed offsets must not be guessed (0 would redo everything as live): a
       // failure here fails the batch, and kafkajs rejoins and asks again.
       const at = offsets.then((m) => Math.max(0, m.get(p) ?? 0));
@@ -398,6 +423,7 @@ export class KafkaTransport implements Transport {
         });
     }
     this.committedAtJoin = committed;
+    this.replayFrom = replayFrom;
   }
 
   /**
@@ -416,6 +442,7 @@ export class KafkaTransport implements Transport {
   }: EachBatchPayload): Promise<void> {
     const p = batch.partition;
     const committed = (await this.committedAtJoin.get(p)) ?? 0;
+    const replayFrom = (await this.replayFrom.get(p)) ?? 0;
     let commitTo = -1;
     let ok = true;
     const inflight: { done: Promise<boolean>; last: string }[] = [];
@@ -446,6 +473,10 @@ export class KafkaTransport implements Transport {
       if (off < (this.next.get(p) ?? 0) && inflight.length === 0 && merge.length === 0) {
         // Handled and stored by this process before; only its commit may be missing.
         this.c.skipped_batches++;
+        advance(m.offset);
+      } else if (off < committed && off < replayFrom) {
+        // Committed and older than the replay window: neither replayed nor handled again.
+        this.c.replay_skipped_batches++;
         advance(m.offset);
       } else if (off < committed) {
         await flush();

@@ -251,6 +251,12 @@ describe('help and errors', () => {
     expect(missing.stderr).toMatch(/RANKWATCH_ERR_INPUT: no such file/);
   });
 
+  it('detect refuses a replay window that is not a positive number of minutes, before connecting', async () => {
+    const r = await rankwatch('detect', '--replay-max-age', '0', '--brokers', '127.0.0.1:1');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/RANKWATCH_ERR_USAGE: --replay-max-age needs a number of minutes above 0/);
+  });
+
   it('rejects unknown commands and flags', async () => {
     const unknown = await rankwatch('frobnicate');
     expect(unknown.code).toBe(2);

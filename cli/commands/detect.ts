@@ -1,3 +1,4 @@
+import { RankwatchError } from '../../core/errors.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { DeadLetter } from '../../store/rows.js';
@@ -25,6 +26,8 @@ uncommitted for the next owner instead of holding shutdown).
   --no-events               do not keep raw events (the largest table); steps, detector output
                             and dead letters are still stored
   --no-replay               on a new partition, start at the committed offset without rebuilding state
+  --replay-max-age MIN      rebuild state from the last MIN minutes only (default: all retained);
+                            an incident open since before then is opened again under a new id
   --stats-interval S        print counters on stderr every S seconds, 0 = never (default 10)
   --quiet                   no log lines on stderr
 ${KAFKA_FLAGS_HELP}
@@ -35,6 +38,7 @@ ${STORE_FLAGS_HELP}`,
       ...STORE_FLAGS,
       findings: { type: 'string' },
       'no-replay': { type: 'boolean' },
+      'replay-max-age': { type: 'string' },
       'no-events': { type: 'boolean' },
       'stats-interval': { type: 'string' },
       quiet: { type: 'boolean' },
@@ -49,12 +53,18 @@ ${STORE_FLAGS_HELP}`,
     };
     const config = kafkaConfigFrom(values, process.env);
     const statsEvery = num(values['stats-interval'], 'stats-interval', 10);
+    const replayMaxAge = values['replay-max-age'];
+    const replayMaxAgeMs =
+      replayMaxAge === undefined ? undefined : num(replayMaxAge, 'replay-max-age', 0) * 60_000;
+    if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
     const { store, where } = await openStore(values);
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
       log,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
+      replayMaxAgeMs,
     });
     let deadLetters: DeadLetter[] = [];
     let findings: Finding[] = [];
@@ -108,6 +118,7 @@ ${STORE_FLAGS_HELP}`,
           findings: c.findings,
           dead_letters: c.dead_letters,
           replayed_batches: t.replayed_batches,
+          replay_skipped_batches: t.replay_skipped_batches,
           commits: t.commits,
           store_retries: c.store_retries,
         }),

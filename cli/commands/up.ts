@@ -48,8 +48,11 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const close = () =>
     (closing ??= (async () => {
       await app.close();
-      await pipeline.stop();
-      await store.close();
+      try {
+        await pipeline.stop();
+      } finally {
+        await store.close();
+      }
     })());
   return { url: address, app, pipeline, store, close };
 }
@@ -104,13 +107,10 @@ ${STORE_FLAGS_HELP}`,
     console.log(
       `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz); storing in ${where}`,
     );
-    await new Promise<void>((done) => {
+    const failed = await new Promise<unknown>((done) => {
       const stop = (sig: string) => {
         console.error(`rankwatch up: ${sig}: draining and closing`);
-        server.close().then(done, (err) => {
-          console.error(err);
-          done();
-        });
+        server.close().then(() => done(undefined), done);
       };
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
@@ -119,6 +119,7 @@ ${STORE_FLAGS_HELP}`,
     console.log(
       `rankwatch up: stopped after ${c.events} events, ${c.dead_letters} dead letters, ${c.findings} findings`,
     );
+    if (failed) throw failed; // e.g. the store stayed down: what was not written is named there
     return 0;
   },
 };

@@ -1,0 +1,42 @@
+/** What the harness reads from a running collector's /healthz. */
+import { getJson, sleep } from './procs.js';
+
+/** Events the collector set aside (refused), by any reason, as its /healthz reports them. */
+export async function collectorRefusals(port: number): Promise<number> {
+  const h = await getJson(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
+  const by = (h?.body.dropped_by_reason ?? {}) as Record<string, number>;
+  return Object.values(by).reduce((a, b) => a + b, 0);
+}
+
+/**
+ * Waits until the collector holds nothing (buffer empty, spool replayed) and the consumer side's
+ * counters have not moved for 3 s: all that was accepted has been delivered and processed.
+ */
+export async function quiet(colPort: number, sinkHealthUrl: string, ms = 120_000): Promise<void> {
+  const end = Date.now() + ms;
+  let last = '';
+  let stableSince = Date.now();
+  while (Date.now() < end) {
+    const col = await getJson(`http://127.0.0.1:${colPort}/healthz`).catch(() => undefined);
+    const sink = await getJson(sinkHealthUrl).catch(() => undefined);
+    const c = (col?.body ?? {}) as Record<string, number>;
+    const idle = c.buffered === 0;
+    const now = JSON.stringify([c.events_sent, c.buffered, c.replayed_batches, counts(sink?.body)]);
+    if (now !== last) {
+      last = now;
+      stableSince = Date.now();
+    } else if (idle && Date.now() - stableSince > 3_000) return;
+    await sleep(500);
+  }
+  throw new Error('soak: the collector and its sink did not settle within 2 minutes');
+}
+
+/** The figures of a health reply that move only when work is done (not clocks, uptimes, ages). */
+function counts(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(counts);
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v))
+    if (!/uptime|since|time|_at$|age|lag|latency|rss|heap|memory/i.test(k)) out[k] = counts(x);
+  return out;
+}

@@ -1,0 +1,139 @@
+/**
+ * collect → `rankwatch up` (chDB), while the harness SIGKILLs `up`, fills and freezes its disk,
+ * and rotates the ingest token under a running collector.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Accounting, account, replayFindings } from './account.js';
+import { collectorRefusals, quiet } from './collector.js';
+import { Disk } from './disk.js';
+import { type Fault, feed } from './feed.js';
+import type { SoakInput } from './input.js';
+import { answering, freePort, Proc, sleep, startChdbServer } from './procs.js';
+
+export async function httpPath(o: {
+  dir: string;
+  input: SoakInput;
+  seconds: number;
+  log: (l: string) => void;
+}): Promise<Accounting> {
+  const disk = new Disk(o.dir, 'up-data');
+  const diskFaults = await disk.mount(1024);
+  const spool = join(o.dir, 'collector-spool');
+  mkdirSync(spool, { recursive: true });
+  const upPort = await freePort();
+  const colPort = await freePort();
+  let upToken = 'soak-token-1';
+  let up: Proc | undefined;
+  let col: Proc | undefined;
+  let refusedOversized = 0;
+  const procs: Proc[] = [];
+
+  const startUp = async () => {
+    up = Proc.cli('up', ['up', '--port', String(upPort), '--data', disk.dir, '--token', upToken]);
+    procs.push(up);
+    await answering(`http://127.0.0.1:${upPort}/healthz`);
+  };
+  const startCollector = async (token: string) => {
+    col = Proc.cli('collect', [
+      'collect',
+      '--bus',
+      `http://127.0.0.1:${upPort}`,
+      '--token',
+      token,
+      '--spool',
+      spool,
+      '--health-port',
+      String(colPort),
+      '--flush-ms',
+      '200',
+      '--host',
+      'soak-collector',
+    ]);
+    procs.push(col);
+    await answering(`http://127.0.0.1:${colPort}/healthz`);
+  };
+  const stopCollector = async () => {
+    refusedOversized += await collectorRefusals(colPort);
+    await col?.stop('SIGTERM');
+  };
+
+  try {
+    await startUp();
+    await startCollector(upToken);
+    const faults: Fault[] = [
+      {
+        at: 0.2,
+        name: 'SIGKILL rankwatch up, restart after 2 s',
+        run: async () => {
+          await up?.stop('SIGKILL');
+          await sleep(2_000);
+          await startUp();
+        },
+      },
+      {
+        at: 0.55,
+        name: 'rotate the ingest token: up restarts with a new one, the collector keeps the old for 5 s',
+        run: async () => {
+          upToken = 'soak-token-2';
+          await up?.stop('SIGTERM');
+          await startUp();
+          await sleep(5_000);
+          await stopCollector();
+          await startCollector(upToken);
+        },
+      },
+      {
+        at: 0.85,
+        name: 'SIGKILL rankwatch up again, restart after 1 s',
+        run: async () => {
+          await up?.stop('SIGKILL');
+          await sleep(1_000);
+          await startUp();
+        },
+      },
+    ];
+    if (diskFaults)
+      faults.push({
+        at: 0.35,
+        name: "the store's disk full for 6 s (ENOSPC)",
+        run: async () => {
+          disk.fill();
+          await sleep(6_000);
+          disk.free();
+        },
+      });
+    const fed = await feed({
+      lines: o.input.fed,
+      url: () => `http://127.0.0.1:${colPort}`,
+      seconds: o.seconds,
+      chunk: 500,
+      faults,
+      log: o.log,
+    });
+    o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the collector to deliver`);
+    await quiet(colPort, `http://127.0.0.1:${upPort}/healthz`);
+    await stopCollector();
+    const upExit = await up?.stop('SIGTERM');
+    if (upExit !== 0) o.log(`rankwatch up exited with ${upExit}:\n${up?.log().slice(-2000)}`);
+    const replay = await replayFindings(o.input, [], o.dir);
+    const storePort = await freePort();
+    const store = await startChdbServer(disk.dir, storePort);
+    procs.push(store);
+    return await account({
+      path: 'collect → up (HTTP, chDB)',
+      url: `http://127.0.0.1:${storePort}`,
+      input: o.input,
+      refusedAtIngest: fed.rejected,
+      refusedOversized,
+      replay,
+      faults: diskFaults ? fed.faults : [...fed.faults, 'disk faults not run: mount is not permitted here'],
+    });
+  } finally {
+    for (const p of procs) {
+      await p.stop('SIGKILL', 5_000).catch(() => {});
+      p.save(o.dir);
+    }
+    await disk.unmount();
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * collect → Kafka → two `rankwatch detect` processes in one group → one ClickHouse-protocol store
+ * (chDB behind the HTTP interface), while the harness SIGKILLs a detect, stops the broker, fills
+ * and freezes the store's disk and takes the store down.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import { type Accounting, account, replayFindings } from './account.js';
+import { collectorRefusals, quiet } from './collector.js';
+import { Disk } from './disk.js';
+import { type Fault, feed } from './feed.js';
+import type { SoakInput } from './input.js';
+import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, until } from './procs.js';
+
+/** The group's committed offsets have reached the end of every partition of the topic. */
+async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
+  const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
+    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+export async function kafkaPath(o: {
+  dir: string;
+  input: SoakInput;
+  seconds: number;
+  log: (l: string) => void;
+}): Promise<Accounting> {
+  const disk = new Disk(o.dir, 'store-data');
+  const diskFaults = await disk.mount(1024);
+  const spool = join(o.dir, 'collector-spool');
+  mkdirSync(spool, { recursive: true });
+  const broker = await kafkaBroker(join(o.dir, 'kafka'));
+  const topic = `soak.${o.input.job}`;
+  const group = `soak-${o.input.job}`;
+  const storePort = await freePort();
+  const colPort = await freePort();
+  const storeUrl = `http://127.0.0.1:${storePort}`;
+  const procs: Proc[] = [];
+  let store: Proc | undefined;
+  const detects: (Proc | undefined)[] = [undefined, undefined];
+  let refusedOversized = 0;
+  const kafkaArgs = ['--brokers', broker.brokers, '--topic', topic, '--partitions', '4'];
+
+  const startStore = async () => {
+    store = await startChdbServer(disk.dir, storePort);
+    procs.push(store);
+  };
+  const startDetect = (i: number) => {
+    const p = Proc.cli(`detect-${i}`, [
+      'detect',
+      ...kafkaArgs,
+      '--group',
+      group,
+      '--dead-letter-topic',
+      `${topic}.dlq`,
+      '--clickhouse-url',
+      storeUrl,
+      '--stats-interval',
+      '0',
+    ]);
+    detects[i] = p;
+    procs.push(p);
+  };
+
+  try {
+    o.log('starting the Kafka broker');
+    await broker.start();
+    await startStore();
+    startDetect(0);
+    startDetect(1);
+    const col = Proc.cli('collect', [
+      'collect',
+      '--bus',
+      `kafka://${broker.brokers}/${topic}`,
+      '--spool',
+      spool,
+      '--health-port',
+      String(colPort),
+      '--flush-ms',
+      '200',
+      '--host',
+      'soak-collector',
+    ]);
+    procs.push(col);
+    await answering(`http://127.0.0.1:${colPort}/healthz`);
+    const faults: Fault[] = [
+      {
+        at: 0.15,
+        name: 'SIGKILL one detect, restart it after 3 s',
+        run: async () => {
+          await detects[0]?.stop('SIGKILL');
+          await sleep(3_000);
+          startDetect(0);
+        },
+      },
+      {
+        at: 0.35,
+        name: 'stop the broker for 10 s',
+        run: async () => {
+          await broker.stop();
+          await sleep(10_000);
+          await broker.start();
+        },
+      },
+      {
+        at: 0.8,
+        name: 'the store down (process killed) for 5 s',
+        run: async () => {
+          await store?.stop('SIGKILL');
+          await sleep(5_000);
+          await startStore();
+        },
+      },
+    ];
+    if (diskFaults)
+      faults.push({
+        at: 0.55,
+        name: "the store's disk full for 6 s (ENOSPC)",
+        run: async () => {
+          disk.fill();
+          await sleep(6_000);
+          disk.free();
+        },
+      });
+    const fed = await feed({
+      lines: o.input.fed,
+      url: () => `http://127.0.0.1:${colPort}`,
+      seconds: o.seconds,
+      chunk: 500,
+      faults,
+      log: o.log,
+    });
+    o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the group to catch up`);
+    await quiet(colPort, `${storeUrl}/ping`);
+    await until('the detect group to commit every message', async () =>
+      (await caughtUp(broker.brokers, group, topic)) ? true : undefined,
+    );
+    refusedOversized += await collectorRefusals(colPort);
+    await col.stop('SIGTERM');
+    for (const d of detects) {
+      const code = await d?.stop('SIGTERM');
+      if (code !== 0) o.log(`${d?.name} exited with ${code}:\n${d?.log().slice(-2000)}`);
+    }
+    const replay = await replayFindings(o.input, [], o.dir);
+    return await account({
+      path: 'collect → Kafka → 2 × detect (ClickHouse protocol over chDB)',
+      url: storeUrl,
+      input: o.input,
+      refusedAtIngest: fed.rejected,
+      refusedOversized,
+      replay,
+      faults: diskFaults ? fed.faults : [...fed.faults, 'disk faults not run: mount is not permitted here'],
+    });
+  } finally {
+    for (const p of procs) {
+      await p.stop('SIGKILL', 5_000).catch(() => {});
+      p.save(o.dir);
+    }
+    await broker.stop().catch(() => {});
+    await disk.unmount();
+  }
+}

@@ -14,8 +14,8 @@ import type {
 } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { findFault } from './faults/xid.js';
-import { HangDetector } from './hang/hang.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
+import { HangDetector } from './hang/hang.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { findGpu } from './mfu/peaks.js';

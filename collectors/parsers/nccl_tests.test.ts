@@ -93,7 +93,9 @@ describe('nccl-tests output → one check per run', () => {
   it('strips launcher and shipper prefixes, and knows where a run starts', () => {
     expect(stripPrefixes('2024-11-05T10:00:00.123Z [1,0]<stdout>:#  Rank  0')).toBe('#  Rank  0');
     expect(stripPrefixes('12: # Avg bus bandwidth : 1')).toBe('# Avg bus bandwidth : 1');
-    expect(stripPrefixes('        8192          2048     float')).toBe('        8192          2048     float');
+    expect(stripPrefixes('        8192          2048     float')).toBe(
+      '        8192          2048     float',
+    );
     expect(startsRun('0: # nThread 1 nGpus 1 minBytes 8')).toBe(true);
     expect(startsRun('# Collective test starting: all_reduce_perf')).toBe(true);
     expect(startsRun('#  Rank  0 Group  0 Pid 1 on a device 0 [0x1] H100')).toBe(false);

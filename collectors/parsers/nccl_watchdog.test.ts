@@ -23,7 +23,15 @@ function readWatchdog(name: string, host = 'node-a', job = 'llm') {
   return { events, problems };
 }
 
-const pick = (e: Record<string, unknown>) => [e.rank, e.group_rank, e.pg, e.pg_name, e.seq, e.op, e.last_completed];
+const pick = (e: Record<string, unknown>) => [
+  e.rank,
+  e.group_rank,
+  e.pg,
+  e.pg_name,
+  e.seq,
+  e.op,
+  e.last_completed,
+];
 
 describe('NCCL watchdog lines → nccl_timeout faults', () => {
   it('global rank from [rankN]:, group from the `[PG ID 0 PG GUID 0(default_pg) Rank N]` line (BasicSR#737)', () => {
@@ -37,7 +45,13 @@ describe('NCCL watchdog lines → nccl_timeout faults', () => {
     ]);
     for (const e of events) {
       expect(validateEvent(e).ok).toBe(true);
-      expect(e).toMatchObject({ kind: 'fault', source: 'nccl_timeout', host: 'node-a', job: 'llm', timeout_ms: 600000 });
+      expect(e).toMatchObject({
+        kind: 'fault',
+        source: 'nccl_timeout',
+        host: 'node-a',
+        job: 'llm',
+        timeout_ms: 600000,
+      });
     }
     expect(events[0].ran_ms).toBe(600020);
   });

@@ -39,9 +39,11 @@ const WORK =
 const PG = /\[PG (?:ID )?(\d+)(?: PG GUID [^\s(\]]+)?\s*(?:\(([^)]*)\))?\s+Rank (\d+)\]/;
 const GROUP_RANK = /\[Rank (\d+)\]\s*Watchdog caught/;
 const GLOBAL_RANK = /\[rank(\d+)\]:/;
-const EXCEPTION = /Exception \(either an error or timeout\) detected by watchdog at work: (\d+).*?last completed NCCL work: (-?\d+)/;
+const EXCEPTION =
+  /Exception \(either an error or timeout\) detected by watchdog at work: (\d+).*?last completed NCCL work: (-?\d+)/;
 // A line wrapped where these end continues on the next line (which starts as CONTINUATION says).
-const WRAPPED = /(?:Watchdog caught collective operation timeout:|Exception \(either an error or timeout\) detected)\s*$/;
+const WRAPPED =
+  /(?:Watchdog caught collective operation timeout:|Exception \(either an error or timeout\) detected)\s*$/;
 const CONTINUATION = /^\s*(?:WorkNCCL\(|by watchdog)/;
 /** A timeout waits this many lines for its exception line before it is emitted without it. */
 const WAIT_LINES = 200;
@@ -158,7 +160,10 @@ export class WatchdogReader {
   private event(t: WatchdogTimeout, ts: number): FaultEvent {
     // Without the `[rankN]:` prefix only the default group's rank is the global rank.
     const rank = t.rank ?? (t.pg === '0' ? t.groupRank : undefined);
-    const group = t.pg !== undefined ? `process group ${t.pg}${t.pgName ? ` (${t.pgName})` : ''}` : 'process group not printed';
+    const group =
+      t.pg !== undefined
+        ? `process group ${t.pg}${t.pgName ? ` (${t.pgName})` : ''}`
+        : 'process group not printed';
     return {
       v: 1,
       kind: 'fault',

@@ -19,7 +19,8 @@ const schema = Type.Object(
     settleMs: Type.Integer({
       minimum: 0,
       default: 5000,
-      description: 'quiet time after which a timeout still waiting for its process-group line is sent without it',
+      description:
+        'quiet time after which a timeout still waiting for its process-group line is sent without it',
     }),
   },
   { additionalProperties: false },

@@ -125,7 +125,13 @@ export class HangDetector {
     const id = findingId('nccl_desync', job, pg, t.seq);
     const ops = Object.fromEntries([...byOp].map(([op, xs]) => [op, xs.map(brief)]));
     const odd = [...byOp.values()].sort((a, b) => a.length - b.length)[0][0];
-    const evidence = { pg, ...(t.pgName ? { pg_name: t.pgName } : {}), pg_known: t.pg !== undefined, seq: t.seq, ops };
+    const evidence = {
+      pg,
+      ...(t.pgName ? { pg_name: t.pgName } : {}),
+      pg_known: t.pg !== undefined,
+      seq: t.seq,
+      ops,
+    };
     if (j.desyncs.has(id)) {
       this.log.update(id, t.ts, { evidence });
       return;
@@ -165,7 +171,10 @@ export class HangDetector {
     if (laggards.length !== 1) return;
     const l = laggards[0];
     if (open?.who === who(l)) return;
-    if (open) this.log.resolve(open.id, ts, { summary: `${open.who} is not the rank furthest behind in process group ${pg}.` });
+    if (open)
+      this.log.resolve(open.id, ts, {
+        summary: `${open.who} is not the rank furthest behind in process group ${pg}.`,
+      });
     const id = findingId('nccl_rank_behind', job, pg, who(l));
     j.behind.set(pg, { id, who: who(l) });
     this.log.openFinding(id, ts, {

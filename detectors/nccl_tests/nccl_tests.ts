@@ -123,9 +123,11 @@ export class NcclCheckDetector {
       s.sort((a, b) => a.bytes - b.bytes);
       for (let i = 1; i < s.length; i++) {
         const [a, b] = [s[i - 1], s[i]];
-        if (a.bytes < this.cfg.minBytes || b.bytes <= a.bytes || a.busbw_gbs < this.cfg.collapseMinGbs) continue;
+        if (a.bytes < this.cfg.minBytes || b.bytes <= a.bytes || a.busbw_gbs < this.cfg.collapseMinGbs)
+          continue;
         const ratio = b.busbw_gbs / a.busbw_gbs;
-        if (ratio < this.cfg.collapseRatio && (!worst || ratio < worst.ratio)) worst = { from: a, to: b, ratio };
+        if (ratio < this.cfg.collapseRatio && (!worst || ratio < worst.ratio))
+          worst = { from: a, to: b, ratio };
       }
     }
     if (!worst) {
@@ -161,7 +163,12 @@ export class NcclCheckDetector {
       const prior = this.best.get(refKey);
       const configured = band.name === 'large' ? (run.expected ?? this.cfg.expectedGbs[run.test]) : undefined;
       if (configured !== undefined && measured < configured)
-        low.push({ band: band.name, measured_gbs: GB(measured), expected_gbs: GB(configured), reference: 'configured' });
+        low.push({
+          band: band.name,
+          measured_gbs: GB(measured),
+          expected_gbs: GB(configured),
+          reference: 'configured',
+        });
       else if (configured === undefined && prior && measured < this.cfg.lowRatio * prior.gbs)
         low.push({
           band: band.name,
@@ -171,11 +178,13 @@ export class NcclCheckDetector {
           best_hosts: prior.hosts,
           best_ts: prior.ts,
         });
-      if (!prior || measured > prior.gbs) this.best.set(refKey, { gbs: measured, ts: run.ts, hosts: run.hosts });
+      if (!prior || measured > prior.gbs)
+        this.best.set(refKey, { gbs: measured, ts: run.ts, hosts: run.hosts });
     }
     const key = `nccl_busbw_low|${run.test}|${where}`;
     if (low.length === 0) {
-      if (run.complete) this.close(key, run, `${where}: ${run.test} reaches the expected bus bandwidth again.`);
+      if (run.complete)
+        this.close(key, run, `${where}: ${run.test} reaches the expected bus bandwidth again.`);
       return;
     }
     const shown = low[low.length - 1] as { band: string; measured_gbs: number; expected_gbs: number };
@@ -222,20 +231,24 @@ export class NcclCheckDetector {
           this.close(key, { ...run, hosts: [host] }, `${host}: a ${run.test} pair through it is fast again.`);
         continue;
       }
-      this.raise(key, { ...run, hosts: [host] }, {
-        type: 'nccl_slow_host',
-        severity: 'warning',
-        action: 'cordon',
-        evidence: {
-          test: run.test,
-          nranks: run.nranks,
-          slow_pairs: s.slow,
-          best_pair_gbs: GB(best),
-          expected_gbs: GB(best),
-          measured_gbs: Math.max(...s.slow.map((x) => x.gbs)),
+      this.raise(
+        key,
+        { ...run, hosts: [host] },
+        {
+          type: 'nccl_slow_host',
+          severity: 'warning',
+          action: 'cordon',
+          evidence: {
+            test: run.test,
+            nranks: run.nranks,
+            slow_pairs: s.slow,
+            best_pair_gbs: GB(best),
+            expected_gbs: GB(best),
+            measured_gbs: Math.max(...s.slow.map((x) => x.gbs)),
+          },
+          summary: `${host} is common to ${s.slow.length} slow ${run.test} pairs (at most ${Math.max(...s.slow.map((x) => x.gbs))} GB/s, best pair ${GB(best)} GB/s) while its peers have fast pairs: its NICs or links are the suspect.`,
         },
-        summary: `${host} is common to ${s.slow.length} slow ${run.test} pairs (at most ${Math.max(...s.slow.map((x) => x.gbs))} GB/s, best pair ${GB(best)} GB/s) while its peers have fast pairs: its NICs or links are the suspect.`,
-      });
+      );
     }
   }
 

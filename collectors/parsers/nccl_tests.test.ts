@@ -46,7 +46,12 @@ describe('nccl-tests output → one check per run', () => {
     ]);
     expect(r.complete).toBe(true);
     const check = ncclTestCheck(r, { ts: 5, test: 'all_reduce_perf' })!;
-    expect(check).toMatchObject({ host: 'worker-0', hosts: ['worker-0', 'worker-1'], nranks: 4 });
+    expect(check).toMatchObject({
+      host: 'worker-0',
+      hosts: ['worker-0', 'worker-1'],
+      nranks: 4,
+      gpu_name: 'NVIDIA H100 80GB HBM3',
+    });
   });
 
   it('reads kubectl --timestamps lines with tabs, skips NCCL INFO between rows, marks the run cut off (cluster-toolkit#3644)', () => {
@@ -99,6 +104,19 @@ describe('nccl-tests output → one check per run', () => {
     expect(startsRun('0: # nThread 1 nGpus 1 minBytes 8')).toBe(true);
     expect(startsRun('# Collective test starting: all_reduce_perf')).toBe(true);
     expect(startsRun('#  Rank  0 Group  0 Pid 1 on a device 0 [0x1] H100')).toBe(false);
+  });
+
+  it('says so when every process ran its own test instead of one run over all hosts (nccl-tests#107)', () => {
+    const r = parseNcclTests(
+      [
+        '# nThread 1 nGpus 1 minBytes 1310720000 maxBytes 1310720000 step: 1048576(bytes) warmup iters: 5 iters: 20 validation: 1',
+        '#   Rank  0 Pid   1320 on ip-172-31-20-228 device  0 [0x00] Tesla V100-SXM2-16GB',
+        '#   Rank  0 Pid   2066 on ip-172-31-22-230 device  0 [0x00] Tesla V100-SXM2-16GB',
+      ].join('\n'),
+    );
+    expect(r.problems.map((p) => p.reason)).toEqual([
+      'rank 0 listed twice: each process ran its own test (nccl-tests built without MPI=1?)',
+    ]);
   });
 
   it('survives garbage: nothing but real rows is a row, and no run is no check', () => {

@@ -57,18 +57,21 @@ const DEFAULT_COLUMNS = [
 ];
 const RANK_LINE =
   /^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*)$/;
-// `kubectl logs --timestamps`: RFC 3339 time and one space.
-const K8S_TS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) /;
+// `kubectl logs --timestamps`: RFC 3339 time and one space; the kubelet's own container log files
+// (what node log shippers read) add the stream and a full/partial flag: "… stdout F ".
+const K8S_TS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d) (?:(?:stdout|stderr) [FP] )?/;
 // `srun -l` / `srun --label`: the task id, a colon and a space.
 const SRUN_LABEL = /^\s*\d+: /;
+// `mpirun --timestamp-output` puts the time right before the tag: "Thu Aug 27 01:33:12 2020[1,0]<stdout>:".
+const MPI_TIME = /^[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}(?=\[)/;
 // `mpirun --tag-output`: "[jobid,rank]<stdout>:", at the start and wherever a partial line was flushed.
-const MPI_TAG = /\[\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?/g;
+const MPI_TAG = /\[(?:[^\][\s]*@)?\d+,\d+\]<(?:stdout|stderr|stddiag)>: ?/g;
 
 /** The line as the tool printed it, without launcher and log-shipper prefixes. */
 export function stripPrefixes(line: string): string {
   let s = line.replace(K8S_TS, '');
   s = s.replace(SRUN_LABEL, '');
-  return s.replace(MPI_TAG, '');
+  return s.replace(MPI_TIME, '').replace(MPI_TAG, '');
 }
 
 /** A line that starts a new run (so rows before it belong to an earlier, cut-off run). */
@@ -119,6 +122,18 @@ export function parseNcclTests(text: string): NcclTestResult {
     else res.rows.push(...rows);
   }
   res.hosts = [...new Set(res.ranks.map((r) => r.host))].sort();
+  const seen = new Set<number>();
+  const twice = res.ranks.find((r) => seen.size === seen.add(r.rank).size);
+  // Every process listing itself as rank 0 means each ran a test of its own (nccl-tests built
+  // without MPI=1 and started by mpirun): the rows are not one multi-host run.
+  if (twice)
+    res.problems.push(
+      problem(
+        0,
+        `rank ${twice.rank} listed twice: each process ran its own test (nccl-tests built without MPI=1?)`,
+        '',
+      ),
+    );
   return res;
 }
 
@@ -184,6 +199,7 @@ export function ncclTestCheck(
   const corrupt = (wrong ?? 0) > 0 || (r.outOfBounds ?? 0) > 0;
   const belowExpected = ctx.expectedGbs !== undefined && busbw < ctx.expectedGbs;
   const hosts = r.hosts.length ? r.hosts : ctx.host ? [ctx.host] : [];
+  const gpuNames = [...new Set(r.ranks.flatMap((x) => (x.gpuName ? [x.gpuName] : [])))];
   return {
     v: 1,
     kind: 'check',
@@ -197,6 +213,7 @@ export function ncclTestCheck(
     ...(ctx.expectedGbs !== undefined ? { expected_gbs: ctx.expectedGbs } : {}),
     test,
     nranks: Math.max(1, r.ranks.length),
+    ...(gpuNames.length ? { gpu_name: gpuNames.join(' + ') } : {}),
     complete: r.complete,
     ...(wrong !== undefined ? { wrong } : {}),
     ...(r.outOfBounds !== undefined ? { out_of_bounds: r.outOfBounds } : {}),

@@ -90,6 +90,10 @@ describe('nccl-tests runs judged', () => {
     ]);
     // A first run has nothing to be compared with; the slower one first is not judged against the faster later one.
     expect(judge([slow, good]).filter((x) => x.type === 'nccl_busbw_low')).toEqual([]);
+    // Nor is a run on another GPU model (as its rank lines name it).
+    const h100 = { ...good, gpu_name: 'NVIDIA H100 80GB HBM3' } as CheckEvent;
+    const a100 = { ...slow, gpu_name: 'NVIDIA A100-SXM4-80GB' } as CheckEvent;
+    expect(judge([h100, a100]).filter((x) => x.type === 'nccl_busbw_low')).toEqual([]);
   });
 
   it('a configured expectation judges the large sizes from the first run', () => {

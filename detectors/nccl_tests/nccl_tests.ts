@@ -11,7 +11,7 @@ import type { FindingDraft, FindingLog } from '../findings.js';
 import { findingId } from '../findings.js';
 
 export interface NcclCheckConfig {
-  /** A band below this share of the best known run (same test, hosts, ranks) is low. */
+  /** A band below this share of the best known run (same test, host count, ranks, GPU model) is low. */
   lowRatio: number;
   /** A size whose bus bandwidth is below this share of the previous size's is a collapse. */
   collapseRatio: number;
@@ -54,6 +54,8 @@ interface Run {
   test: string;
   hosts: string[];
   nranks: number;
+  /** GPU model as the run printed it: runs on other GPUs are no reference. */
+  gpu: string;
   rows: Row[];
   complete: boolean;
   wrong: number;
@@ -159,7 +161,7 @@ export class NcclCheckDetector {
       const rows = run.rows.filter((r) => r.bytes >= band.from && r.bytes < band.to);
       if (rows.length === 0) continue;
       const measured = Math.max(...rows.map((r) => r.busbw_gbs));
-      const refKey = `${run.test}|${run.hosts.length}|${run.nranks}|${band.name}`;
+      const refKey = `${run.test}|${run.hosts.length}|${run.nranks}|${run.gpu}|${band.name}`;
       const prior = this.best.get(refKey);
       const configured = band.name === 'large' ? (run.expected ?? this.cfg.expectedGbs[run.test]) : undefined;
       if (configured !== undefined && measured < configured)
@@ -204,7 +206,7 @@ export class NcclCheckDetector {
       .map((b) => run.rows.filter((r) => r.bytes >= b.from && r.bytes < b.to))
       .find((rows) => rows.length > 0);
     if (!band) return;
-    const group = `${run.test}|${run.nranks}`;
+    const group = `${run.test}|${run.nranks}|${run.gpu}`;
     const pairs = this.pairs.get(group) ?? new Map();
     this.pairs.set(group, pairs);
     const hosts = [...run.hosts].sort() as [string, string];
@@ -300,6 +302,7 @@ function toRun(e: CheckEvent): Run | undefined {
     test: typeof x.test === 'string' ? x.test : 'unknown_perf',
     hosts,
     nranks: num(x.nranks) || 1,
+    gpu: typeof x.gpu_name === 'string' ? x.gpu_name : '',
     rows,
     complete: x.complete !== false,
     wrong: num(x.wrong) || rows.reduce((s, r) => s + num(r.wrong), 0),

@@ -90,6 +90,34 @@ describe('NCCL watchdog lines → nccl_timeout faults', () => {
     for (const e of events) expect(validateEvent(e).ok).toBe(true);
   });
 
+  it('counts a timeout repeated in what(): once; a line behind a progress bar (picotron#6, LlamaFactory#8261)', () => {
+    const { events, problems } = readWatchdog('nccl-watchdog-what.log');
+    expect(events.map(pick)).toEqual([
+      [undefined, 2, undefined, undefined, 1, 'ALLREDUCE', undefined],
+      [undefined, 3, undefined, undefined, 1, 'ALLREDUCE', undefined],
+    ]);
+    expect(problems.map((p) => [p.line, p.reason])).toEqual([
+      [10, 'watchdog timeout line in an unknown or cut-off form'],
+    ]);
+  });
+
+  it('takes the group from a what(): repeat that names it (instructlab/training#520)', () => {
+    const reader = new WatchdogReader({ host: 'h' });
+    const first = reader.push(
+      '[E ProcessGroupNCCL.cpp:915] [Rank 3] NCCL watchdog thread terminated with exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1) ran for 90 milliseconds before timing out.',
+      NOW,
+    );
+    const again = reader.push(
+      '  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1) ran for 90 milliseconds before timing out.',
+      NOW,
+    );
+    expect([...first.events, ...again.events]).toEqual([]);
+    // In the default group the group rank is the global rank.
+    expect(reader.flush(NOW).events.map(pick)).toEqual([
+      [3, 3, '0', 'default_pg', 1, 'ALLREDUCE', undefined],
+    ]);
+  });
+
   it('in the default group (id 0) without a prefix, the group rank is the global rank', () => {
     const reader = new WatchdogReader({ host: 'h' });
     reader.push(

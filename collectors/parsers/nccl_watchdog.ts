@@ -96,7 +96,7 @@ export class WatchdogReader {
   private handle(line: string, ts: number, out: { events: FaultEvent[]; problems: ParseProblem[] }): void {
     const ex = EXCEPTION.exec(line);
     if (ex) this.attach(line, Number(ex[1]), Number(ex[2]), ts, out.events);
-    else if (line.includes('Watchdog caught collective operation timeout')) this.timeout(line, out);
+    else if (line.includes('Watchdog caught collective')) this.timeout(line, out);
   }
 
   private timeout(line: string, out: { events: FaultEvent[]; problems: ParseProblem[] }): void {
@@ -132,7 +132,17 @@ export class WatchdogReader {
     // The same timeout, repeated by the exception that ends the process (often without `[rankN]:`).
     const byGroup = `g${t.groupRank}|${t.seq}|${t.op}`;
     const key = t.rank !== undefined ? `${t.rank}|${t.seq}|${t.op}` : byGroup;
-    if (this.seen.has(key)) return;
+    if (this.seen.has(key)) {
+      // A repeat may name the group the first print did not: keep it while the timeout waits.
+      const waiting = this.pending.find(
+        (p) => p.t.seq === t.seq && p.t.op === t.op && p.t.groupRank === t.groupRank && p.t.pg === undefined,
+      );
+      if (waiting && t.pg !== undefined) {
+        waiting.t.pg = t.pg;
+        if (t.pgName) waiting.t.pgName = t.pgName;
+      }
+      return;
+    }
     if (this.seen.size > 100_000) this.seen.clear();
     this.seen.add(key).add(byGroup);
     this.pending.push({ t, line: this.lineNo });

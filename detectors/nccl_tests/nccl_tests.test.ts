@@ -45,6 +45,11 @@ describe('nccl-tests runs judged', () => {
     ]);
     expect(f[0].evidence).toMatchObject({ wrong: 12, out_of_bounds: 12, sizes_bytes: [1048576] });
     expect(f[0].action).toBe('cordon');
+    // On two hosts the run cannot say which one corrupts: watched, not cordoned, both named.
+    const pair = judge([run('nccl-tests-wrong.txt', { ts: T0, hosts: ['a', 'b'] })]);
+    expect(pair.map((x) => [x.type, x.host, x.peer_host, x.severity, x.action])).toEqual([
+      ['nccl_data_corruption', 'a', 'b', 'critical', 'watch'],
+    ]);
   });
 
   it('a collapse between adjacent sizes names both sizes and figures, on a run cut off before its summary', () => {

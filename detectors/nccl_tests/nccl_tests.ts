@@ -96,10 +96,12 @@ export class NcclCheckDetector {
       return;
     }
     const sizes = [...new Set(run.rows.filter((r) => (r.wrong ?? 0) > 0).map((r) => r.bytes))];
+    // One host: it is the suspect. Several: the run cannot say which one, so none is cordoned.
+    const one = run.hosts.length === 1;
     this.raise(key, run, {
       type: 'nccl_data_corruption',
       severity: 'critical',
-      action: 'cordon',
+      action: one ? 'cordon' : 'watch',
       evidence: {
         test: run.test,
         hosts: run.hosts,
@@ -107,7 +109,7 @@ export class NcclCheckDetector {
         out_of_bounds: run.outOfBounds,
         sizes_bytes: sizes,
       },
-      summary: `${run.test} on ${where} returned wrong data (${run.wrong || run.outOfBounds} wrong values${sizes.length ? ` at ${sizes.join(', ')} bytes` : ''}): the GPUs, links or NCCL build there corrupt collectives.`,
+      summary: `${run.test} on ${where} returned wrong data (${run.wrong || run.outOfBounds} wrong values${sizes.length ? ` at ${sizes.join(', ')} bytes` : ''}): the GPUs, links or NCCL build there corrupt collectives${one ? '' : '; run it on each host and on pairs to find which'}.`,
     });
   }
 

@@ -15,10 +15,12 @@ import type {
 import type { Finding } from '../schema/finding.js';
 import { findFault } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
+import { HangDetector } from './hang/hang.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { findGpu } from './mfu/peaks.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
+import { NCCL_CHECK_DEFAULTS, type NcclCheckConfig, NcclCheckDetector } from './nccl_tests/nccl_tests.js';
 import { rollupSteps, type StepRollup } from './rollup.js';
 import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
 import {
@@ -39,6 +41,7 @@ export interface DetectorConfig {
   slowLink: SlowLinkConfig;
   mfuDrop: MfuDropConfig;
   lifecycle: LifecycleConfig;
+  ncclChecks: NcclCheckConfig;
 }
 
 export const DETECTOR_DEFAULTS: DetectorConfig = {
@@ -49,6 +52,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   slowLink: SLOWLINK_DEFAULTS,
   mfuDrop: MFU_DROP_DEFAULTS,
   lifecycle: LIFECYCLE_DEFAULTS,
+  ncclChecks: NCCL_CHECK_DEFAULTS,
 };
 
 const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop']);
@@ -86,6 +90,8 @@ export class DetectorRunner {
   private out: DetectorOutput = { findings: [], mfu: [], rollups: [] };
   private readonly log: FindingLog;
   private readonly throttle: ThrottleDetector;
+  private readonly ncclChecks: NcclCheckDetector;
+  private readonly hangs: HangDetector;
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
@@ -103,6 +109,8 @@ export class DetectorRunner {
       },
       this.cfg.throttle,
     );
+    this.ncclChecks = new NcclCheckDetector(this.log, this.cfg.ncclChecks);
+    this.hangs = new HangDetector(this.log);
   }
 
   push(e: RankwatchEvent): void {
@@ -128,9 +136,13 @@ export class DetectorRunner {
       case 'job_event':
         if (e.event === 'finished') this.finishJob(e.job, e.ts);
         break;
+      case 'check':
+        this.ncclChecks.process(e);
+        break;
       default:
         break; // checkpoint events are stored; the checkpoint-interval advisor reads them from the store
     }
+    if (e.kind === 'job_event' && e.event !== 'interrupted') this.hangs.endJob(e.job, e.ts, e.event);
     if (this.out.findings.length > before) this.link(before);
   }
 
@@ -245,6 +257,7 @@ export class DetectorRunner {
 
   private onFault(e: FaultEvent): void {
     findFault(e, this.log);
+    this.hangs.process(e);
   }
 
   private finishJob(id: string, ts: number): void {

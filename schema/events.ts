@@ -156,6 +156,21 @@ export const JobLifecycleEvent = kind('job_event', 'a job starts, restarts, is i
   cause: Opt(Type.String()),
 });
 
+export const CheckEvent = kind(
+  'check',
+  'a health check ran on a host (nccl-tests, dcgm-diag, burn-in…): evidence that a node is healthy or not',
+  {
+    host: Str('host name (the first host for a multi-host test; all of them in `hosts`)'),
+    gpu: Opt(Int16('GPU index on the host, when the check is per GPU')),
+    job: Opt(Type.String()),
+    tool: Str('nccl-tests, dcgm-diag, burn-in…'),
+    ok: Type.Boolean({ description: 'the check passed' }),
+    hosts: Opt(Type.Array(Type.String(), { description: 'every host the check ran on' })),
+    busbw_gbs: Opt(Num('best bus bandwidth measured, GB/s')),
+    expected_gbs: Opt(Num('bus bandwidth the site expects, GB/s')),
+  },
+);
+
 export const EVENT_SCHEMAS = {
   job: JobEvent,
   step: StepEvent,
@@ -164,6 +179,7 @@ export const EVENT_SCHEMAS = {
   checkpoint: CheckpointEvent,
   fault: FaultEvent,
   job_event: JobLifecycleEvent,
+  check: CheckEvent,
 } as const;
 
 export type EventKind = keyof typeof EVENT_SCHEMAS;
@@ -174,6 +190,7 @@ export type GpuEvent = Static<typeof GpuEvent>;
 export type CheckpointEvent = Static<typeof CheckpointEvent>;
 export type FaultEvent = Static<typeof FaultEvent>;
 export type JobLifecycleEvent = Static<typeof JobLifecycleEvent>;
+export type CheckEvent = Static<typeof CheckEvent>;
 export type ModelConfig = Static<typeof ModelConfig>;
 export type ParallelLayout = Static<typeof ParallelLayout>;
 export type RankwatchEvent =
@@ -183,4 +200,5 @@ export type RankwatchEvent =
   | GpuEvent
   | CheckpointEvent
   | FaultEvent
-  | JobLifecycleEvent;
+  | JobLifecycleEvent
+  | CheckEvent;

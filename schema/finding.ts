@@ -10,6 +10,13 @@ export const FINDING_TYPES = [
   'checkpoint_slow',
   'checkpoint_interval',
   'mfu_drop',
+  'nccl_busbw_low',
+  'nccl_busbw_collapse',
+  'nccl_data_corruption',
+  'nccl_slow_host',
+  'nccl_hang',
+  'nccl_desync',
+  'nccl_rank_behind',
 ] as const;
 
 export const Severity = Type.Union(['info', 'warning', 'critical'].map((s) => Type.Literal(s)));

@@ -32,7 +32,7 @@ Sources (each flag adds one; the config file can hold any number):
   --kernel-log SRC     XIDs from "journal", "kmsg" or a log FILE
   --megatron-log FILE  Megatron-LM log; needs --job (and --rank, --gpu of the rank writing it)
   --nccl-log FILE      PyTorch NCCL watchdog timeouts from a training log
-  --nccl-tests FILE    nccl-tests output (link probes)
+  --nccl-tests FILE    nccl-tests output (one check event per run)
   --job ID --rank N --gpu N   job/rank/gpu for the log sources above (GPU telemetry takes its
                        job from Kubernetes pod labels, or from "job" in the config file)
   --from start|end     read log files from the start or only new lines (default end)

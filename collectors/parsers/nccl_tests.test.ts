@@ -2,67 +2,127 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { validateEvent } from '../../schema/validate.js';
-import { ncclTestEvents, parseNcclTests } from './nccl_tests.js';
+import { ncclTestCheck, parseNcclTests, startsRun, stripPrefixes } from './nccl_tests.js';
 
 const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures', name), 'utf8');
+const series = (r: ReturnType<typeof parseNcclTests>) =>
+  r.rows.filter((x) => !x.inPlace).map((x) => [x.bytes, x.busbwGBs]);
 
-describe('nccl-tests output → link-probe results', () => {
-  it('reads all_reduce_perf: hosts, out-of-place and in-place rows, average bus bandwidth', () => {
-    const r = parseNcclTests(fixture('nccl-tests-all_reduce.txt'));
+describe('nccl-tests output → one check per run', () => {
+  it('reads mpirun --tag-output rows, also where a tag sits inside a row (aws-k8s-tester#503)', () => {
+    const r = parseNcclTests(fixture('nccl-tests-tag-output.txt'));
     expect(r.problems).toEqual([]);
-    expect(r.test).toBe('all_reduce_perf');
-    expect(r.hosts).toEqual(['gpu-0001', 'gpu-0002']);
-    expect(r.ranks).toHaveLength(4);
+    expect(r.complete).toBe(true);
+    expect(r.avgBusBwGBs).toBeCloseTo(92.3405);
+    expect(r.outOfBounds).toBe(0);
     expect(r.rows).toHaveLength(8);
     expect(r.rows[6]).toEqual({
-      bytes: 8589934592,
-      count: 2147483648,
+      bytes: 16,
+      count: 4,
       dtype: 'float',
       redop: 'sum',
       inPlace: false,
-      timeUs: 67012.3,
-      algbwGBs: 128.18,
-      busbwGBs: 192.28,
+      timeUs: 12.88,
+      algbwGBs: 0,
+      busbwGBs: 0,
       wrong: 0,
     });
-    expect(r.rows[7].inPlace).toBe(true);
-    expect(r.avgBusBwGBs).toBeCloseTo(88.2853);
-    expect(r.outOfBounds).toBe(0);
-    const events = ncclTestEvents(r, { ts: 1 });
-    expect(events).toHaveLength(8);
-    for (const e of events) expect(validateEvent(e).ok).toBe(true);
-    expect(events[6]).toMatchObject({
-      kind: 'collective',
-      op: 'allreduce',
-      probe: true,
-      host: 'gpu-0001',
-      hosts: ['gpu-0001', 'gpu-0002'],
-      comm: 'probe:all_reduce:gpu-0001,gpu-0002',
-      job: 'probe:gpu-0001,gpu-0002',
-      nranks: 4,
-      bytes: 8589934592,
-      busbw_gbps: 192.28,
-    });
-    expect(events[6].dur_ms).toBeCloseTo(67.0123);
+    const check = ncclTestCheck(r, { ts: 1, host: 'p5-a', test: 'all_reduce_perf' })!;
+    expect(validateEvent(check).ok).toBe(true);
+    expect(check).toMatchObject({ kind: 'check', tool: 'nccl-tests', ok: true, host: 'p5-a', wrong: 0 });
   });
 
-  it('reads the older layout (no root, "error" column, N/A when validation is off) and reports the truncated row', () => {
-    const r = parseNcclTests(fixture('nccl-tests-legacy-alltoall.txt'));
-    expect(r.hosts).toEqual(['dgx-a-04']);
-    expect(r.rows.map((x) => [x.bytes, x.inPlace, x.busbwGBs, x.wrong])).toEqual([
-      [1048576, false, 14.96, undefined],
-      [1048576, true, 15.07, undefined],
-      [4194304, false, 37.37, undefined],
-      [4194304, true, 37.64, undefined],
+  it('reads srun -l labels: hosts from the rank lines, rows, summary (soperator#428, dstack#3961)', () => {
+    const r = parseNcclTests(fixture('nccl-tests-srun-label.txt'));
+    expect(r.problems).toEqual([]);
+    expect(r.test).toBeUndefined();
+    expect(r.hosts).toEqual(['worker-0', 'worker-1']);
+    expect(r.ranks.map((x) => x.rank)).toEqual([0, 1, 8, 9]);
+    expect(series(r)).toEqual([
+      [8, 0],
+      [16, 0],
+      [4096, 0.12],
+      [8192, 0.23],
     ]);
-    expect(r.problems.map((p) => p.line)).toEqual([11, 12]);
-    const events = ncclTestEvents(r, { ts: 1, test: 'alltoall_perf' });
-    expect(events[0].op).toBe('alltoall');
+    expect(r.complete).toBe(true);
+    const check = ncclTestCheck(r, { ts: 5, test: 'all_reduce_perf' })!;
+    expect(check).toMatchObject({
+      host: 'worker-0',
+      hosts: ['worker-0', 'worker-1'],
+      nranks: 4,
+      gpu_name: 'NVIDIA H100 80GB HBM3',
+    });
   });
 
-  it('survives garbage', () => {
-    const r = parseNcclTests('\u0000\u0001 binary junk\n#\n   \n1 2 3\n');
+  it('reads kubectl --timestamps lines with tabs, skips NCCL INFO between rows, marks the run cut off (cluster-toolkit#3644)', () => {
+    const r = parseNcclTests(fixture('nccl-tests-k8s-timestamps.txt'));
+    expect(r.problems).toEqual([]);
+    expect(r.rows).toHaveLength(22);
+    expect(series(r).at(-1)).toEqual([2147483648, 185.48]);
+    expect(r.rows.find((x) => x.bytes === 8388608 && !x.inPlace)?.busbwGBs).toBe(22.07);
+    expect(r.complete).toBe(false);
+    const check = ncclTestCheck(r, { ts: 1, host: 'gke-node-1', test: 'alltoall_perf' })!;
+    expect(check).toMatchObject({ ok: false, complete: false, busbw_gbs: 185.8, test: 'alltoall_perf' });
+    expect(validateEvent(check).ok).toBe(true);
+  });
+
+  it('reads the older `error` column as a max relative error, not a count; CRLF; a cut-off row (NPKit#19)', () => {
+    const r = parseNcclTests(fixture('nccl-tests-error-column.txt'));
+    expect(r.hosts).toEqual(['gpu9']);
+    expect(r.rows.map((x) => [x.bytes, x.inPlace, x.maxRelError, x.wrong])).toEqual([
+      [8, false, 1e-7, undefined],
+      [8, true, 0, undefined],
+      [16, false, 3e-8, undefined],
+      [16, true, 3e-8, undefined],
+      [32, false, 3e-8, undefined],
+      [32, true, 3e-8, undefined],
+    ]);
+    expect(r.problems.map((p) => [p.line, p.reason])).toEqual([
+      [18, 'expected 12 columns, got 9 (a cut-off row?)'],
+    ]);
+    expect(r.complete).toBe(false);
+    const check = ncclTestCheck(r, { ts: 1 })!;
+    expect(check).toMatchObject({ ok: false, max_rel_error: 1e-7 });
+    expect(check.wrong).toBeUndefined();
+  });
+
+  it('counts #wrong (N/A is no count) and out-of-bounds values: the check is not ok (nccl-tests#287, nccl#2001)', () => {
+    const r = parseNcclTests(fixture('nccl-tests-wrong.txt'));
+    expect(r.problems).toEqual([]);
+    expect(r.rows.map((x) => x.wrong)).toEqual([12, undefined, 0, undefined]);
+    expect(r.outOfBounds).toBe(12);
+    const check = ncclTestCheck(r, { ts: 1, test: 'alltoall_perf' })!;
+    expect(check).toMatchObject({ ok: false, wrong: 12, out_of_bounds: 12, host: 'GENOA-01' });
+  });
+
+  it('strips launcher and shipper prefixes, and knows where a run starts', () => {
+    expect(stripPrefixes('2024-11-05T10:00:00.123Z [1,0]<stdout>:#  Rank  0')).toBe('#  Rank  0');
+    expect(stripPrefixes('12: # Avg bus bandwidth : 1')).toBe('# Avg bus bandwidth : 1');
+    expect(stripPrefixes('        8192          2048     float')).toBe(
+      '        8192          2048     float',
+    );
+    expect(startsRun('0: # nThread 1 nGpus 1 minBytes 8')).toBe(true);
+    expect(startsRun('# Collective test starting: all_reduce_perf')).toBe(true);
+    expect(startsRun('#  Rank  0 Group  0 Pid 1 on a device 0 [0x1] H100')).toBe(false);
+  });
+
+  it('says so when every process ran its own test instead of one run over all hosts (nccl-tests#107)', () => {
+    const r = parseNcclTests(
+      [
+        '# nThread 1 nGpus 1 minBytes 1310720000 maxBytes 1310720000 step: 1048576(bytes) warmup iters: 5 iters: 20 validation: 1',
+        '#   Rank  0 Pid   1320 on ip-172-31-20-228 device  0 [0x00] Tesla V100-SXM2-16GB',
+        '#   Rank  0 Pid   2066 on ip-172-31-22-230 device  0 [0x00] Tesla V100-SXM2-16GB',
+      ].join('\n'),
+    );
+    expect(r.problems.map((p) => p.reason)).toEqual([
+      'rank 0 listed twice: each process ran its own test (nccl-tests built without MPI=1?)',
+    ]);
+  });
+
+  it('survives garbage: nothing but real rows is a row, and no run is no check', () => {
+    const r = parseNcclTests('\u0000\u0001 binary junk\n#\n   \n1 2 3\nNCCL WARN Cuda failure\n');
     expect(r.rows).toEqual([]);
-    expect(r.problems).toHaveLength(2);
+    expect(r.problems).toHaveLength(1);
+    expect(ncclTestCheck(r, { ts: 1 })).toBeUndefined();
   });
 });

@@ -1,10 +1,10 @@
 /**
- * Tails training output for PyTorch NCCL watchdog timeouts → nccl_timeout faults. Once the
- * timeouts settle (no new one for `settleMs`), the rank whose last SeqNum lags its peers is
- * reported as a fault of its own (code `stuck_behind`): it is the one the others waited for.
+ * Tails training output for PyTorch NCCL watchdog timeouts → nccl_timeout faults, each with its
+ * global rank, its rank in the process group and the group (from the exception line that
+ * follows). Judging them (hang, desync, the rank stuck behind) is the `hang` detector's job.
  */
 import { Type } from '@sinclair/typebox';
-import { findLaggards, parseWatchdogLine, type WatchdogTimeout } from '../parsers/nccl_watchdog.js';
+import { WatchdogReader } from '../parsers/nccl_watchdog.js';
 import { type SourceFactory, sourceName } from '../source.js';
 import { tailLines } from './lines.js';
 
@@ -19,7 +19,8 @@ const schema = Type.Object(
     settleMs: Type.Integer({
       minimum: 0,
       default: 5000,
-      description: 'quiet time before naming the laggard',
+      description:
+        'quiet time after which a timeout still waiting for its process-group line is sent without it',
     }),
   },
   { additionalProperties: false },
@@ -27,49 +28,27 @@ const schema = Type.Object(
 
 export const ncclWatchdog: SourceFactory<typeof schema> = {
   type: 'nccl_watchdog',
-  description: 'NCCL collective timeouts from PyTorch watchdog lines, and the rank stuck behind',
+  description: 'NCCL collective timeouts from PyTorch watchdog lines, with global and group ranks',
   schema,
   create(cfg, deps) {
     const name = sourceName('nccl_watchdog', cfg.name);
-    let lineNo = 0;
-    let pending: WatchdogTimeout[] = [];
+    const reader = new WatchdogReader({ host: deps.host, job: cfg.job });
     let settle: NodeJS.Timeout | undefined;
-    const judge = () => {
-      const laggards = findLaggards(pending);
-      pending = [];
-      if (laggards.length === 0) return;
-      deps.emit(
-        laggards.map((l) => ({
-          v: 1,
-          kind: 'fault',
-          ts: deps.now(),
-          host: deps.host,
-          ...(cfg.job ? { job: cfg.job } : {}),
-          rank: l.rank,
-          source: 'nccl_timeout',
-          code: 'stuck_behind',
-          message: `rank ${l.rank} is stuck behind its peers: its last collective was SeqNum ${l.seq}, theirs ${l.peersSeq} (process group ${l.pg})`,
-          seq: l.seq,
-          peers_seq: l.peersSeq,
-          pg: l.pg,
-        })),
-      );
+    const flush = () => {
+      const { events, problems } = reader.flush(deps.now());
+      if (problems.length) deps.parseProblems(name, problems);
+      if (events.length) deps.emit(events);
     };
     const input = tailLines(name, cfg, deps, (lines) => {
       const events: unknown[] = [];
       for (const line of lines) {
-        const r = parseWatchdogLine(line, ++lineNo, deps.now(), { host: deps.host, job: cfg.job });
-        if ('problem' in r) deps.parseProblems(name, [r.problem]);
-        else if ('event' in r) {
-          events.push(r.event);
-          if (pending.length < 100_000) pending.push(r.timeout);
-        }
+        const r = reader.push(line, deps.now());
+        if (r.problems.length) deps.parseProblems(name, r.problems);
+        events.push(...r.events);
       }
-      if (events.length) {
-        deps.emit(events);
-        clearTimeout(settle);
-        settle = setTimeout(judge, cfg.settleMs);
-      }
+      if (events.length) deps.emit(events);
+      clearTimeout(settle);
+      settle = setTimeout(flush, cfg.settleMs);
     });
     return {
       type: 'nccl_watchdog',
@@ -78,7 +57,7 @@ export const ncclWatchdog: SourceFactory<typeof schema> = {
       stop: async () => {
         await input.stop();
         clearTimeout(settle);
-        judge();
+        flush();
       },
     };
   },

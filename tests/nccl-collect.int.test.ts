@@ -1,0 +1,83 @@
+/**
+ * `rankwatch collect` (the built CLI, a subprocess) reading public nccl-tests output and a NCCL
+ * watchdog log, into `rankwatch up` (in this process, 127.0.0.1, a free port): the findings a
+ * user sees are the nccl-tests corruption on its host and the hang, desync and rank behind with
+ * their ranks.
+ */
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startUp, type Up } from '../cli/commands/up.js';
+import { ChdbStore } from '../store/chdb.js';
+import { type Running, startRankwatch, until } from './helpers.js';
+
+const fixtures = join(import.meta.dirname, '..', 'collectors', 'parsers', 'fixtures');
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-nccl-'));
+
+interface Row {
+  type: string;
+  state: string;
+  host: string;
+  rank: number | null;
+  peer_host: string | null;
+}
+
+describe('rankwatch collect (nccl-tests, watchdog) → rankwatch up findings', () => {
+  let up: Up;
+  let collector: Running;
+
+  beforeAll(async () => {
+    up = await startUp({
+      host: '127.0.0.1',
+      port: 0,
+      store: new ChdbStore({ path: join(dir, 'data') }),
+      token: 'tok',
+    });
+    copyFileSync(join(fixtures, 'nccl-tests-wrong.txt'), join(dir, 'nccl-tests.log'));
+    copyFileSync(join(fixtures, 'nccl-watchdog-desync-derived.log'), join(dir, 'train.log'));
+    collector = startRankwatch([
+      'collect',
+      '--bus',
+      up.url,
+      '--token',
+      'tok',
+      '--host',
+      'node-a',
+      '--nccl-tests',
+      join(dir, 'nccl-tests.log'),
+      '--nccl-log',
+      join(dir, 'train.log'),
+      '--job',
+      'llm',
+      '--from',
+      'start',
+      '--flush-ms',
+      '200',
+    ]);
+  });
+
+  afterAll(async () => {
+    collector.kill();
+    await up?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('stores the corruption, hang, desync and rank-behind findings with host and rank', async () => {
+    const rows = await until('the nccl findings', async () => {
+      const r = await up.store.query<Row>(
+        "SELECT type, state, host, rank, peer_host FROM findings WHERE state = 'open' ORDER BY type",
+      );
+      return r.length >= 4 ? r : undefined;
+    });
+    expect(rows.map((r) => [r.type, r.host, r.rank])).toEqual([
+      ['nccl_data_corruption', 'GENOA-01', null],
+      ['nccl_desync', 'node-a', 2],
+      ['nccl_hang', 'node-a', 0],
+      ['nccl_rank_behind', 'node-a', 3],
+    ]);
+    expect(await collector.stop()).toBe(0);
+    expect(collector.stderr()).not.toMatch(/nccl_(tests|watchdog): line/);
+    expect(up.pipeline.counters().dead_letters).toBe(0);
+  }, 180_000);
+});

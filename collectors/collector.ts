@@ -84,7 +84,8 @@ export class Collector {
         }
       },
       ignoredFields: (source: string, fields: Record<string, number>) => {
-        const mine = (this.c.ignored_fields[source] ??= {});
+        this.c.ignored_fields[source] ??= {};
+        const mine = this.c.ignored_fields[source];
         for (const [f, n] of Object.entries(fields)) mine[f] = (mine[f] ?? 0) + n;
       },
       sourceError: (source: string, err: unknown) => {

@@ -1,13 +1,15 @@
 /**
  * NVRM XID lines from the kernel log: the journal (`journalctl -k -f`), /dev/kmsg, or a file
- * (tailed). GPUs come from the PCI bus map (config, the nvidia_smi source, or one nvidia-smi call
- * at start).
+ * (tailed). GPUs come from the PCI bus map (config, the nvidia_smi source, or nvidia-smi's
+ * pci.bus_id query at start and again whenever a fault names a bus id the map lacks, so faults of
+ * two unmapped GPUs never look like one). Boot-relative stamps ([secs], kmsg µs) are placed in
+ * time through this boot's start (/proc/uptime).
  */
 import { execFile } from 'node:child_process';
-import { createReadStream } from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Type } from '@sinclair/typebox';
-import { parseKernelLine } from '../parsers/kernel_xid.js';
+import { KernelLogParser } from '../parsers/kernel_xid.js';
 import { normalizePciBusId } from '../parsers/nvidia_smi.js';
 import { backoffMs, type SourceFactory, sourceName } from '../source.js';
 import { commandLines, type LineInput, tailLines } from './lines.js';
@@ -39,11 +41,28 @@ export const kernelLog: SourceFactory<typeof schema> = {
   create(cfg, deps) {
     const name = sourceName('kernel_log', cfg.name);
     for (const [bus, gpu] of Object.entries(cfg.pciMap)) deps.pciMap.set(normalizePciBusId(bus), gpu);
+    const parser = new KernelLogParser({
+      host: deps.host,
+      pciToGpu: deps.pciMap,
+      bootTimeMs: bootTime(deps.now()),
+    });
+    const learn = relearner(deps.pciMap);
     let lineNo = 0;
+    const emit = (e: Record<string, unknown>) => deps.emit([cfg.job ? { ...e, job: cfg.job } : e]);
     const onLine = (line: string) => {
-      const r = parseKernelLine(line, ++lineNo, deps.now(), { host: deps.host, pciToGpu: deps.pciMap });
+      const r = parser.push(line, ++lineNo, deps.now());
       if ('problem' in r) deps.parseProblems(name, [r.problem]);
-      else if ('event' in r) deps.emit([cfg.job ? { ...r.event, job: cfg.job } : r.event]);
+      else if ('event' in r) {
+        const e = r.event;
+        const bus = e.pci_bus_id as string | undefined;
+        if (e.gpu !== undefined || !bus) return emit(e);
+        // An unknown bus id: ask nvidia-smi again (a GPU may have come back, or the map was never
+        // learnt), then send the fault with its GPU if found, else with its bus id alone.
+        void learn(bus).then(() => {
+          const gpu = deps.pciMap.get(bus);
+          emit(gpu === undefined ? e : { ...e, gpu });
+        });
+      }
     };
     let input: LineInput;
     if (cfg.mode === 'file') input = tailLines(name, cfg, deps, (lines) => lines.forEach(onLine));
@@ -54,7 +73,7 @@ export const kernelLog: SourceFactory<typeof schema> = {
       type: 'kernel_log',
       name,
       start: () => {
-        if (deps.pciMap.size === 0) learnPciMap(deps.pciMap);
+        if (deps.pciMap.size === 0) void learn();
         input.start();
       },
       stop: () => input.stop(),
@@ -63,19 +82,51 @@ export const kernelLog: SourceFactory<typeof schema> = {
 };
 
 /** One nvidia-smi call for the bus map; silently nothing where nvidia-smi is absent. */
-function learnPciMap(map: Map<string, number>): void {
-  execFile(
-    'nvidia-smi',
-    ['--query-gpu=index,pci.bus_id', '--format=csv,noheader'],
-    { timeout: 10_000 },
-    (err, out) => {
-      if (err) return;
-      for (const line of out.split('\n')) {
-        const [i, bus] = line.split(',').map((s) => s.trim());
-        if (bus && Number.isInteger(Number(i))) map.set(normalizePciBusId(bus), Number(i));
-      }
-    },
+function learnPciMap(map: Map<string, number>): Promise<void> {
+  return new Promise((resolve) =>
+    execFile(
+      'nvidia-smi',
+      ['--query-gpu=index,pci.bus_id', '--format=csv,noheader'],
+      { timeout: 10_000 },
+      (err, out) => {
+        if (!err)
+          for (const line of out.split('\n')) {
+            const [i, bus] = line.split(',').map((s) => s.trim());
+            if (bus && i !== '' && Number.isInteger(Number(i))) map.set(normalizePciBusId(bus), Number(i));
+          }
+        resolve();
+      },
+    ),
   );
+}
+
+/**
+ * Learns the map again for a bus id it lacks, at most once per bus per `everyMs` (a burst of
+ * faults from one unknown bus asks once); callers during a running query wait for it.
+ */
+function relearner(map: Map<string, number>, everyMs = 30_000): (bus?: string) => Promise<void> {
+  const asked = new Map<string, number>();
+  let running: Promise<void> | undefined;
+  return async (bus = '') => {
+    while (running) await running;
+    if (bus && map.has(bus)) return;
+    if (Date.now() - (asked.get(bus) ?? Number.NEGATIVE_INFINITY) < everyMs) return;
+    asked.set(bus, Date.now());
+    running = learnPciMap(map).finally(() => {
+      running = undefined;
+    });
+    await running;
+  };
+}
+
+/** This boot's start in epoch ms (from /proc/uptime); undefined off Linux. */
+function bootTime(now: number): number | undefined {
+  try {
+    const up = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    return Number.isFinite(up) ? now - up * 1000 : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** /dev/kmsg records ("level,seq,usec,-;text"); opening it replays the ring buffer first. Reopened with backoff on error. */

@@ -15,7 +15,7 @@
  */
 import type { FaultEvent as F } from '../../schema/events.js';
 import { normalizePciBusId } from './nvidia_smi.js';
-import { type Open, type ParseProblem, problem } from './problems.js';
+import { type Open, type ParseProblem, parseRfc3339, problem } from './problems.js';
 
 type FaultEvent = Open<F>;
 
@@ -70,8 +70,8 @@ const PREFIXES: Prefix[] = [
       // "stamp host kernel:" is the log's own (journal short-iso, syslog); a bare stamp a shipper's.
       const host = SYSLOG_HOST.exec(rest);
       return host
-        ? { ts: parseIso(m[1]), rank: 3, rest: rest.slice(host[0].length) }
-        : { ts: parseIso(m[1]), rank: 1 };
+        ? { ts: parseRfc3339(m[1]), rank: 3, rest: rest.slice(host[0].length) }
+        : { ts: parseRfc3339(m[1]), rank: 1 };
     },
   },
   { re: JOURNAL, read: (m, _r, now) => ({ ts: journalTime(m, now), rank: 3 }) },
@@ -114,15 +114,6 @@ export function splitPrefix(raw: string, now: number, bootTimeMs?: number): { ts
     take(t, r);
   }
   return { ts, text: text.trimStart() };
-}
-
-/** RFC3339 with up to nanoseconds (kubectl) and "+0000" zones (journal short-iso). */
-function parseIso(s: string): number {
-  const m = /^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(?:[.,](\d+))?(Z|[+-]\d{2}:?\d{2})?$/.exec(s);
-  if (!m) return Number.NaN;
-  const ms = (m[3] ?? '').slice(0, 3).padEnd(3, '0');
-  const zone = m[4] ? m[4].replace(/^([+-]\d{2})(\d{2})$/, '$1:$2') : '';
-  return zone ? Date.parse(`${m[1]}T${m[2]}.${ms}${zone}`) : new Date(`${m[1]}T${m[2]}.${ms}`).getTime();
 }
 
 /** Journal "short" has no year: the stamp's year is the read time's, or the one before for a December line read in January. */

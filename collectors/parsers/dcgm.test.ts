@@ -147,6 +147,12 @@ describe('dcgm-exporter as sites configure it', () => {
     const again = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 60_000, MAP, state);
     expect(again.events.filter((e) => e.kind === 'fault')).toEqual([]);
     expect(again.events[0]).toMatchObject({ throttle_reasons: 0, throttle_reasons_unknown: true });
+
+    // The XID leaves the window (the exporter prints the no-event row again), then happens again:
+    // the same count of 1 is a new event.
+    dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS + 400_000, MAP, state);
+    const repeat = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 430_000, MAP, state);
+    expect(repeat.events.filter((e) => e.kind === 'fault').map((e) => e.code)).toEqual([42]);
   });
 
   it('takes counts already there at the first scrape as the baseline (a restart re-reports nothing)', () => {

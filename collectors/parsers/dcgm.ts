@@ -285,6 +285,19 @@ function readCounts(
       g.eventBits |= bit;
     }
   }
+  // A series the exporter no longer prints has fallen to zero (its events left the window, or the
+  // exporter restarted): the next event of that kind is a rise from zero, not hidden by the old value.
+  const seen = new Set(
+    counts.map(
+      ({ g, s, xid }) =>
+        `${g.host}/${g.gpu}|${xid ? 'xid' : 'clock_event'}=${xid ? s.labels.xid : s.labels.clock_event}`,
+    ),
+  );
+  const gpus = new Set(counts.map(({ g }) => `${g.host}/${g.gpu}|`));
+  for (const key of state.keys()) {
+    const cut = key.indexOf('|');
+    if (cut > 0 && gpus.has(key.slice(0, cut + 1)) && key.includes('=') && !seen.has(key)) state.set(key, 0);
+  }
   for (const { g } of counts) state.set(`${g.host}/${g.gpu}|counts`, 1);
 }
 

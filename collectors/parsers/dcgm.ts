@@ -247,6 +247,10 @@ export function samplesToEvents(
   return { events, problems, ignored };
 }
 
+/** One count series: GPU, metric (an exporter may print the windowed and the total count), label. */
+const seriesKey = (g: Gpu, s: Sample, xid: boolean) =>
+  `${g.host}/${g.gpu}|${s.name}|${xid ? `xid=${s.labels.xid}` : `clock_event=${s.labels.clock_event}`}`;
+
 /**
  * Compares each count with the last scrape's. A GPU's first scrape is the baseline (counts from
  * before the collector started are old news); a series first seen later starts from zero, since
@@ -262,7 +266,7 @@ function readCounts(
   for (const { g, s, xid } of counts) {
     const label = xid ? s.labels.xid : s.labels.clock_event;
     if (label === undefined) continue; // the exporter's "no events" row: value 0, no label
-    const series = `${g.host}/${g.gpu}|${xid ? 'xid' : 'clock_event'}=${label}`;
+    const series = seriesKey(g, s, xid);
     const value = s.value as number;
     const before = state.get(series) ?? (fresh.has(g) ? value : 0);
     state.set(series, value);
@@ -287,12 +291,7 @@ function readCounts(
   }
   // A series the exporter no longer prints has fallen to zero (its events left the window, or the
   // exporter restarted): the next event of that kind is a rise from zero, not hidden by the old value.
-  const seen = new Set(
-    counts.map(
-      ({ g, s, xid }) =>
-        `${g.host}/${g.gpu}|${xid ? 'xid' : 'clock_event'}=${xid ? s.labels.xid : s.labels.clock_event}`,
-    ),
-  );
+  const seen = new Set(counts.map(({ g, s, xid }) => seriesKey(g, s, xid)));
   const gpus = new Set(counts.map(({ g }) => `${g.host}/${g.gpu}|`));
   for (const key of state.keys()) {
     const cut = key.indexOf('|');

@@ -61,10 +61,13 @@ describe('kernel log as it really reads (public reports, fixtures/kernel-real.lo
   const map = new Map([['0000:b3:00', 5]]);
   function read(text: string) {
     const p = new KernelLogParser({ host: 'gpu-0017', pciToGpu: map, bootTimeMs: BOOT });
-    const out = text
-      .split('\n')
-      .filter((l) => l !== '' && !l.startsWith('#'))
-      .map((l, i) => p.push(l, i + 1, NOW));
+    const out = [
+      ...text
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('#'))
+        .flatMap((l, i) => p.push(l, i + 1, NOW)),
+      ...p.flush(),
+    ];
     return {
       events: out.flatMap((o) => ('event' in o ? [o.event] : [])),
       problems: out.flatMap((o) => ('problem' in o ? [o.problem] : [])),
@@ -170,5 +173,21 @@ describe('kernel log as it really reads (public reports, fixtures/kernel-real.lo
     expect(events).toEqual([]);
     expect(problems).toHaveLength(1);
     expect(problems[0].reason).toMatch(/unknown or truncated/);
+  });
+
+  it('reads an Xid 154 whose action wraps onto the next line, and one whose action never comes', () => {
+    const wrapped = read(
+      [
+        'Jul 26 08:17:15 host kernel: NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None)',
+        '                                 to 0x2 (Node Reboot Required)',
+        'Jul 26 08:17:16 host kernel: NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None)',
+        'Jul 26 08:17:16 host kernel: NVRM: something else',
+      ].join('\n'),
+    );
+    expect(wrapped.problems).toEqual([]);
+    expect(wrapped.events.map((e) => [e.code, e.recovery_action, e.recovery_action_name])).toEqual([
+      [154, 2, 'Node Reboot Required'],
+      [154, undefined, undefined],
+    ]);
   });
 });

@@ -126,26 +126,51 @@ function journalTime(m: RegExpExecArray, now: number): number {
   return t > now + 86_400_000 ? new Date(year - 1, mon, +m[2], +m[3], +m[4], +m[5], ms).getTime() : t;
 }
 
-/** Stateful: the off-the-bus message spans lines, and a 79 said twice is one event. */
+/**
+ * Stateful: the off-the-bus message spans lines, an Xid 154 may wrap before its action
+ * ("… from 0x0 (None)" / "to 0x2 (Node Reboot Required)"), and a 79 said twice is one event.
+ */
 export class KernelLogParser {
   private pending: { bus: string; ts: number; left: number } | undefined;
+  /** An Xid 154 whose action is on the next line, if it continues there. */
+  private wrapped154: { event: FaultEvent; rest: string } | undefined;
   private last79 = new Map<string, number>();
 
   constructor(private readonly ctx: KernelContext) {}
 
-  push(raw: string, lineNo: number, now: number): KernelLine {
+  /** What one line adds: usually nothing or one result; two when it ends a held-back 154. */
+  push(raw: string, lineNo: number, now: number): KernelLine[] {
     const { ts: own, text } = splitPrefix(raw, now, this.ctx.bootTimeMs);
     const ts = own ?? now;
     // /dev/kmsg escapes a record's inner newlines as \x0a: read its lines in order.
-    if (text.includes('\\x0a')) {
-      let out: KernelLine = { ignored: true };
-      for (const part of text.split('\\x0a')) {
-        const r = this.text(part.trim(), lineNo, ts, raw);
-        if (!('ignored' in r)) out = r;
+    const parts = text.includes('\\x0a') ? text.split('\\x0a').map((t) => t.trim()) : [text];
+    const out: KernelLine[] = [];
+    for (const part of parts) {
+      if (this.wrapped154) {
+        const w = this.wrapped154;
+        this.wrapped154 = undefined;
+        if (/^(?:NVRM:\s*)?(?:to 0x|\()/.test(part)) {
+          out.push({ event: withRecovery(w.event, `${w.rest} ${part.replace(/^NVRM:\s*/, '')}`) });
+          continue;
+        }
+        out.push({ event: w.event });
       }
-      return out;
+      const r = this.text(part, lineNo, ts, raw);
+      if (!('ignored' in r)) out.push(r);
     }
-    return this.text(text, lineNo, ts, raw);
+    return out;
+  }
+
+  /** Whether a line is held back waiting for its continuation (flush it when the input goes quiet). */
+  get holding(): boolean {
+    return this.wrapped154 !== undefined;
+  }
+
+  /** At the end of the input, or when it has gone quiet: what is still held back. */
+  flush(): KernelLine[] {
+    const w = this.wrapped154;
+    this.wrapped154 = undefined;
+    return w ? [{ event: w.event }] : [];
   }
 
   private text(text: string, lineNo: number, ts: number, raw: string): KernelLine {
@@ -208,12 +233,10 @@ export class KernelLogParser {
     const extra: Record<string, unknown> = {};
     if (pid && pid !== '<unknown>') extra.pid = pid;
     if (name && name !== '<unknown>') extra.process = name;
-    if (code === 154) {
-      const r = RECOVERY.exec(rest);
-      if (!r) return { problem: problem(lineNo, 'Xid 154 without a recovery action', raw) };
-      extra.recovery_action = Number.parseInt(r[3], 16);
-      if (r[4]) extra.recovery_action_name = r[4].trim();
-      if (r[1]) extra.recovery_action_from = Number.parseInt(r[1], 16);
+    if (code === 154 && !RECOVERY.test(rest)) {
+      // Held back a line: its action may follow on a continuation line.
+      this.wrapped154 = { event: this.fault(ts, busId, code, rest || `XID ${code}`, extra), rest };
+      return { ignored: true };
     }
     if (code >= 144 && code <= 150) {
       const w = NVLINK_WORD.exec(rest);
@@ -221,7 +244,8 @@ export class KernelLogParser {
     }
     const root = ROOT_CAUSE.exec(rest);
     if (root) extra.root_cause_xid = Number(root[1]);
-    return { event: this.fault(ts, busId, code, rest || `XID ${code}`, extra) };
+    const event = this.fault(ts, busId, code, rest || `XID ${code}`, extra);
+    return { event: code === 154 ? withRecovery(event, rest) : event };
   }
 
   private fault(
@@ -247,7 +271,21 @@ export class KernelLogParser {
   }
 }
 
+/** Xid 154's recovery action (hex code, name, and the action before) read from its message. */
+function withRecovery(e: FaultEvent, message: string): FaultEvent {
+  const r = RECOVERY.exec(message);
+  if (!r) return e;
+  return {
+    ...e,
+    message,
+    recovery_action: Number.parseInt(r[3], 16),
+    ...(r[4] ? { recovery_action_name: r[4].trim() } : {}),
+    ...(r[1] ? { recovery_action_from: Number.parseInt(r[1], 16) } : {}),
+  };
+}
+
 /** One line on its own (no state carried between lines). */
 export function parseKernelLine(line: string, lineNo: number, now: number, ctx: KernelContext): KernelLine {
-  return new KernelLogParser(ctx).push(line, lineNo, now);
+  const p = new KernelLogParser(ctx);
+  return [...p.push(line, lineNo, now), ...p.flush()][0] ?? { ignored: true };
 }

@@ -49,8 +49,7 @@ export const kernelLog: SourceFactory<typeof schema> = {
     const learn = relearner(deps.pciMap);
     let lineNo = 0;
     const emit = (e: Record<string, unknown>) => deps.emit([cfg.job ? { ...e, job: cfg.job } : e]);
-    const onLine = (line: string) => {
-      const r = parser.push(line, ++lineNo, deps.now());
+    const onResult = (r: ReturnType<typeof parser.push>[number]) => {
       if ('problem' in r) deps.parseProblems(name, [r.problem]);
       else if ('event' in r) {
         const e = r.event;
@@ -64,6 +63,13 @@ export const kernelLog: SourceFactory<typeof schema> = {
         });
       }
     };
+    // A held-back line (an Xid 154 whose action may wrap) waits at most a second for the next one.
+    let quiet: NodeJS.Timeout | undefined;
+    const onLine = (line: string) => {
+      clearTimeout(quiet);
+      for (const r of parser.push(line, ++lineNo, deps.now())) onResult(r);
+      if (parser.holding) quiet = setTimeout(() => parser.flush().forEach(onResult), 1000);
+    };
     let input: LineInput;
     if (cfg.mode === 'file') input = tailLines(name, cfg, deps, (lines) => lines.forEach(onLine));
     else if (cfg.mode === 'journal')
@@ -76,7 +82,11 @@ export const kernelLog: SourceFactory<typeof schema> = {
         if (deps.pciMap.size === 0) void learn();
         input.start();
       },
-      stop: () => input.stop(),
+      stop: async () => {
+        await input.stop();
+        clearTimeout(quiet);
+        for (const r of parser.flush()) onResult(r);
+      },
     };
   },
 };

@@ -49,7 +49,15 @@ describe('kernel_log source', () => {
     const deps = c.deps('gpu-0017');
     const events: Record<string, unknown>[] = [];
     const src = kernelLog.create(
-      { type: 'kernel_log', mode: 'file', path: log, from: 'start', pollMs: 50, pciMap: {} },
+      {
+        type: 'kernel_log',
+        mode: 'file',
+        path: log,
+        from: 'start',
+        pollMs: 50,
+        pciMap: {},
+        bootTime: '2026-11-30T00:00:00Z',
+      },
       { ...deps, emit: (e) => events.push(...(e as Record<string, unknown>[])) },
     );
     src.start();
@@ -60,6 +68,8 @@ describe('kernel_log source', () => {
     expect(c.counters().parse_errors).toEqual({});
     const offBus = events.find((e) => e.pci_bus_id === '0000:b3:00');
     expect(offBus).toMatchObject({ code: 79, gpu: 1, host: 'gpu-0017' });
+    // "[ 1843.308145]" dated from the saved log's boot, not the read time.
+    expect(offBus?.ts).toBe(Date.parse('2026-11-30T00:00:00Z') + 1_843_308.145);
     const unknown = events.find((e) => e.pci_bus_id === '0000:06:00');
     expect(unknown).toMatchObject({ code: 79 });
     expect(unknown).not.toHaveProperty('gpu');

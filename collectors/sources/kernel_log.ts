@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline';
 import { Type } from '@sinclair/typebox';
 import { KernelLogParser } from '../parsers/kernel_xid.js';
 import { normalizePciBusId } from '../parsers/nvidia_smi.js';
+import { parseRfc3339 } from '../parsers/problems.js';
 import { backoffMs, type SourceFactory, sourceName } from '../source.js';
 import { commandLines, type LineInput, tailLines } from './lines.js';
 
@@ -30,6 +31,12 @@ const schema = Type.Object(
       description: 'PCI bus id → GPU index, e.g. {"0000:3b:00": 2}; else learnt from nvidia-smi',
     }),
     job: Type.Optional(Type.String()),
+    bootTime: Type.Optional(
+      Type.String({
+        description:
+          'when the log\'s boot began (RFC3339), to date dmesg "[secs]" stamps of a saved log; kmsg uses this boot\'s, a file none (its [secs] lines get the read time)',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -41,10 +48,17 @@ export const kernelLog: SourceFactory<typeof schema> = {
   create(cfg, deps) {
     const name = sourceName('kernel_log', cfg.name);
     for (const [bus, gpu] of Object.entries(cfg.pciMap)) deps.pciMap.set(normalizePciBusId(bus), gpu);
+    // Boot-relative stamps need the boot they count from: this one for kmsg; for a file only when
+    // given (a saved log may come from another boot, and a wrong date is worse than the read time).
+    const boot = cfg.bootTime ? parseRfc3339(cfg.bootTime) : undefined;
+    if (cfg.bootTime && !Number.isFinite(boot))
+      deps.logger.warn(
+        `${name}: bootTime "${cfg.bootTime}" is not an RFC3339 time (e.g. 2026-11-30T00:00:00Z); ignored`,
+      );
     const parser = new KernelLogParser({
       host: deps.host,
       pciToGpu: deps.pciMap,
-      bootTimeMs: bootTime(deps.now()),
+      bootTimeMs: Number.isFinite(boot) ? boot : cfg.mode === 'kmsg' ? bootTime(deps.now()) : undefined,
     });
     const learn = relearner(deps.pciMap);
     let lineNo = 0;

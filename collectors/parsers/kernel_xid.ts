@@ -106,8 +106,15 @@ export function splitPrefix(raw: string, now: number, bootTimeMs?: number): { ts
   };
   for (let guard = 0; guard < 5; guard++) {
     text = text.trimStart();
-    const hit = PREFIXES.map((p) => ({ p, m: p.re.exec(text) })).find((x) => x.m);
-    if (!hit?.m) break;
+    let hit: { p: Prefix; m: RegExpExecArray } | undefined;
+    for (const p of PREFIXES) {
+      const m = p.re.exec(text);
+      if (m) {
+        hit = { p, m };
+        break;
+      }
+    }
+    if (!hit) break;
     text = text.slice(hit.m[0].length);
     const { ts: t, rank: r, rest } = hit.p.read(hit.m, text, now, bootTimeMs);
     if (rest !== undefined) text = rest;
@@ -140,6 +147,8 @@ export class KernelLogParser {
 
   /** What one line adds: usually nothing or one result; two when it ends a held-back 154. */
   push(raw: string, lineNo: number, now: number): KernelLine[] {
+    // Hot path: nearly every kernel line is not the driver's; skip it without the prefix work.
+    if (!this.pending && !this.wrapped154 && !raw.includes('NVRM')) return [];
     const { ts: own, text } = splitPrefix(raw, now, this.ctx.bootTimeMs);
     const ts = own ?? now;
     // /dev/kmsg escapes a record's inner newlines as \x0a: read its lines in order.

@@ -27,6 +27,8 @@ export interface CollectorCounters {
   events_dropped: number;
   dropped_by_reason: Record<string, number>;
   parse_errors: Record<string, number>;
+  /** Samples of fields a source does not use, by source and field. */
+  ignored_fields: Record<string, Record<string, number>>;
   source_errors: Record<string, number>;
   publish_errors: number;
   buffered: number;
@@ -49,6 +51,7 @@ export class Collector {
     events_dropped: 0,
     dropped_by_reason: {} as Record<string, number>,
     parse_errors: {} as Record<string, number>,
+    ignored_fields: {} as Record<string, Record<string, number>>,
     source_errors: {} as Record<string, number>,
     publish_errors: 0,
   };
@@ -79,6 +82,11 @@ export class Collector {
               `${source}: line ${problems[i].line}: ${problems[i].reason}${problems[i].raw ? ` (${problems[i].raw.slice(0, 120)})` : ''} [${n} so far]`,
             );
         }
+      },
+      ignoredFields: (source: string, fields: Record<string, number>) => {
+        this.c.ignored_fields[source] ??= {};
+        const mine = this.c.ignored_fields[source];
+        for (const [f, n] of Object.entries(fields)) mine[f] = (mine[f] ?? 0) + n;
       },
       sourceError: (source: string, err: unknown) => {
         const n = (this.c.source_errors[source] ?? 0) + 1;
@@ -118,6 +126,9 @@ export class Collector {
       ...this.c,
       dropped_by_reason: { ...this.c.dropped_by_reason },
       parse_errors: { ...this.c.parse_errors },
+      ignored_fields: Object.fromEntries(
+        Object.entries(this.c.ignored_fields).map(([k, v]) => [k, { ...v }]),
+      ),
       source_errors: { ...this.c.source_errors },
       buffered: this.buffer.length,
       ...this.o.extraCounters?.(),

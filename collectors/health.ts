@@ -36,6 +36,17 @@ export function renderMetrics(c: CollectorCounters): string {
     labelled('source', c.parse_errors),
   );
   family(
+    'ignored_fields_total',
+    'samples of fields a source does not use (e.g. DCGM_* metrics it does not read), by source and field',
+    'counter',
+    Object.entries(c.ignored_fields ?? {}).flatMap(([src, fields]) =>
+      labelled('field', fields).map(([l, v]): [string, number] => [
+        `{source="${src.replace(/["\\\n]/g, '_')}",${l.slice(1)}`,
+        v,
+      ]),
+    ),
+  );
+  family(
     'source_errors_total',
     'failures to reach or read an input',
     'counter',

@@ -22,6 +22,9 @@ export interface SourceDeps {
   emit(events: unknown[]): void;
   /** Lines or records the source could not use. */
   parseProblems(source: string, problems: ParseProblem[]): void;
+  /** Fields the input carries that the source does not use (e.g. unknown DCGM_* metrics), with
+   * their sample counts: counted apart from parse errors, since they are not errors. */
+  ignoredFields?(source: string, fields: Record<string, number>): void;
   /** The input could not be reached or read; the source retries on its own. */
   sourceError(source: string, err: unknown): void;
   /** PCI bus id ("0000:3b:00") → GPU index on this node, shared between sources. */

@@ -98,3 +98,65 @@ describe('dcgm-exporter text → gpu and fault events', () => {
     expect(isBlank(0)).toBe(false);
   });
 });
+
+describe('dcgm-exporter as sites configure it', () => {
+  const MAP = { host: 'fallback' };
+
+  it('reads the README scrape (spaces between labels), also with CRLF and tabs', () => {
+    const text = fixture('dcgm-readme.prom');
+    for (const variant of [text, text.replaceAll('\n', '\r\n'), text.replaceAll(', ', ',\t')]) {
+      const r = dcgmToEvents(variant, TS, MAP, new Map());
+      expect(r.problems).toEqual([]);
+      expect(r.events).toHaveLength(1);
+      expect(r.events[0]).toMatchObject({ gpu: 0, sm_clock_mhz: 139, mem_clock_mhz: 405 });
+      expect(r.events[0]).not.toHaveProperty('mem_temp_c');
+    }
+  });
+
+  it('refuses a scrape cut mid-number instead of reading 139 MHz as 1', () => {
+    const text = fixture('dcgm-readme.prom');
+    const cut = text.slice(0, text.indexOf('} 139') + 3);
+    expect(cut.endsWith('} 1')).toBe(true);
+    const r = dcgmToEvents(cut, TS, MAP, new Map());
+    expect(r.events).toEqual([]);
+    expect(r.problems).toHaveLength(1);
+    expect(r.problems[0].reason).toMatch(/cut short/);
+  });
+
+  it('turns a rise of the XID and clock-event counts into one fault and reason bits, once', () => {
+    const state: DcgmState = new Map();
+    const before = dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS, MAP, state);
+    expect(before.problems).toEqual([]);
+    expect(before.events.filter((e) => e.kind === 'fault')).toEqual([]);
+    expect(before.events[0]).toMatchObject({ host: 'home', gpu: 0, throttle_reasons_unknown: true });
+    // Unknown DCGM fields are counted apart, never as parse problems.
+    expect(before.ignored).toEqual({ DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION: 1 });
+
+    const after = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 30_000, MAP, state);
+    expect(after.problems).toEqual([]);
+    const faults = after.events.filter((e) => e.kind === 'fault');
+    expect(faults).toHaveLength(1);
+    expect(faults[0]).toMatchObject({ host: 'home', gpu: 0, source: 'xid', code: 42, count: 1 });
+    expect(validateEvent(faults[0]).ok).toBe(true);
+    const gpu = after.events.find((e) => e.kind === 'gpu');
+    // gpu_idle 0x1 | sw_thermal 0x20 | hw_thermal 0x40
+    expect(gpu).toMatchObject({ sm_clock_mhz: 1065, throttle_reasons: 0x61 });
+    expect(gpu).not.toHaveProperty('throttle_reasons_unknown');
+
+    // The same counts on the next scrape are not new events.
+    const again = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 60_000, MAP, state);
+    expect(again.events.filter((e) => e.kind === 'fault')).toEqual([]);
+    expect(again.events[0]).toMatchObject({ throttle_reasons: 0, throttle_reasons_unknown: true });
+
+    // The XID leaves the window (the exporter prints the no-event row again), then happens again:
+    // the same count of 1 is a new event.
+    dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS + 400_000, MAP, state);
+    const repeat = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 430_000, MAP, state);
+    expect(repeat.events.filter((e) => e.kind === 'fault').map((e) => e.code)).toEqual([42]);
+  });
+
+  it('takes counts already there at the first scrape as the baseline (a restart re-reports nothing)', () => {
+    const r = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS, MAP, new Map());
+    expect(r.events.filter((e) => e.kind === 'fault')).toEqual([]);
+  });
+});

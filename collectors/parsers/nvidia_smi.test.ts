@@ -76,3 +76,28 @@ describe('nvidia-smi CSV → gpu events', () => {
     expect(normalizePciBusId('0000:3b:00.0')).toBe('0000:3b:00');
   });
 });
+
+describe('nvidia-smi CSV as shipped', () => {
+  const rows = lines('nvidia-smi-nounits-noheader.csv');
+  const parse = (ls: string[]) => {
+    const p = new NvidiaSmiParser('gpu-0017', DEFAULT_QUERY);
+    return ls.map((l) => p.push(l, NOW));
+  };
+
+  it('reads rows behind kubectl --timestamps stamps, with CRLF and tabs, like the plain rows', () => {
+    const plain = parse(rows);
+    const shipped = parse(rows.map((r) => `2026-11-30T05:12:02.000000001Z ${r.replaceAll(', ', ',\t')}\r`));
+    expect(shipped.filter((o) => o.problem)).toEqual([]);
+    expect(shipped.map((o) => o.event?.throttle_reasons)).toEqual(
+      plain.map((o) => o.event?.throttle_reasons),
+    );
+    expect(shipped.map((o) => o.event?.sm_clock_mhz)).toEqual([1410, 1095]);
+  });
+
+  it('counts a truncated last row once, with its reason', () => {
+    const out = parse([rows[0], rows[1].slice(0, 40)]);
+    expect(out.filter((o) => o.problem).map((o) => o.problem?.reason)).toEqual([
+      'expected 13 columns, got 3',
+    ]);
+  });
+});

@@ -5,7 +5,7 @@
  * "[N/A]" / "[Not Supported]" (dropped), or be hex bitmasks (clock-event reasons).
  */
 import type { GpuEvent as G } from '../../schema/events.js';
-import { type Open, type ParseProblem, problem } from './problems.js';
+import { type Open, type ParseProblem, problem, splitShipperStamp } from './problems.js';
 
 type GpuEvent = Open<G>;
 
@@ -80,7 +80,10 @@ export class NvidiaSmiParser {
   /** `now` is used when the line has no parseable timestamp column. */
   push(raw: string, now: number): NvidiaSmiLine {
     this.lineNo++;
-    const line = raw.trim();
+    // A shipper's stamp in front (kubectl logs --timestamps) is not a column; its time stands in
+    // for a missing timestamp column.
+    const shipped = splitShipperStamp(raw.trim());
+    const line = shipped.rest.trim();
     if (line === '') return {};
     const cells = line.split(',').map((c) => c.trim());
     if (isHeader(cells)) {
@@ -93,7 +96,7 @@ export class NvidiaSmiParser {
       return {
         problem: problem(this.lineNo, `expected ${this.columns.length} columns, got ${cells.length}`, line),
       };
-    const out: Record<string, unknown> = { v: 1, kind: 'gpu', ts: now, host: this.host };
+    const out: Record<string, unknown> = { v: 1, kind: 'gpu', ts: shipped.ts ?? now, host: this.host };
     let pciBus: string | undefined;
     for (let i = 0; i < cells.length; i++) {
       const col: string = this.columns[i];

@@ -2,6 +2,8 @@
  * Prometheus text exposition format (what dcgm-exporter serves), reduced to what collectors need:
  * metric name, labels and value per sample. Comments and blank lines are skipped; a sample with
  * no value (dcgm-exporter prints blanks for fields a GPU does not report) keeps `value: undefined`.
+ * CRLF line ends, tabs and spaces between labels (`{gpu="0", UUID=…}` as the exporter's README
+ * shows) are accepted. A body cut short is the caller's to refuse (see dcgm.ts).
  */
 import { type ParseProblem, problem, splitLines } from './problems.js';
 
@@ -37,7 +39,7 @@ function parseSampleLine(line: string): Sample | string {
   if (line[pos] === '{') {
     pos++;
     for (;;) {
-      while (line[pos] === ' ' || line[pos] === ',') pos++;
+      while (line[pos] === ' ' || line[pos] === '\t' || line[pos] === ',') pos++;
       if (line[pos] === '}') {
         pos++;
         break;

@@ -45,6 +45,7 @@ export const dcgmExporter: SourceFactory<typeof schema> = {
         if (failures > 0) deps.logger.info(`${name}: ${cfg.url} is back`);
         failures = 0;
         if (out.problems.length) deps.parseProblems(name, out.problems);
+        if (Object.keys(out.ignored).length) deps.ignoredFields?.(name, out.ignored);
         if (out.events.length) deps.emit(out.events);
       } catch (err) {
         failures++;

@@ -29,13 +29,25 @@ export function tailLines(
   });
 }
 
-/** Runs `command args`, hands each stdout line over, restarts it with backoff when it exits. */
+export interface CommandOptions {
+  /** Each stderr line, for sources that read the command's complaints (also kept for the error). */
+  onStderrLine?(line: string): void;
+  /** Asked when the command exits: true restarts it at once, not counted as a failure (the
+   * source has changed its arguments after reading why it failed). */
+  restartNow?(): boolean;
+}
+
+/**
+ * Runs `command args`, hands each stdout line over (CR of CRLF output stripped), restarts it with
+ * backoff when it exits. `args` may be a function: it is asked again at every (re)start.
+ */
 export function commandLines(
   name: string,
   command: string,
-  args: string[],
+  args: string[] | (() => string[]),
   deps: SourceDeps,
   onLine: (line: string) => void,
+  opts: CommandOptions = {},
 ): LineInput {
   let child: ChildProcess | undefined;
   let stopped = false;
@@ -44,17 +56,26 @@ export function commandLines(
   const run = () => {
     if (stopped) return;
     const started = Date.now();
-    const c = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(command, typeof args === 'function' ? args() : args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child = c;
     let stderr = '';
-    c.stderr?.on('data', (d: Buffer) => {
-      if (stderr.length < 2000) stderr += d.toString();
+    createInterface({ input: c.stderr!, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (l) => {
+      if (stderr.length < 2000) stderr += `${l}\n`;
+      opts.onStderrLine?.(l);
     });
-    createInterface({ input: c.stdout! }).on('line', onLine);
+    createInterface({ input: c.stdout!, crlfDelay: Number.POSITIVE_INFINITY }).on('line', (l) =>
+      onLine(l.endsWith('\r') ? l.slice(0, -1) : l),
+    );
     const restart = (why: string) => {
       if (child !== c) return;
       child = undefined;
       if (stopped) return;
+      if (opts.restartNow?.()) {
+        timer = setTimeout(run, 0);
+        return;
+      }
       failures = Date.now() - started > 60_000 ? 1 : failures + 1;
       deps.sourceError(
         name,
@@ -65,7 +86,8 @@ export function commandLines(
     c.on('error', (err) =>
       restart(`failed to start (${(err as NodeJS.ErrnoException).code ?? err.message})`),
     );
-    c.on('exit', (code, signal) => restart(`exited (${signal ?? `code ${code}`})`));
+    // 'close', not 'exit': the last stdout lines (often the reason it exited) are read by then.
+    c.on('close', (code, signal) => restart(`exited (${signal ?? `code ${code}`})`));
   };
   return {
     start: () => run(),

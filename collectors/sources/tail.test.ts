@@ -7,12 +7,12 @@ import { FileTail } from './tail.js';
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-tail-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function tail(path: string, from: 'start' | 'end') {
+function tail(path: string, from: 'start' | 'end', partialFlushMs?: number) {
   const lines: string[] = [];
   const errors: unknown[] = [];
   const notices: string[] = [];
   const t = new FileTail(
-    { path, from, pollMs: 10_000 },
+    { path, from, pollMs: 10_000, partialFlushMs },
     { onLines: (l) => lines.push(...l), onError: (e) => errors.push(e), onNotice: (m) => notices.push(m) },
   );
   return { t, lines, errors, notices };
@@ -71,5 +71,24 @@ describe('FileTail', () => {
     await t.poll();
     expect(lines).toEqual(['first']);
     await t.stop();
+  });
+
+  it('reads a last line without its newline once the file stops growing, and on stop', async () => {
+    const p = join(dir, 'cut.log');
+    writeFileSync(p, 'first\r\nlast, cut sho');
+    const idle = tail(p, 'start', 0);
+    await idle.t.poll();
+    expect(idle.lines).toEqual(['first']);
+    await idle.t.poll();
+    expect(idle.lines).toEqual(['first', 'last, cut sho']);
+    await idle.t.stop();
+    expect(idle.lines).toHaveLength(2);
+
+    const waiting = tail(p, 'start', 60_000);
+    await waiting.t.poll();
+    await waiting.t.poll();
+    expect(waiting.lines).toEqual(['first']);
+    await waiting.t.stop();
+    expect(waiting.lines).toEqual(['first', 'last, cut sho']);
   });
 });

@@ -2,7 +2,10 @@
  * Follows a growing text file by polling (fs.watch misses events on network filesystems and in
  * containers), line by line. Survives rotation (the path now names another file: the old one is
  * read to its end first, the new one from its start) and truncation (size below the read
- * position: start over). A missing or unreadable file is reported and retried.
+ * position: start over). A missing or unreadable file is reported and retried. A last line
+ * without its newline (a writer that died mid-line, a finished file cut short) is handed over once
+ * the file has stopped growing for `partialFlushMs`, and on stop(): never silently lost. CR of
+ * CRLF is stripped.
  */
 import { type FileHandle, open, stat } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
@@ -14,6 +17,8 @@ export interface TailConfig {
   pollMs: number;
   /** A line longer than this is cut and reported (bounded memory). */
   maxLineBytes?: number;
+  /** How long an unterminated last line waits for its newline before it is read as is. */
+  partialFlushMs?: number;
 }
 
 export interface TailHandlers {
@@ -31,6 +36,8 @@ export class FileTail {
   private ino = -1;
   private pos = 0;
   private partial = '';
+  /** When the unterminated last line last grew. */
+  private partialAt = 0;
   private decoder = new StringDecoder('utf8');
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -51,6 +58,7 @@ export class FileTail {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
+    this.flushPartial();
     await this.fd?.close().catch(() => {});
     this.fd = undefined;
   }
@@ -66,7 +74,9 @@ export class FileTail {
         this.pos = 0;
         this.partial = '';
       }
-      await this.readToEnd();
+      const grew = await this.readToEnd();
+      if (!grew && this.partial && Date.now() - this.partialAt >= (this.cfg.partialFlushMs ?? 5000))
+        this.flushPartial();
       const now = await stat(this.cfg.path).catch(() => undefined);
       if (now && now.ino !== this.ino) {
         await this.readToEnd();
@@ -103,20 +113,24 @@ export class FileTail {
     this.decoder = new StringDecoder('utf8');
   }
 
-  private async readToEnd(): Promise<void> {
+  /** Reads what was appended; true when anything was. */
+  private async readToEnd(): Promise<boolean> {
     const buf = Buffer.allocUnsafe(CHUNK);
+    let grew = false;
     for (;;) {
       const { bytesRead } = await this.fd!.read(buf, 0, CHUNK, this.pos);
-      if (bytesRead === 0) return;
+      if (bytesRead === 0) return grew;
+      grew = true;
       this.pos += bytesRead;
       this.take(this.decoder.write(buf.subarray(0, bytesRead)));
-      if (bytesRead < CHUNK) return;
+      if (bytesRead < CHUNK) return grew;
     }
   }
 
   private take(text: string): void {
     const parts = (this.partial + text).split('\n');
     this.partial = parts.pop() ?? '';
+    if (this.partial) this.partialAt = Date.now();
     const max = this.cfg.maxLineBytes ?? 1 << 20;
     if (this.partial.length > max) {
       this.h.onLongLine?.(this.partial.length);
@@ -127,7 +141,8 @@ export class FileTail {
   }
 
   private flushPartial(): void {
-    if (this.partial) this.h.onLines([this.partial]);
+    const last = this.partial.endsWith('\r') ? this.partial.slice(0, -1) : this.partial;
+    if (last) this.h.onLines([last]);
     this.partial = '';
   }
 }

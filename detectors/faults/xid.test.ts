@@ -49,6 +49,15 @@ const EXPECTED: Record<number, [recovery: string, action: string, severity: stri
   119: ['reset', 'cordon', 'warning'],
   120: ['reset', 'cordon', 'warning'],
   140: ['drain', 'drain', 'critical'],
+  // Without their Fatal/Nonfatal word or action code, the newer codes default to a reset.
+  144: ['reset', 'cordon', 'warning'],
+  145: ['reset', 'cordon', 'warning'],
+  146: ['reset', 'cordon', 'warning'],
+  147: ['reset', 'cordon', 'warning'],
+  148: ['reset', 'cordon', 'warning'],
+  149: ['reset', 'cordon', 'warning'],
+  150: ['reset', 'cordon', 'warning'],
+  154: ['reset', 'cordon', 'warning'],
 };
 
 describe('XID classification', () => {
@@ -174,5 +183,65 @@ describe('fault events in general', () => {
     const f = one({ code: 79, gpu: undefined });
     expect(f.gpu).toBeUndefined();
     expect(f.summary).toMatch(/^gpu-0001: XID 79 /);
+  });
+});
+
+describe('what the fault says about itself', () => {
+  for (const [action, name, recovery, act, severity] of [
+    [0, 'None', 'app', 'none', 'info'],
+    [1, 'GPU Reset Required', 'reset', 'cordon', 'warning'],
+    [2, 'Node Reboot Required', 'reboot', 'drain', 'critical'],
+    [4, 'Drain and Reset', 'drain', 'drain', 'critical'],
+  ] as const) {
+    it(`Xid 154 to 0x${action} (${name}) -> ${recovery}: ${act}, ${severity}`, () => {
+      const f = one({
+        code: 154,
+        recovery_action: action,
+        recovery_action_name: name,
+      } as Partial<FaultEvent>);
+      expect(f).toMatchObject({ action: act, severity });
+      expect(f.evidence).toMatchObject({ recovery, recovery_action: action, recovery_action_name: name });
+      expect(f.summary).toContain(`asks for 0x${action} (${name})`);
+    });
+  }
+
+  it('NVLink 144-150: Fatal asks for a reset, Nonfatal is watched', () => {
+    const fatal = one({ code: 149, nvlink_fatal: true } as Partial<FaultEvent>);
+    expect(fatal).toMatchObject({ action: 'cordon', severity: 'warning' });
+    expect(fatal.evidence).toMatchObject({ nvlink_fatal: true, recovery: 'reset' });
+    const nonfatal = one({ code: 145, nvlink_fatal: false } as Partial<FaultEvent>);
+    expect(nonfatal).toMatchObject({ action: 'watch', severity: 'warning' });
+    expect(nonfatal.summary).toContain('Nonfatal');
+  });
+
+  it('"caused by previous Xid N" keeps the root cause and is judged by the worse of the two', () => {
+    const f = one({ code: 45, root_cause_xid: 79 } as Partial<FaultEvent>);
+    expect(f.evidence).toMatchObject({
+      code: 45,
+      root_cause_xid: 79,
+      root_cause_class: 'GPU has fallen off the bus',
+    });
+    expect(f).toMatchObject({ action: 'drain', severity: 'critical' });
+    expect(f.summary).toContain('caused by XID 79');
+    // A root cause milder than the fault itself does not soften it.
+    expect(one({ code: 79, root_cause_xid: 13, ts: 3_000 } as Partial<FaultEvent>)).toMatchObject({
+      action: 'drain',
+    });
+  });
+
+  it('faults of two GPUs whose index is unknown stay two findings, each with its bus id', () => {
+    const a = fault({ code: 79, gpu: undefined, pci_bus_id: '0000:b3:00' } as Partial<FaultEvent>);
+    const b = fault({ code: 79, gpu: undefined, pci_bus_id: '0000:06:00' } as Partial<FaultEvent>);
+    const fs = judge(a, b);
+    expect(fs).toHaveLength(2);
+    expect(fs[0].id).not.toBe(fs[1].id);
+    expect(fs.map((f) => f.evidence.pci_bus_id)).toEqual(['0000:b3:00', '0000:06:00']);
+    expect(fs[0].summary).toMatch(/^gpu-0001 \(PCI 0000:b3:00\): XID 79 /);
+  });
+
+  it('a mapped GPU keeps the finding id it had before bus ids were kept', () => {
+    const withBus = one({ code: 79, pci_bus_id: '0000:b3:00' } as Partial<FaultEvent>);
+    const without = one({ code: 79 });
+    expect(withBus.id).toBe(without.id);
   });
 });

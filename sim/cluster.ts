@@ -425,12 +425,15 @@ export class ClusterSim {
       if (fault.spec.type === 'nic' || fault.spec.type === 'link') {
         without = stepMs - commExtra;
       } else {
+        // Only the compute the fault slowed changes; the step's communication stays as it was.
         let m = 0;
+        let actualMax = 0;
         for (let r = 0; r < compute.length; r++) {
           const c = fault.ranks.includes(r) ? clean[r] * this.computeFactor(r, step, fault) : compute[r];
           if (c > m) m = c;
+          if (compute[r] > actualMax) actualMax = compute[r];
         }
-        without = fixedMs + m + commExtra;
+        without = stepMs - actualMax + m;
       }
       sums[i].actual += stepMs;
       sums[i].without += without;

@@ -257,7 +257,6 @@ export class ClusterSim {
         compute,
         clean,
         stepMs,
-        stall + ckptMs + exposedBase,
         commExtra - commExtraClean,
         costSums,
       );
@@ -414,7 +413,6 @@ export class ClusterSim {
     compute: Float64Array,
     clean: Float64Array,
     stepMs: number,
-    fixedMs: number,
     /** Exposed communication time the faults added this step. */
     commExtra: number,
     sums: { actual: number; without: number }[],

@@ -1,0 +1,121 @@
+/**
+ * Jobs that go quiet. Real jobs rarely send `job_event finished`: they crash, are cancelled or
+ * just stop. A job with no step for N times its typical step time (never less than a floor) is
+ * *stale*; for longer (M times, with its own floor) it has *ended*, and the runner resolves its
+ * open findings.
+ *
+ * Pure, with no clock of its own: time is a watermark that only moves forward, advanced by the
+ * event time of all traffic and, when the bus is idle, by a `now` its caller derives from the
+ * wall clock. The moment a job went stale or ended is a deadline computed from its last step, not
+ * the watermark that revealed it, so a live run and a replay of the same events agree.
+ */
+import type { LifecycleConfig } from './findings.js';
+
+export type QuietState = 'running' | 'stale';
+
+interface Tracked {
+  lastStepTs: number;
+  /** Smoothed wall step time; 0 until a step closed. */
+  typicalMs: number;
+  state: QuietState;
+}
+
+export interface QuietEnd {
+  job: string;
+  /** Event time of the job's last step (or first sight, with no step). */
+  lastStepTs: number;
+  /** When it counts as ended: lastStepTs plus the end threshold. */
+  endTs: number;
+}
+
+/** Sweeps run at most this often in watermark time: the per-event cost stays O(1). */
+const SWEEP_EVERY_MS = 1_000;
+
+export class QuietTracker {
+  private readonly jobs = new Map<string, Tracked>();
+  private watermark = 0;
+  private nextSweep = 0;
+
+  constructor(private readonly cfg: LifecycleConfig) {}
+
+  /** A job seen (any event naming it): tracked from now, if it was not already. */
+  seen(job: string, ts: number): void {
+    if (!this.jobs.has(job)) this.jobs.set(job, { lastStepTs: ts, typicalMs: 0, state: 'running' });
+  }
+
+  /** A step of the job: it is running again. */
+  step(job: string, ts: number): void {
+    const t = this.jobs.get(job);
+    if (!t) this.jobs.set(job, { lastStepTs: ts, typicalMs: 0, state: 'running' });
+    else {
+      if (ts > t.lastStepTs) t.lastStepTs = ts;
+      t.state = 'running';
+    }
+  }
+
+  /** A closed step's wall time. Clipped to 4x either way, so one checkpoint or stall cannot move it far. */
+  stepTime(job: string, ms: number): void {
+    const t = this.jobs.get(job);
+    if (!t || !(ms > 0)) return;
+    if (t.typicalMs === 0) t.typicalMs = ms;
+    else t.typicalMs += 0.1 * (Math.min(4 * t.typicalMs, Math.max(t.typicalMs / 4, ms)) - t.typicalMs);
+  }
+
+  forget(job: string): void {
+    this.jobs.delete(job);
+  }
+
+  state(job: string): QuietState | undefined {
+    return this.jobs.get(job)?.state;
+  }
+
+  /** Milliseconds without a step after which the job is stale, and after which it has ended. */
+  thresholds(job: string): { staleMs: number; endMs: number } {
+    const typical = this.jobs.get(job)?.typicalMs ?? 0;
+    const c = this.cfg;
+    return {
+      staleMs: Math.max(c.staleAfterSteps * typical, c.staleFloorMs),
+      endMs: Math.max(c.endAfterSteps * typical, c.endFloorMs),
+    };
+  }
+
+  /** Whether a step at `ts` comes after the job had already ended (it resumes as a new run). */
+  endedBefore(job: string, ts: number): QuietEnd | undefined {
+    const t = this.jobs.get(job);
+    if (!t) return undefined;
+    const endTs = t.lastStepTs + this.thresholds(job).endMs;
+    return ts >= endTs ? { job, lastStepTs: t.lastStepTs, endTs } : undefined;
+  }
+
+  /**
+   * Moves the watermark to `ts` (never back) and says which jobs turned stale and which ended.
+   * Without `force`, sweeps at most once per second of watermark time.
+   */
+  advance(ts: number, force = false): { stale: string[]; ended: QuietEnd[] } {
+    if (ts > this.watermark) this.watermark = ts;
+    const none = { stale: [], ended: [] };
+    if (!force && this.watermark < this.nextSweep) return none;
+    this.nextSweep = this.watermark + SWEEP_EVERY_MS;
+    const stale: string[] = [];
+    const ended: QuietEnd[] = [];
+    for (const [job, t] of this.jobs) {
+      const { staleMs, endMs } = this.thresholds(job);
+      const quiet = this.watermark - t.lastStepTs;
+      if (quiet >= endMs) ended.push({ job, lastStepTs: t.lastStepTs, endTs: t.lastStepTs + endMs });
+      else if (quiet >= staleMs && t.state === 'running') {
+        t.state = 'stale';
+        stale.push(job);
+      }
+    }
+    return { stale, ended };
+  }
+
+  /** End of input: every job still tracked ends, each at its own deadline. */
+  endAll(): QuietEnd[] {
+    return [...this.jobs].map(([job, t]) => ({
+      job,
+      lastStepTs: t.lastStepTs,
+      endTs: t.lastStepTs + this.thresholds(job).endMs,
+    }));
+  }
+}

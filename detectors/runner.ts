@@ -347,7 +347,10 @@ export class DetectorRunner {
   private endQuietJob(end: QuietEnd): void {
     const { job, lastStepTs, endTs } = end;
     const j = this.jobs.get(job);
-    if (!j) return this.quiet.forget(job);
+    if (!j) {
+      this.quiet.forget(job);
+      return;
+    }
     // Its last steps count first, so what they open resolves with the same reason.
     j.assembler.flush(this.closed);
     this.processClosed(j);

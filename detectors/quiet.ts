@@ -73,10 +73,10 @@ export class QuietTracker {
   thresholds(job: string): { staleMs: number; endMs: number } {
     const typical = this.jobs.get(job)?.typicalMs ?? 0;
     const c = this.cfg;
-    return {
-      staleMs: Math.max(c.staleAfterSteps * typical, c.staleFloorMs),
-      endMs: Math.max(c.endAfterSteps * typical, c.endFloorMs),
-    };
+    // Before its first step closed, only the floors apply (none at all: wait for a step time).
+    const after = (steps: number, floor: number) =>
+      typical > 0 ? Math.max(steps * typical, floor) : floor > 0 ? floor : Number.POSITIVE_INFINITY;
+    return { staleMs: after(c.staleAfterSteps, c.staleFloorMs), endMs: after(c.endAfterSteps, c.endFloorMs) };
   }
 
   /** Whether a step at `ts` comes after the job had already ended (it resumes as a new run). */

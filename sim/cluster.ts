@@ -252,14 +252,7 @@ export class ClusterSim {
       const maxCompute = maxOf(compute);
       const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
       const t1 = Math.round(t0 + stepMs);
-      this.accumulateCost(
-        step,
-        compute,
-        clean,
-        stepMs,
-        commExtra - commExtraClean,
-        costSums,
-      );
+      this.accumulateCost(step, compute, clean, stepMs, commExtra - commExtraClean, costSums);
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
       for (const f of this.faults) {

@@ -18,6 +18,9 @@ interface Tracked {
   /** Smoothed wall step time; 0 until a step closed. */
   typicalMs: number;
   state: QuietState;
+  /** Thresholds from typicalMs, kept up to date so the per-event path does no arithmetic. */
+  staleMs: number;
+  endMs: number;
 }
 
 export interface QuietEnd {
@@ -31,6 +34,11 @@ export interface QuietEnd {
 /** Sweeps run at most this often in watermark time: the per-event cost stays O(1). */
 const SWEEP_EVERY_MS = 1_000;
 
+export interface QuietSweep {
+  stale: string[];
+  ended: QuietEnd[];
+}
+
 export class QuietTracker {
   private readonly jobs = new Map<string, Tracked>();
   private watermark = 0;
@@ -40,17 +48,29 @@ export class QuietTracker {
 
   /** A job seen (any event naming it): tracked from now, if it was not already. */
   seen(job: string, ts: number): void {
-    if (!this.jobs.has(job)) this.jobs.set(job, { lastStepTs: ts, typicalMs: 0, state: 'running' });
+    if (!this.jobs.has(job)) this.track(job, ts);
   }
 
-  /** A step of the job: it is running again. */
-  step(job: string, ts: number): void {
+  /**
+   * A step of the job: it is running again. A step that comes after the job had already ended
+   * changes nothing and returns that end: the caller ends the old run, then calls step() again.
+   */
+  step(job: string, ts: number): QuietEnd | undefined {
     const t = this.jobs.get(job);
-    if (!t) this.jobs.set(job, { lastStepTs: ts, typicalMs: 0, state: 'running' });
-    else {
-      if (ts > t.lastStepTs) t.lastStepTs = ts;
-      t.state = 'running';
+    if (!t) {
+      this.track(job, ts);
+      return undefined;
     }
+    if (ts - t.lastStepTs >= t.endMs) return { job, lastStepTs: t.lastStepTs, endTs: t.lastStepTs + t.endMs };
+    if (ts > t.lastStepTs) t.lastStepTs = ts;
+    t.state = 'running';
+    return undefined;
+  }
+
+  private track(job: string, ts: number): void {
+    const t: Tracked = { lastStepTs: ts, typicalMs: 0, state: 'running', staleMs: 0, endMs: 0 };
+    this.setThresholds(t);
+    this.jobs.set(job, t);
   }
 
   /** A closed step's wall time. Clipped to 4x either way, so one checkpoint or stall cannot move it far. */
@@ -59,6 +79,7 @@ export class QuietTracker {
     if (!t || !(ms > 0)) return;
     if (t.typicalMs === 0) t.typicalMs = ms;
     else t.typicalMs += 0.1 * (Math.min(4 * t.typicalMs, Math.max(t.typicalMs / 4, ms)) - t.typicalMs);
+    this.setThresholds(t);
   }
 
   forget(job: string): void {
@@ -70,39 +91,34 @@ export class QuietTracker {
   }
 
   /** Milliseconds without a step after which the job is stale, and after which it has ended. */
-  thresholds(job: string): { staleMs: number; endMs: number } {
-    const typical = this.jobs.get(job)?.typicalMs ?? 0;
+  thresholds(job: string): { staleMs: number; endMs: number } | undefined {
+    const t = this.jobs.get(job);
+    return t && { staleMs: t.staleMs, endMs: t.endMs };
+  }
+
+  private setThresholds(t: Tracked): void {
     const c = this.cfg;
     // Before its first step closed, only the floors apply (none at all: wait for a step time).
     const after = (steps: number, floor: number) =>
-      typical > 0 ? Math.max(steps * typical, floor) : floor > 0 ? floor : Number.POSITIVE_INFINITY;
-    return { staleMs: after(c.staleAfterSteps, c.staleFloorMs), endMs: after(c.endAfterSteps, c.endFloorMs) };
-  }
-
-  /** Whether a step at `ts` comes after the job had already ended (it resumes as a new run). */
-  endedBefore(job: string, ts: number): QuietEnd | undefined {
-    const t = this.jobs.get(job);
-    if (!t) return undefined;
-    const endTs = t.lastStepTs + this.thresholds(job).endMs;
-    return ts >= endTs ? { job, lastStepTs: t.lastStepTs, endTs } : undefined;
+      t.typicalMs > 0 ? Math.max(steps * t.typicalMs, floor) : floor > 0 ? floor : Number.POSITIVE_INFINITY;
+    t.staleMs = after(c.staleAfterSteps, c.staleFloorMs);
+    t.endMs = after(c.endAfterSteps, c.endFloorMs);
   }
 
   /**
    * Moves the watermark to `ts` (never back) and says which jobs turned stale and which ended.
-   * Without `force`, sweeps at most once per second of watermark time.
+   * Without `force`, sweeps at most once per second of watermark time (undefined: no sweep).
    */
-  advance(ts: number, force = false): { stale: string[]; ended: QuietEnd[] } {
+  advance(ts: number, force = false): QuietSweep | undefined {
     if (ts > this.watermark) this.watermark = ts;
-    const none = { stale: [], ended: [] };
-    if (!force && this.watermark < this.nextSweep) return none;
+    if (!force && this.watermark < this.nextSweep) return undefined;
     this.nextSweep = this.watermark + SWEEP_EVERY_MS;
     const stale: string[] = [];
     const ended: QuietEnd[] = [];
     for (const [job, t] of this.jobs) {
-      const { staleMs, endMs } = this.thresholds(job);
       const quiet = this.watermark - t.lastStepTs;
-      if (quiet >= endMs) ended.push({ job, lastStepTs: t.lastStepTs, endTs: t.lastStepTs + endMs });
-      else if (quiet >= staleMs && t.state === 'running') {
+      if (quiet >= t.endMs) ended.push({ job, lastStepTs: t.lastStepTs, endTs: t.lastStepTs + t.endMs });
+      else if (quiet >= t.staleMs && t.state === 'running') {
         t.state = 'stale';
         stale.push(job);
       }
@@ -112,10 +128,8 @@ export class QuietTracker {
 
   /** End of input: every job still tracked ends, each at its own deadline. */
   endAll(): QuietEnd[] {
-    return [...this.jobs].map(([job, t]) => ({
-      job,
-      lastStepTs: t.lastStepTs,
-      endTs: t.lastStepTs + this.thresholds(job).endMs,
-    }));
+    return [...this.jobs]
+      .filter(([, t]) => Number.isFinite(t.endMs))
+      .map(([job, t]) => ({ job, lastStepTs: t.lastStepTs, endTs: t.lastStepTs + t.endMs }));
   }
 }

@@ -19,7 +19,7 @@ import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/dr
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { findGpu } from './mfu/peaks.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
-import { type QuietEnd, QuietTracker } from './quiet.js';
+import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps, type StepRollup } from './rollup.js';
 import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
 import {
@@ -124,7 +124,8 @@ export class DetectorRunner {
     this.counters.events++;
     if (e.ts > this.lastTs) this.lastTs = e.ts;
     const before = this.out.findings.length;
-    this.sweepQuiet(this.quiet.advance(e.ts));
+    const swept = this.quiet.advance(e.ts);
+    if (swept) this.sweepQuiet(swept);
     switch (e.kind) {
       case 'step':
         this.onStep(e);
@@ -168,7 +169,7 @@ export class DetectorRunner {
    */
   advance(now: number): void {
     const before = this.out.findings.length;
-    this.sweepQuiet(this.quiet.advance(now, true));
+    this.sweepQuiet(this.quiet.advance(now, true)!);
     if (this.out.findings.length > before) this.link(before);
   }
 
@@ -258,10 +259,12 @@ export class DetectorRunner {
   private onStep(e: StepEvent): void {
     // Its own step can reveal that the job had ended first (quiet past the threshold): the old run's
     // findings resolve, and the job goes on as a new run with fresh detector state.
-    const ended = this.jobs.has(e.job) ? this.quiet.endedBefore(e.job, e.ts) : undefined;
-    if (ended) this.endQuietJob(ended);
+    const ended = this.quiet.step(e.job, e.ts);
+    if (ended) {
+      this.endQuietJob(ended);
+      this.quiet.step(e.job, e.ts);
+    }
     const j = this.job(e.job);
-    this.quiet.step(e.job, e.ts);
     j.lastTs = Math.max(j.lastTs, e.ts);
     const stage = e.stage ?? this.stageOf(j, e.rank);
     if (j.ranks.learn(e.rank, e.host, e.gpu, stage))
@@ -331,7 +334,7 @@ export class DetectorRunner {
     for (const [k, v] of this.jobOfGpu) if (v.job === id) this.jobOfGpu.delete(k);
   }
 
-  private sweepQuiet(swept: { stale: string[]; ended: QuietEnd[] }): void {
+  private sweepQuiet(swept: QuietSweep): void {
     for (const id of swept.stale) {
       // Stale: close the steps it left open, so their figures count; findings stay open.
       const j = this.jobs.get(id);

@@ -98,7 +98,8 @@ export class Pipeline {
     this.runner.advance(this.eventTime + since);
     const out = this.runner.take();
     if (out.findings.length + out.mfu.length + out.rollups.length === 0) return;
-    const p = this.write([], [], out).catch(() => {}); // given up only when stopping without a store
+    // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
+    const p = this.write([], [], out).catch(() => {});
     this.inflight.add(p);
     p.then(() => this.inflight.delete(p));
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Finding } from '../schema/finding.js';
-import { FindingLog, findingId } from './findings.js';
+import { FindingLog, findingId, LIFECYCLE_DEFAULTS } from './findings.js';
 
 const draft = (cost: number) => ({
   type: 'straggler',
@@ -17,7 +17,11 @@ const draft = (cost: number) => ({
 describe('finding lifecycle', () => {
   it('opens once, updates sparingly, resolves once', () => {
     const out: Finding[] = [];
-    const log = new FindingLog(out, { minUpdateIntervalMs: 60_000, updateChange: 0.25 });
+    const log = new FindingLog(out, {
+      ...LIFECYCLE_DEFAULTS,
+      minUpdateIntervalMs: 60_000,
+      updateChange: 0.25,
+    });
     const id = findingId('straggler', 'j', 'h', 1, 40);
     log.openFinding(id, 1_000, draft(5));
     log.openFinding(id, 2_000, draft(5)); // redelivered input: no second open

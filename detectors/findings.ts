@@ -38,9 +38,24 @@ export interface LifecycleConfig {
   minUpdateIntervalMs: number;
   /** Relative change in cost or slowdown that is worth an update. */
   updateChange: number;
+  /** A job with no step for this many typical step times is stale (its findings stay open)... */
+  staleAfterSteps: number;
+  /** ...but never sooner than this. */
+  staleFloorMs: number;
+  /** A job with no step for this many typical step times has ended: its findings resolve... */
+  endAfterSteps: number;
+  /** ...but never sooner than this (a checkpoint save or a restart is a quiet spell, not an end). */
+  endFloorMs: number;
 }
 
-export const LIFECYCLE_DEFAULTS: LifecycleConfig = { minUpdateIntervalMs: 60_000, updateChange: 0.25 };
+export const LIFECYCLE_DEFAULTS: LifecycleConfig = {
+  minUpdateIntervalMs: 60_000,
+  updateChange: 0.25,
+  staleAfterSteps: 10,
+  staleFloorMs: 120_000,
+  endAfterSteps: 30,
+  endFloorMs: 900_000,
+};
 
 export class FindingLog {
   private readonly open = new Map<string, OpenRecord>();

@@ -21,6 +21,7 @@ import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { findGpu } from './mfu/peaks.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
 import { NCCL_CHECK_DEFAULTS, type NcclCheckConfig, NcclCheckDetector } from './nccl_tests/nccl_tests.js';
+import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps, type StepRollup } from './rollup.js';
 import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
 import {
@@ -68,6 +69,9 @@ export interface RunnerCounters {
   jobs: number;
   duplicate_steps: number;
   late_steps: number;
+  /** Jobs with no step for a while (findings still open), and jobs ended because they went quiet. */
+  stale_jobs: number;
+  quiet_ended_jobs: number;
 }
 
 interface JobRuntime {
@@ -95,12 +99,23 @@ export class DetectorRunner {
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
-  private readonly counters: RunnerCounters = { events: 0, jobs: 0, duplicate_steps: 0, late_steps: 0 };
+  private readonly counters: RunnerCounters = {
+    events: 0,
+    jobs: 0,
+    duplicate_steps: 0,
+    late_steps: 0,
+    stale_jobs: 0,
+    quiet_ended_jobs: 0,
+  };
   private lastTs = 0;
+  private readonly quiet: QuietTracker;
+  /** Configuration of jobs that ended, so one that resumes gets its MFU back; bounded. */
+  private readonly endedMeta = new Map<string, JobEvent>();
 
   constructor(config: Partial<DetectorConfig> = {}) {
     this.cfg = { ...DETECTOR_DEFAULTS, ...config };
     this.log = new FindingLog(this.out.findings, this.cfg.lifecycle);
+    this.quiet = new QuietTracker(this.cfg.lifecycle);
     this.throttle = new ThrottleDetector(
       this.log,
       (job) => {
@@ -117,6 +132,8 @@ export class DetectorRunner {
     this.counters.events++;
     if (e.ts > this.lastTs) this.lastTs = e.ts;
     const before = this.out.findings.length;
+    const swept = this.quiet.advance(e.ts);
+    if (swept) this.sweepQuiet(swept);
     switch (e.kind) {
       case 'step':
         this.onStep(e);
@@ -158,6 +175,33 @@ export class DetectorRunner {
     if (this.out.findings.length > before) this.link(before);
   }
 
+  /**
+   * Moves the quiet-job clock to `now` when the caller's bus is idle (a wall-clock time the caller
+   * reads; detectors never do): jobs with no step for long enough go stale, then end.
+   */
+  advance(now: number): void {
+    const before = this.out.findings.length;
+    this.sweepQuiet(this.quiet.advance(now, true)!);
+    if (this.out.findings.length > before) this.link(before);
+  }
+
+  /**
+   * End of a finished input (replay of a recorded file): flushes, then ends every job that did not
+   * finish, each at the time the live run would have ended it (its last step plus the end
+   * threshold), so replay and live give the same findings.
+   */
+  endOfInput(): void {
+    this.flush();
+    const before = this.out.findings.length;
+    for (const end of this.quiet.endAll()) this.endQuietJob(end);
+    if (this.out.findings.length > before) this.link(before);
+  }
+
+  /** Whether a job is `running` or `stale` (no step for a while); undefined once ended or unknown. */
+  jobState(job: string): 'running' | 'stale' | undefined {
+    return this.jobs.has(job) ? this.quiet.state(job) : undefined;
+  }
+
   /** Takes what the detectors produced since the last call. */
   take(): DetectorOutput {
     const o = this.out;
@@ -173,7 +217,15 @@ export class DetectorRunner {
       dup += j.assembler.duplicates;
       late += j.assembler.late;
     }
-    return { ...this.counters, jobs: this.jobs.size, duplicate_steps: dup, late_steps: late };
+    let stale = 0;
+    for (const id of this.jobs.keys()) if (this.quiet.state(id) === 'stale') stale++;
+    return {
+      ...this.counters,
+      jobs: this.jobs.size,
+      duplicate_steps: dup,
+      late_steps: late,
+      stale_jobs: stale,
+    };
   }
 
   /** Overall MFU of a job so far. */
@@ -188,6 +240,7 @@ export class DetectorRunner {
   private job(id: string): JobRuntime {
     let j = this.jobs.get(id);
     if (!j) {
+      this.quiet.seen(id, this.lastTs);
       const ranks = new RankTable(64);
       j = {
         id,
@@ -200,6 +253,9 @@ export class DetectorRunner {
         lastTs: 0,
       };
       this.jobs.set(id, j);
+      // A job that resumes after it ended: its configuration still holds.
+      const meta = this.endedMeta.get(id);
+      if (meta) this.onJob(meta);
     }
     return j;
   }
@@ -213,6 +269,13 @@ export class DetectorRunner {
   }
 
   private onStep(e: StepEvent): void {
+    // Its own step can reveal that the job had ended first (quiet past the threshold): the old run's
+    // findings resolve, and the job goes on as a new run with fresh detector state.
+    const ended = this.quiet.step(e.job, e.ts);
+    if (ended) {
+      this.endQuietJob(ended);
+      this.quiet.step(e.job, e.ts);
+    }
     const j = this.job(e.job);
     j.lastTs = Math.max(j.lastTs, e.ts);
     const stage = e.stage ?? this.stageOf(j, e.rank);
@@ -233,6 +296,7 @@ export class DetectorRunner {
     for (const f of this.closed) {
       if (this.scratch.length < j.ranks.gpu.length) this.scratch = new Float64Array(j.ranks.gpu.length);
       const stepMs = rollupSteps(j.id, f, j.ranks, this.scratch, this.out.rollups);
+      this.quiet.stepTime(j.id, stepMs);
       j.straggler.process(f);
       j.slowLink.onStepClosed(f.step, stepMs, f.ts);
       // MFU last, so a drop sees the findings that explain it.
@@ -271,12 +335,53 @@ export class DetectorRunner {
       if (f.job !== id || !JOB_SCOPED.has(f.type)) continue;
       this.log.resolve(f.id, ts, {
         summary: `${f.host || id}: job ${id} finished while the ${f.type} persisted.`,
+        evidence: { ...f.evidence, resolved_reason: 'job_finished' },
       });
     }
+    if (j.meta) this.endedMeta.set(id, j.meta);
+    if (this.endedMeta.size > 1000) this.endedMeta.delete(this.endedMeta.keys().next().value!);
+    this.quiet.forget(id);
     this.finishedMfu.set(id, j.mfu.overall());
     if (this.finishedMfu.size > 1000) this.finishedMfu.delete(this.finishedMfu.keys().next().value!);
     this.jobs.delete(id);
     for (const [k, v] of this.jobOfGpu) if (v.job === id) this.jobOfGpu.delete(k);
+  }
+
+  private sweepQuiet(swept: QuietSweep): void {
+    for (const id of swept.stale) {
+      // Stale: close the steps it left open, so their figures count; findings stay open.
+      const j = this.jobs.get(id);
+      if (!j) continue;
+      j.assembler.flush(this.closed);
+      this.processClosed(j);
+      j.slowLink.flush();
+    }
+    for (const end of swept.ended) this.endQuietJob(end);
+  }
+
+  /** A job that went quiet has ended: what belongs to it resolves, at the time it ended, with the reason. */
+  private endQuietJob(end: QuietEnd): void {
+    const { job, lastStepTs, endTs } = end;
+    const j = this.jobs.get(job);
+    if (!j) {
+      this.quiet.forget(job);
+      return;
+    }
+    // Its last steps count first, so what they open resolves with the same reason.
+    j.assembler.flush(this.closed);
+    this.processClosed(j);
+    j.slowLink.flush();
+    const since = new Date(lastStepTs).toISOString();
+    const quietS = Math.round((endTs - lastStepTs) / 1000);
+    for (const f of this.log.openFindings()) {
+      if (f.job !== job || !JOB_SCOPED.has(f.type)) continue;
+      this.log.resolve(f.id, endTs, {
+        summary: `${f.host || job}: job ${job} went quiet at ${since} (no step for ${quietS} s) while the ${f.type} was open.`,
+        evidence: { ...f.evidence, resolved_reason: 'job_quiet', quiet_since_ts: lastStepTs },
+      });
+    }
+    this.counters.quiet_ended_jobs++;
+    this.finishJob(job, endTs);
   }
 
   /** Links newly opened findings with the open ones that explain them (throttle <-> straggler). */

@@ -13,7 +13,15 @@ import { DetectorRunner } from './runner.js';
 interface Scenario {
   description: string;
   sim: Omit<SimOptions, 'faults'> & { faults?: string[] };
-  expect: { fault: number; types: string[]; within_s: number; host_level?: boolean; action?: string }[];
+  expect: {
+    fault: number;
+    types: string[];
+    within_s: number;
+    host_level?: boolean;
+    action?: string;
+    /** Largest |est_cost_pct - the simulator's true cost| allowed, in percentage points. */
+    cost_within_pp?: number;
+  }[];
   forbid: string[];
   max_open?: Record<string, number>;
 }
@@ -63,6 +71,15 @@ describe('detector scenarios', () => {
         expect(fs.ttdMs!).toBeGreaterThanOrEqual(0);
         expect(fs.ttdMs! / 1000).toBeLessThanOrEqual(exp.within_s);
         if (exp.action) expect(fs.first!.action).toBe(exp.action);
+        if (exp.cost_within_pp !== undefined) {
+          const est = fs.estCostPct!;
+          expect(est).toBeGreaterThanOrEqual(0);
+          expect(est).toBeLessThan(100);
+          expect(
+            Math.abs(est - fs.fault.trueCostPct),
+            `est ${est} vs true ${fs.fault.trueCostPct}`,
+          ).toBeLessThanOrEqual(exp.cost_within_pp);
+        }
       }
       const falseOnes = score.falseFindings.filter((f) => s.forbid.includes(f.type));
       expect(falseOnes.map((f) => f.summary)).toEqual([]);

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
+import { LIFECYCLE_DEFAULTS } from '../detectors/findings.js';
+import { DetectorRunner } from '../detectors/runner.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -209,5 +211,52 @@ describe('embedded pipeline', () => {
     const raws = await chdb.query<{ raw: string }>('SELECT raw FROM dead_letters FINAL');
     expect(raws.map((r) => JSON.parse(r.raw).host)).toEqual(['poison', 'poison']);
     expect(pipeline.counters()).toMatchObject({ events: 298, dead_letters: 2 });
+  });
+
+  it('an idle bus moves the quiet-job clock on: a job that stops sending steps ends and its findings resolve', async () => {
+    // 20 ms steps and no floor, so "no step for 10 steps" is 200 ms of event time after the last one.
+    const sim = new ClusterSim({
+      ranks: 32,
+      steps: 80,
+      seed: 2,
+      stepMs: 20,
+      stallProb: 0,
+      checkpointEvery: 0,
+      startTs: Date.now() - 60_000,
+      faults: [parseFault('slow_rank:rank=20,at=10,slowdown=0.4')],
+    });
+    const events = [...sim.events()].filter((e) => !(e.kind === 'job_event' && e.event === 'finished'));
+    const lifecycle = {
+      ...LIFECYCLE_DEFAULTS,
+      staleAfterSteps: 5,
+      staleFloorMs: 0,
+      endAfterSteps: 10,
+      endFloorMs: 0,
+    };
+    const transport = new MemoryTransport();
+    const pipeline = new Pipeline({
+      transport,
+      store: chdb,
+      runner: new DetectorRunner({ lifecycle }),
+      idleAdvanceMs: 50,
+    });
+    await pipeline.start();
+    await transport.publish(batchByKey(events));
+    await transport.drain();
+    const open = () => findingsOf(chdb, sim.opts.job);
+    const deadline = Date.now() + 10_000;
+    let found = await open();
+    while (!found.some((f) => f.state === 'resolved') && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      found = await open();
+    }
+    const resolved = found.filter((f) => f.state === 'resolved');
+    expect(resolved.map((f) => [f.type, f.host, f.gpu, f.evidence.resolved_reason])).toEqual([
+      ['straggler', sim.faults[0].host, sim.faults[0].gpu, 'job_quiet'],
+    ]);
+    const lastStep = Math.max(...events.filter((e) => e.kind === 'step').map((e) => e.ts));
+    expect(resolved[0].ts).toBeGreaterThan(lastStep);
+    expect(resolved[0].ts).toBeLessThan(lastStep + 1_000);
+    await pipeline.stop();
   });
 });

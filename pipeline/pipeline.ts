@@ -38,6 +38,11 @@ export interface PipelineOptions {
    * unacknowledged (Kafka delivers it again to the next owner) and shutdown goes on (default 10 s).
    */
   stopGraceMs?: number;
+  /**
+   * With no batch for this long, the detectors' quiet-job clock moves on by the wall time passed
+   * since the last batch, so jobs that stop sending steps go stale and end (default 30 s; 0 = never).
+   */
+  idleAdvanceMs?: number;
 }
 
 export interface PipelineCounters {
@@ -67,6 +72,10 @@ export class Pipeline {
   private readonly inflight = new Set<Promise<void>>();
   /** When the write in hand first failed; unset while the store takes writes. */
   private failingSince: number | undefined;
+  /** Latest event time delivered, and when (wall clock): an idle bus advances event time from there. */
+  private eventTime = 0;
+  private deliveredAt = Date.now();
+  private idleTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: PipelineOptions) {
     this.runner = o.runner ?? new DetectorRunner();
@@ -78,6 +87,21 @@ export class Pipeline {
     this.started = true;
     await this.o.store?.migrate();
     await this.o.transport.consume((d) => this.handle(d));
+    const idle = this.o.idleAdvanceMs ?? 30_000;
+    if (idle > 0) this.idleTimer = setInterval(() => this.advanceIdle(idle), idle).unref();
+  }
+
+  /** The bus is idle: event time has moved on by the wall time since the last batch. */
+  private advanceIdle(idleMs: number): void {
+    const since = Date.now() - this.deliveredAt;
+    if (since < idleMs || this.eventTime === 0 || this.stopping) return;
+    this.runner.advance(this.eventTime + since);
+    const out = this.runner.take();
+    if (out.findings.length + out.mfu.length + out.rollups.length === 0) return;
+    // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
+    const p = this.write([], [], out).catch(() => {});
+    this.inflight.add(p);
+    p.then(() => this.inflight.delete(p));
   }
 
   /** Waits for everything published to be processed, flushes the detectors and writes what remains. */
@@ -122,6 +146,7 @@ export class Pipeline {
     this.closed ??= (async () => {
       this.started = false;
       this.stopping = true;
+      clearInterval(this.idleTimer);
       if (this.failingSince !== undefined && Date.now() - this.failingSince >= this.grace())
         this.abort.abort();
       await this.o.transport.stop();
@@ -160,6 +185,7 @@ export class Pipeline {
       const v = validateEvent(value);
       if (v.ok) {
         good.push(v.event);
+        if (v.event.ts > this.eventTime) this.eventTime = v.event.ts;
         goodLines.push(d.lines?.[i]);
         this.runner.push(v.event);
       } else {
@@ -171,6 +197,7 @@ export class Pipeline {
         });
       }
     }
+    this.deliveredAt = Date.now();
     this.c.batches++;
     this.c.events += good.length;
     await this.write(good, bad, this.runner.take(), d.lines ? goodLines : undefined, d.key);

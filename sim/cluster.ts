@@ -252,15 +252,7 @@ export class ClusterSim {
       const maxCompute = maxOf(compute);
       const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
       const t1 = Math.round(t0 + stepMs);
-      this.accumulateCost(
-        step,
-        compute,
-        clean,
-        stepMs,
-        stall + ckptMs + exposedBase,
-        commExtra - commExtraClean,
-        costSums,
-      );
+      this.accumulateCost(step, compute, clean, stepMs, commExtra - commExtraClean, costSums);
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
       for (const f of this.faults) {
@@ -414,7 +406,6 @@ export class ClusterSim {
     compute: Float64Array,
     clean: Float64Array,
     stepMs: number,
-    fixedMs: number,
     /** Exposed communication time the faults added this step. */
     commExtra: number,
     sums: { actual: number; without: number }[],
@@ -425,12 +416,15 @@ export class ClusterSim {
       if (fault.spec.type === 'nic' || fault.spec.type === 'link') {
         without = stepMs - commExtra;
       } else {
+        // Only the compute the fault slowed changes; the step's communication stays as it was.
         let m = 0;
+        let actualMax = 0;
         for (let r = 0; r < compute.length; r++) {
           const c = fault.ranks.includes(r) ? clean[r] * this.computeFactor(r, step, fault) : compute[r];
           if (c > m) m = c;
+          if (compute[r] > actualMax) actualMax = compute[r];
         }
-        without = fixedMs + m + commExtra;
+        without = stepMs - actualMax + m;
       }
       sums[i].actual += stepMs;
       sums[i].without += without;

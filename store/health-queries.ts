@@ -160,6 +160,80 @@ export interface CheckpointStats {
   max_ms: number;
   /** Mean of successful durations: what Young/Daly interval choices use. */
   mean_ok_ms: number | null;
+  /** Most ranks that took part in one save (or load). */
+  ranks_max: number;
+}
+
+/** One checkpoint save or load of a job: all its ranks' events counted once. */
+export interface CheckpointSave {
+  job: string;
+  phase: string;
+  step: number;
+  /** When the last rank finished (epoch ms). */
+  ts: number;
+  /** The slowest rank's duration: the job waits for it. */
+  dur_ms: number;
+  /** Ranks that reported it. */
+  ranks: number;
+  /** Every rank succeeded. */
+  ok: boolean;
+  bytes: number;
+}
+
+/** Ranks of one save may start this far apart (host clocks, a late barrier) and still be one save. */
+const SAVE_TOLERANCE_MS = 60_000;
+
+/**
+ * Checkpoint events grouped into saves: every rank of a job sends one per save (the Python hook
+ * runs on each rank), so rows of one job, phase and step whose time spans [ts - dur_ms, ts]
+ * overlap (within SAVE_TOLERANCE_MS) are one save; the same step saved or loaded again after a
+ * restart, minutes later, is another.
+ */
+function savesQuery(conds: string[]): string {
+  const w = 'PARTITION BY job, phase, step ORDER BY start, end_ms';
+  return `SELECT job, phase, step, max(end_ms) AS ts, max(dur_ms) AS dur_ms, uniqExact(rank) AS ranks,
+      min(ok) AS ok, sum(bytes) AS bytes
+    FROM (
+      SELECT *, sum(first) OVER (${w} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS save
+      FROM (
+        SELECT *, toUInt8(count() OVER (${w} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) = 0
+            OR start > max(end_ms) OVER (${w} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) + ${SAVE_TOLERANCE_MS}) AS first
+        FROM (
+          SELECT job, phase, step, rank, ok, bytes, dur_ms, toUnixTimestamp64Milli(ts) AS end_ms,
+            end_ms - toInt64(greatest(dur_ms, 0)) AS start
+          FROM checkpoints FINAL ${where(conds)}
+        )
+      )
+    )
+    GROUP BY job, phase, step, save`;
+}
+
+function jobAndTime(f: TimeRange & { job?: string }, p: Record<string, unknown>): string[] {
+  const conds = timeFilter('ts', f, p);
+  if (f.job !== undefined) {
+    p.job = f.job;
+    conds.push('job = {job:String}');
+  }
+  return conds;
+}
+
+/** Every checkpoint save and load in the range, oldest first, one row per save (not per rank). */
+export async function checkpointSaves(
+  store: Store,
+  f: TimeRange & { job?: string } = {},
+): Promise<CheckpointSave[]> {
+  const p: Record<string, unknown> = {};
+  const rows = await store.query<Row>(`${savesQuery(jobAndTime(f, p))} ORDER BY ts, job, phase, step`, p);
+  return rows.map((r) => ({
+    job: String(r.job),
+    phase: String(r.phase),
+    step: num(r.step),
+    ts: num(r.ts),
+    dur_ms: num(r.dur_ms),
+    ranks: num(r.ranks),
+    ok: num(r.ok) === 1,
+    bytes: num(r.bytes),
+  }));
 }
 
 export async function checkpointStats(
@@ -167,16 +241,11 @@ export async function checkpointStats(
   f: TimeRange & { job?: string } = {},
 ): Promise<CheckpointStats[]> {
   const p: Record<string, unknown> = {};
-  const conds = timeFilter('ts', f, p);
-  if (f.job !== undefined) {
-    p.job = f.job;
-    conds.push('job = {job:String}');
-  }
   const rows = await store.query<Row>(
     `SELECT job, phase, count() AS n, countIf(ok = 0) AS failures,
        quantileExact(0.5)(dur_ms) AS p50, quantileExact(0.95)(dur_ms) AS p95, max(dur_ms) AS mx,
-       avgIf(dur_ms, ok = 1) AS mean_ok
-     FROM checkpoints FINAL ${where(conds)} GROUP BY job, phase ORDER BY job, phase`,
+       avgIf(dur_ms, ok = 1) AS mean_ok, max(ranks) AS ranks_max
+     FROM (${savesQuery(jobAndTime(f, p))}) GROUP BY job, phase ORDER BY job, phase`,
     p,
   );
   return rows.map((r) => ({
@@ -188,6 +257,7 @@ export async function checkpointStats(
     p95_ms: num(r.p95),
     max_ms: num(r.mx),
     mean_ok_ms: r.mean_ok === null || Number.isNaN(Number(r.mean_ok)) ? null : Number(r.mean_ok),
+    ranks_max: num(r.ranks_max),
   }));
 }
 
@@ -217,7 +287,7 @@ export async function failureCounts(
        FROM job_events FINAL ${where([...jobCond, ...t, "event IN ('interrupted', 'restart')"])} GROUP BY c
        UNION ALL
        SELECT 'checkpoint' AS k, concat(phase, '_failed') AS c, count() AS n
-       FROM checkpoints FINAL ${where([...jobCond, ...t, 'ok = 0'])} GROUP BY c
+       FROM (${savesQuery([...jobCond, ...t])}) WHERE ok = 0 GROUP BY c
      ) ORDER BY n DESC, k, c`,
     p,
   );

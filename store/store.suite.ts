@@ -11,6 +11,7 @@ import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { applyMigrations } from './migrate.js';
 import {
+  checkpointSaves,
   checkpointStats,
   failureCounts,
   faultHistory,
@@ -488,6 +489,59 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect((await findings(s, { job: 'j' })).map((f) => f.summary)).toEqual(['resolved']);
       expect(await findings(s, { job: 'j', state: 'active' })).toEqual([]);
       expect((await findings(s, { job: 'j', state: 'resolved' })).length).toBe(1);
+    });
+
+    it('counts a checkpoint save once, not once per rank: the slowest rank is its duration', async () => {
+      const s = await make();
+      const t0 = Date.UTC(2026, 5, 1, 12);
+      // Every rank sends its own event for a save (the Python hook runs on each rank).
+      const ckpt = (rank: number, start: number, step: number, phase: string, dur: number, ok = true) => ({
+        v: 1,
+        kind: 'checkpoint',
+        ts: start + dur,
+        job: 'ck',
+        rank,
+        step,
+        phase,
+        dur_ms: dur,
+        bytes: 1e9,
+        ok,
+      });
+      const ranks = [0, 1, 2, 3];
+      const events = [
+        // Step 100 saved by 4 ranks; rank 3 is slow, and host clocks differ by a few hundred ms.
+        ...ranks.map((r) => ckpt(r, t0 + r * 150, 100, 'save', r === 3 ? 30_000 : 10_000 + r)),
+        // The same save delivered twice (at-least-once): still one save of 4 ranks.
+        ckpt(1, t0 + 150, 100, 'save', 10_001),
+        // Two restarts load the step-100 checkpoint: two loads, 10 minutes apart.
+        ...ranks.map((r) => ckpt(r, t0 + 600_000, 100, 'load', 5_000 + r)),
+        ...ranks.map((r) => ckpt(r, t0 + 1_200_000, 100, 'load', 6_000 + r)),
+        // Step 200: rank 2 fails, the save failed once (not a failure per rank).
+        ...ranks.map((r) => ckpt(r, t0 + 1_800_000, 200, 'save', 12_000, r !== 2)),
+        // Another job's save at the same step stays its own.
+        { ...ckpt(0, t0, 100, 'save', 4_000), job: 'other' },
+      ] as RankwatchEvent[];
+      await s.insert(eventRows(events));
+
+      const saves = await checkpointSaves(s, { job: 'ck' });
+      expect(saves.map((x) => [x.phase, x.step, x.ranks, x.dur_ms, x.ok])).toEqual([
+        ['save', 100, 4, 30_000, true],
+        ['load', 100, 4, 5_003, true],
+        ['load', 100, 4, 6_003, true],
+        ['save', 200, 4, 12_000, false],
+      ]);
+      expect(saves[0].ts).toBe(t0 + 3 * 150 + 30_000);
+      const stats = await checkpointStats(s, { job: 'ck' });
+      expect(stats.map((x) => [x.phase, x.count, x.failures, x.max_ms, x.mean_ok_ms, x.ranks_max])).toEqual([
+        ['load', 2, 0, 6_003, 5_503, 4],
+        ['save', 2, 1, 30_000, 30_000, 4],
+      ]);
+      const causes = await failureCounts(s, { job: 'ck' });
+      expect(causes).toEqual([{ kind: 'checkpoint', cause: 'save_failed', count: 1 }]);
+      expect((await checkpointSaves(s, { job: 'other' })).map((x) => x.ranks)).toEqual([1]);
+      // A time range that holds only the second load.
+      const mid = await checkpointSaves(s, { job: 'ck', from: t0 + 1_000_000, to: t0 + 1_500_000 });
+      expect(mid.map((x) => [x.phase, x.dur_ms])).toEqual([['load', 6_003]]);
     });
   });
 }

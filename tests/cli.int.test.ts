@@ -73,6 +73,27 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
     for (const h of hits) expect(h.ts).toBeGreaterThanOrEqual(injected.onsetTs);
   });
 
+  it('resolves the findings of a recorded job that never said finished, with the reason, at end of input', async () => {
+    const cut = join(dir, 'unfinished.jsonl');
+    const lines = readFileSync(faulty, 'utf8').split('\n');
+    const kept = lines.filter((l) => !l.includes('"finished"'));
+    expect(kept.length).toBe(lines.length - 1);
+    writeFileSync(cut, kept.join('\n'));
+    const out = join(dir, 'f-unfinished.jsonl');
+    expect((await rankwatch('replay', cut, '--findings', out)).code).toBe(0);
+    const fs = readFindings(out);
+    const lastStep = Math.max(
+      ...kept.filter((l) => l.includes('"kind":"step"')).map((l) => JSON.parse(l).ts),
+    );
+    const quiet = fs.filter((f) => f.state === 'resolved' && f.evidence.resolved_reason === 'job_quiet');
+    expect(quiet.map((f) => [f.type, f.host, f.gpu])).toEqual([['straggler', 'gpu-0004', 5]]);
+    expect(quiet[0].ts).toBeGreaterThan(lastStep);
+    expect(quiet[0].summary).toMatch(/went quiet at \d{4}-\d\d-\d\dT/);
+    // The throttle belongs to the GPU, not the job: it stays open.
+    const throttle = fs.filter((f) => f.type === 'throttle' && f.host === 'gpu-0004');
+    expect(throttle.at(-1)?.state).not.toBe('resolved');
+  });
+
   it('reports no straggler or throttle on the same job without the fault', async () => {
     const out = join(dir, 'f2.jsonl');
     expect((await rankwatch('replay', clean, '--findings', out)).code).toBe(0);

@@ -112,7 +112,8 @@ their line numbers, and the rest of the input is still processed.
       }
       throw err;
     }
-    runner.flush();
+    // A recorded file is over: jobs that never said `finished` end as the live run would end them.
+    runner.endOfInput();
     if (store) await flushStore();
     else await emit(runner.take().findings);
     await out.close();

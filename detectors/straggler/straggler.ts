@@ -86,6 +86,7 @@ export class StragglerDetector {
     const stepMs = maxPresent(f.stepMs, f.seen, this.ranks.size);
     this.cumStepMs += stepMs;
     const hostTop = this.hostMaxima(f);
+    hostTop.stepMs = stepMs;
 
     for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
       const members = this.ranks.stageMembers[stage];
@@ -139,19 +140,23 @@ export class StragglerDetector {
   }
 
   /** Max compute per host this step, and the top two hosts, for the cost estimate. */
-  private hostMaxima(f: StepFrame): {
-    top: string | undefined;
-    topMs: number;
-    secondMs: number;
-    byHost: Map<string, number>;
-  } {
+  private hostMaxima(f: StepFrame): HostMaxima {
     const byHost = new Map<string, number>();
+    // The two slowest ranks overall: on a one-host job, "everyone else" is the other ranks.
+    let topRank = -1;
+    let topRankMs = 0;
+    let secondRankMs = 0;
     for (let r = 0; r < this.ranks.size; r++) {
       if (!f.seen[r]) continue;
       const h = this.ranks.host[r];
       const c = f.compute[r];
       const cur = byHost.get(h);
       if (cur === undefined || c > cur) byHost.set(h, c);
+      if (c > topRankMs) {
+        secondRankMs = topRankMs;
+        topRankMs = c;
+        topRank = r;
+      } else if (c > secondRankMs) secondRankMs = c;
     }
     let top: string | undefined;
     let topMs = 0;
@@ -163,7 +168,7 @@ export class StragglerDetector {
         top = h;
       } else if (c > secondMs) secondMs = c;
     }
-    return { top, topMs, secondMs, byHost };
+    return { top, topMs, secondMs, hosts: byHost.size, topRank, topRankMs, secondRankMs, stepMs: 0 };
   }
 
   /** Starts the since-onset sums at the current step (whose wall time is already in cumStepMs). */
@@ -184,7 +189,7 @@ export class StragglerDetector {
     lr: number,
     peerMs: number,
     stage: number,
-    hostTop: { top: string | undefined; topMs: number; secondMs: number },
+    hostTop: HostMaxima,
   ): void {
     this.n[r]++;
     this.sumLog[r] += lr;
@@ -193,14 +198,13 @@ export class StragglerDetector {
     if (f.commWait[r] >= 0) this.sumWait[r] += f.commWait[r];
     const pw = this.stageWaitMedian[stage];
     if (pw >= 0) this.sumPeerWait[r] += pw;
-    // What the job would have saved without this rank: its lead over the slowest other host.
-    const other = this.ranks.host[r] === hostTop.top ? hostTop.secondMs : hostTop.topMs;
-    if (f.compute[r] > other) this.sumExcess[r] += f.compute[r] - other;
+    this.sumExcess[r] += savedMs(r, this.ranks.host[r], f.compute[r], peerMs, hostTop);
   }
 
+  /** Share of the wall time since onset the job would have saved: in [0, 100) (see savedMs). */
   private costPct(r: number): number {
     const span = this.cumStepMs - this.stepMsAtOnset[r];
-    return span > 0 ? (100 * this.sumExcess[r]) / span : 0;
+    return span > 0 ? Math.min(MAX_COST_PCT, (100 * this.sumExcess[r]) / span) : 0;
   }
 
   private decidePending(f: StepFrame): void {
@@ -325,6 +329,36 @@ export class StragglerDetector {
     this.scratch2 = new Float64Array(capacity);
     this.cap = capacity;
   }
+}
+
+/** Per-step figures the cost estimate needs: the slowest hosts and ranks, and the wall step time. */
+export interface HostMaxima {
+  top: string | undefined;
+  topMs: number;
+  secondMs: number;
+  hosts: number;
+  topRank: number;
+  topRankMs: number;
+  secondRankMs: number;
+  stepMs: number;
+}
+
+/** Rounded to 2 decimals, a cost just under 100 must not read 100. */
+const MAX_COST_PCT = 99.99;
+
+/**
+ * What one step would have been shorter had rank r computed like its stage peers: the job waits
+ * for its slowest rank, so without the culprit it waits for the slowest of everyone else (other
+ * hosts, so that a host-wide slowdown is not measured against itself; the other ranks when the
+ * job has one host) or for the culprit running at its peers' median, whichever is later. Never
+ * negative, and never the whole step: the step without the culprit still takes its peers' time.
+ */
+export function savedMs(r: number, host: string, computeMs: number, peerMs: number, m: HostMaxima): number {
+  const others =
+    m.hosts > 1 ? (host === m.top ? m.secondMs : m.topMs) : r === m.topRank ? m.secondRankMs : m.topRankMs;
+  const saved = computeMs - Math.max(others, peerMs);
+  if (!(saved > 0)) return 0;
+  return Math.min(saved, Math.max(0, m.stepMs - peerMs));
 }
 
 function maxPresent(a: Float64Array, seen: Uint8Array, n: number): number {

@@ -32,7 +32,10 @@ const TokenEntry = Type.Object(
     name: Type.String({ minLength: 1, description: 'shown in logs and the audit instead of the token' }),
     token: Type.Optional(Type.String({ minLength: 16, description: 'the token itself' })),
     sha256: Type.Optional(
-      Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'hex sha256 of the token (keeps it off disk)' }),
+      Type.String({
+        pattern: '^[0-9a-fA-F]{64}$',
+        description: 'hex sha256 of the token (keeps it off disk)',
+      }),
     ),
     scopes: Type.Array(Type.Union(SCOPES.map((s) => Type.Literal(s))), { minItems: 1 }),
   },
@@ -51,15 +54,23 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest();
 /** Parses an auth file's JSON; every problem names its key. */
 export function parseAuth(json: unknown, source = 'auth file'): AuthToken[] {
   if (!Value.Check(AuthFile, json)) {
-    const problems = [...Value.Errors(AuthFile, json)].slice(0, 5).map((e) => `${e.path || '/'}: ${e.message}`);
+    const problems = [...Value.Errors(AuthFile, json)]
+      .slice(0, 5)
+      .map((e) => `${e.path || '/'}: ${e.message}`);
     throw new RankwatchError('RANKWATCH_ERR_CONFIG', `${source}: ${problems.join('; ')}`);
   }
   const names = new Set<string>();
   return json.tokens.map((t, i) => {
     if ((t.token === undefined) === (t.sha256 === undefined))
-      throw new RankwatchError('RANKWATCH_ERR_CONFIG', `${source}: /tokens/${i}: give exactly one of "token" or "sha256"`);
+      throw new RankwatchError(
+        'RANKWATCH_ERR_CONFIG',
+        `${source}: /tokens/${i}: give exactly one of "token" or "sha256"`,
+      );
     if (names.has(t.name))
-      throw new RankwatchError('RANKWATCH_ERR_CONFIG', `${source}: /tokens/${i}/name: "${t.name}" is used twice`);
+      throw new RankwatchError(
+        'RANKWATCH_ERR_CONFIG',
+        `${source}: /tokens/${i}/name: "${t.name}" is used twice`,
+      );
     names.add(t.name);
     const digest = t.sha256 !== undefined ? Buffer.from(t.sha256, 'hex') : sha256(t.token as string);
     return { name: t.name, digest, scopes: new Set(t.scopes) };
@@ -85,7 +96,8 @@ export function loadAuthFile(path: string): AuthToken[] {
 /** The tokens a server runs with: the --auth file's, plus `--token T` as a read-and-ingest token named `cli-token`. */
 export function authTokens(o: { file?: string; token?: string }): AuthToken[] {
   const tokens = o.file ? loadAuthFile(o.file) : [];
-  if (o.token) tokens.push({ name: 'cli-token', digest: sha256(o.token), scopes: new Set(['read', 'ingest']) });
+  if (o.token)
+    tokens.push({ name: 'cli-token', digest: sha256(o.token), scopes: new Set(['read', 'ingest']) });
   return tokens;
 }
 

@@ -308,7 +308,9 @@ export async function recordAck(store: Store, a: FindingAck): Promise<void> {
   await store.insert([
     {
       table: 'finding_acks',
-      rows: [JSON.stringify({ ...a, ts: Math.round(a.ts), until: a.until === null ? null : Math.round(a.until) })],
+      rows: [
+        JSON.stringify({ ...a, ts: Math.round(a.ts), until: a.until === null ? null : Math.round(a.until) }),
+      ],
     },
   ]);
 }
@@ -365,7 +367,12 @@ export async function jobSpan(
     { job },
   );
   return j
-    ? { first_ts: Number(j.first_ts), last_ts: Number(j.last_ts), ranks: Number(j.ranks), last_step: Number(j.last_step) }
+    ? {
+        first_ts: Number(j.first_ts),
+        last_ts: Number(j.last_ts),
+        ranks: Number(j.ranks),
+        last_step: Number(j.last_step),
+      }
     : null;
 }
 

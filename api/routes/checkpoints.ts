@@ -28,6 +28,8 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = asy
         response: { 200: Type.Object({ checkpoints: Type.Array(Stats) }), ...errors(...READ_ERRORS) },
       },
     },
-    async (req) => ({ checkpoints: await checkpointStats(store, { ...parseRange(req.query), job: req.query.job }) }),
+    async (req) => ({
+      checkpoints: await checkpointStats(store, { ...parseRange(req.query), job: req.query.job }),
+    }),
   );
 };

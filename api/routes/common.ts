@@ -40,7 +40,8 @@ export const badRequest = (field: string, why: string, where = 'querystring') =>
 export function parseTime(v: string | undefined, field: string): number | undefined {
   if (v === undefined || v === '') return undefined;
   const t = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
-  if (!Number.isFinite(t)) throw badRequest(field, `expected epoch milliseconds or an ISO 8601 time, got "${v}"`);
+  if (!Number.isFinite(t))
+    throw badRequest(field, `expected epoch milliseconds or an ISO 8601 time, got "${v}"`);
   return t;
 }
 
@@ -60,7 +61,12 @@ const UNIT_S: Record<string, number> = { '': 1, s: 1, m: 60, h: 3600, d: 86400 }
 export const DURATION = '^[0-9]+(\\.[0-9]+)?[smhd]?$';
 
 /** "90", "30s", "5m", "1h", "1d" as seconds; 400 naming the field otherwise. */
-export function parseDuration(v: string | undefined, field: string, fallback: number, where = 'querystring'): number {
+export function parseDuration(
+  v: string | undefined,
+  field: string,
+  fallback: number,
+  where = 'querystring',
+): number {
   if (v === undefined || v === '') return fallback;
   const m = /^(\d+(?:\.\d+)?)([smhd]?)$/.exec(v);
   const s = m ? Number(m[1]) * UNIT_S[m[2]] : Number.NaN;
@@ -71,16 +77,22 @@ export function parseDuration(v: string | undefined, field: string, fallback: nu
 export const Cursor = Type.Tuple([Type.Number(), Type.String()]);
 
 /** Paging cursors are opaque to clients: base64url of the last row's sort key. */
-export const encodeCursor = (ts: number, id: string) => Buffer.from(JSON.stringify([ts, id])).toString('base64url');
+export const encodeCursor = (ts: number, id: string) =>
+  Buffer.from(JSON.stringify([ts, id])).toString('base64url');
 
 export function decodeCursor(v: string | undefined): { ts: number; id: string } | undefined {
   if (v === undefined || v === '') return undefined;
   let parsed: Static<typeof Cursor> | undefined;
   try {
     const j = JSON.parse(Buffer.from(v, 'base64url').toString('utf8'));
-    if (Array.isArray(j) && j.length === 2 && Number.isFinite(j[0]) && typeof j[1] === 'string') parsed = [j[0], j[1]];
+    if (Array.isArray(j) && j.length === 2 && Number.isFinite(j[0]) && typeof j[1] === 'string')
+      parsed = [j[0], j[1]];
   } catch {}
-  if (!parsed) throw badRequest('cursor', 'not a cursor this API gave out (use next_cursor of the previous page, or leave it out)');
+  if (!parsed)
+    throw badRequest(
+      'cursor',
+      'not a cursor this API gave out (use next_cursor of the previous page, or leave it out)',
+    );
   return { ts: parsed[0], id: parsed[1] };
 }
 
@@ -92,10 +104,16 @@ export function decodeCursor(v: string | undefined): { ts: number; id: string } 
 export function errorHandler(bodyLimit: number, o: { storeRoutes?: boolean } = {}) {
   return (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
     const send = (statusCode: number, message: string, code?: string) =>
-      reply.code(statusCode).send({ statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, ...(code ? { code } : {}) });
+      reply
+        .code(statusCode)
+        .send({ statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, ...(code ? { code } : {}) });
     if (err instanceof HttpError) return send(err.statusCode, err.message);
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
-      return send(413, `request body is over the ${bodyLimit} byte limit: gzip it or split it into smaller batches`, err.code);
+      return send(
+        413,
+        `request body is over the ${bodyLimit} byte limit: gzip it or split it into smaller batches`,
+        err.code,
+      );
     if (err instanceof RankwatchError) {
       // On the read routes the store is the only thing that can be away (or closed, while stopping).
       if (o.storeRoutes && (err.retriable || err.code === 'RANKWATCH_ERR_STOPPED'))
@@ -105,6 +123,10 @@ export function errorHandler(bodyLimit: number, o: { storeRoutes?: boolean } = {
     }
     const status = err.statusCode ?? 500;
     if (status >= 500) req.log.error({ err }, 'request failed');
-    return send(status, status >= 500 ? 'internal error; the server log has the details' : err.message, err.code);
+    return send(
+      status,
+      status >= 500 ? 'internal error; the server log has the details' : err.message,
+      err.code,
+    );
   };
 }

@@ -29,5 +29,7 @@ export async function installDocs(app: FastifyInstance): Promise<void> {
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { config: { scope: 'public' }, schema: { hide: true } }, async () => app.swagger());
+  app.get('/openapi.json', { config: { scope: 'public' }, schema: { hide: true } }, async () =>
+    app.swagger(),
+  );
 }

@@ -116,7 +116,8 @@ export const findingRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async 
     {
       config: { scope: 'read' },
       schema: {
-        summary: "One incident: its latest state and its history (open, updates, resolve), each with evidence",
+        summary:
+          'One incident: its latest state and its history (open, updates, resolve), each with evidence',
         tags: ['findings'],
         params: Id,
         response: {
@@ -135,34 +136,41 @@ export const findingRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async 
     },
   );
 
-  const act = (action: 'ack' | 'silence') => async (
-    id: string,
-    by: string,
-    note: string,
-    until: number | null,
-    log: { info: (o: object, m: string) => void },
-  ) => {
-    if ((await findingHistory(store, id)).length === 0)
-      throw notFound(`no finding with id "${id}" (GET /v1/findings lists them)`);
-    const a: FindingAck = { id, action, ts: Date.now(), by, until, note };
-    await recordAck(store, a);
-    log.info({ audit: { action, finding: id, by, until } }, `finding ${action}`);
-    return a;
-  };
+  const act =
+    (action: 'ack' | 'silence') =>
+    async (
+      id: string,
+      by: string,
+      note: string,
+      until: number | null,
+      log: { info: (o: object, m: string) => void },
+    ) => {
+      if ((await findingHistory(store, id)).length === 0)
+        throw notFound(`no finding with id "${id}" (GET /v1/findings lists them)`);
+      const a: FindingAck = { id, action, ts: Date.now(), by, until, note };
+      await recordAck(store, a);
+      log.info({ audit: { action, finding: id, by, until } }, `finding ${action}`);
+      return a;
+    };
 
   app.post(
     '/v1/findings/:id/ack',
     {
       config: { scope: 'admin' },
+      // The body is optional: none is an ack without a note.
+      preValidation: async (req) => {
+        req.body ??= {};
+      },
       schema: {
         summary: 'Acknowledge an incident (admin); stored with the token name',
         tags: ['findings'],
         params: Id,
-        body: Type.Optional(Type.Object({ note: Type.Optional(Type.String({ maxLength: 2000 })) })),
+        body: Type.Object({ note: Type.Optional(Type.String({ maxLength: 2000 })) }),
         response: { 200: Ack, ...errors(...READ_ERRORS, 404) },
       },
     },
-    async (req) => act('ack')(req.params.id, req.principal ?? 'anonymous', req.body?.note ?? '', null, req.log),
+    async (req) =>
+      act('ack')(req.params.id, req.principal ?? 'anonymous', req.body.note ?? '', null, req.log),
   );
 
   app.post(
@@ -182,7 +190,13 @@ export const findingRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async 
     },
     async (req) => {
       const s = parseDuration(req.body.for, 'for', 3600, 'body');
-      return act('silence')(req.params.id, req.principal ?? 'anonymous', req.body.note ?? '', Date.now() + s * 1000, req.log);
+      return act('silence')(
+        req.params.id,
+        req.principal ?? 'anonymous',
+        req.body.note ?? '',
+        Date.now() + s * 1000,
+        req.log,
+      );
     },
   );
 };

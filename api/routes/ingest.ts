@@ -51,7 +51,14 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
       schema: {
         summary: 'A batch of v1 events as JSON lines (gzip accepted)',
         tags: ['ingest'],
-        response: { 200: IngestReply, 400: IngestReply, 401: TooLarge, 403: TooLarge, 413: TooLarge, 415: IngestReply },
+        response: {
+          200: IngestReply,
+          400: IngestReply,
+          401: TooLarge,
+          403: TooLarge,
+          413: TooLarge,
+          415: IngestReply,
+        },
       },
     },
     async (req, reply) => {

@@ -5,7 +5,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type TSchema, Type } from '@sinclair/typebox';
 import { Finding } from '../../schema/finding.js';
-import { findings, jobDetail, jobSpan, jobs, mfuOverTime, rankHeatmap, stepsOverTime } from '../../store/queries.js';
+import {
+  findings,
+  jobDetail,
+  jobSpan,
+  jobs,
+  mfuOverTime,
+  rankHeatmap,
+  stepsOverTime,
+} from '../../store/queries.js';
 import type { Store } from '../../store/store.js';
 import { DURATION, errors, notFound, parseDuration, parseRange, READ_ERRORS, TimeQuery } from './common.js';
 
@@ -13,9 +21,12 @@ const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
 const JobRow = Type.Object({
   job: Type.String(),
-  status: Type.Union(['running', 'finished', 'interrupted', 'stale'].map((s) => Type.Literal(s)), {
-    description: 'running: steps within the last 5 minutes; finished/interrupted: its last lifecycle event',
-  }),
+  status: Type.Union(
+    ['running', 'finished', 'interrupted', 'stale'].map((s) => Type.Literal(s)),
+    {
+      description: 'running: steps within the last 5 minutes; finished/interrupted: its last lifecycle event',
+    },
+  ),
   first_ts: Type.Number(),
   last_ts: Type.Number(),
   ranks: Type.Integer({ description: 'ranks seen reporting steps' }),
@@ -42,7 +53,9 @@ const JobSummary = Type.Object({
 const JobParams = Type.Object({ job: Type.String({ description: 'the job id of its events' }) });
 const SeriesQuery = Type.Object({
   ...TimeQuery,
-  step: Type.Optional(Type.String({ pattern: DURATION, description: 'bucket width: seconds, or 30s, 5m, 1h (default 60)' })),
+  step: Type.Optional(
+    Type.String({ pattern: DURATION, description: 'bucket width: seconds, or 30s, 5m, 1h (default 60)' }),
+  ),
 });
 
 const costliest = (a: Finding, b: Finding) => (b.est_cost_pct ?? 0) - (a.est_cost_pct ?? 0) || a.ts - b.ts;
@@ -62,7 +75,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       schema: {
         summary: 'Jobs with steps in the range (default: the last day), running first',
         tags: ['jobs'],
-        querystring: Type.Object({ ...TimeQuery, limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })) }),
+        querystring: Type.Object({
+          ...TimeQuery,
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+        }),
         response: { 200: Type.Object({ jobs: Type.Array(JobRow) }), ...errors(...READ_ERRORS) },
       },
     },
@@ -75,7 +91,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       const openBy = new Map<string, number>();
       for (const f of open) if (f.job) openBy.set(f.job, (openBy.get(f.job) ?? 0) + 1);
       return {
-        jobs: rows.map(({ mfu_last, ...j }) => ({ ...j, mfu_now: mfu_last, open_findings: openBy.get(j.job) ?? 0 })),
+        jobs: rows.map(({ mfu_last, ...j }) => ({
+          ...j,
+          mfu_now: mfu_last,
+          open_findings: openBy.get(j.job) ?? 0,
+        })),
       };
     },
   );
@@ -183,7 +203,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       const step = parseDuration(req.query.step, 'step', 60);
       const range = parseRange(req.query);
       await known(job);
-      return { job, step_s: step, points: await stepsOverTime(store, job, { ...range, bucketSeconds: step }) };
+      return {
+        job,
+        step_s: step,
+        points: await stepsOverTime(store, job, { ...range, bucketSeconds: step }),
+      };
     },
   );
 
@@ -197,7 +221,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     compute_ms: Type.Number(),
     compute_max_ms: Type.Number(),
     comm_wait_ms: Nullable(Type.Number()),
-    rel_compute: Type.Number({ description: 'compute over the median of its stage peers in the cell (1 = typical)' }),
+    rel_compute: Type.Number({
+      description: 'compute over the median of its stage peers in the cell (1 = typical)',
+    }),
   });
   app.get(
     '/v1/jobs/:job/heatmap',
@@ -205,7 +231,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       config,
       schema: {
         summary: 'Per-rank compute relative to its pipeline-stage peers, per cell of time',
-        description: 'Cells are whole minutes (step is rounded up to minutes). Default range: the last hour of the job.',
+        description:
+          'Cells are whole minutes (step is rounded up to minutes). Default range: the last hour of the job.',
         tags: ['jobs'],
         params: JobParams,
         querystring: SeriesQuery,

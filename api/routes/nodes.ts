@@ -17,12 +17,16 @@ const Node = Type.Object({
   faults: Type.Integer(),
   last_fault_ts: Nullable(Type.Number()),
   fault_sources: Type.Array(Type.String()),
-  throttled_gpu_minutes: Type.Integer({ description: 'GPU-minutes with HW slowdown, thermal or power-brake throttling' }),
+  throttled_gpu_minutes: Type.Integer({
+    description: 'GPU-minutes with HW slowdown, thermal or power-brake throttling',
+  }),
   min_sm_clock_mhz: Nullable(Type.Number()),
   max_temp_c: Nullable(Type.Number()),
   ecc_dbe: Type.Integer(),
   active_findings: Type.Integer(),
-  worst_action: Type.String({ description: 'strongest action an open finding asks for: none, watch, cordon, drain, rma' }),
+  worst_action: Type.String({
+    description: 'strongest action an open finding asks for: none, watch, cordon, drain, rma',
+  }),
 });
 
 const Fault = Type.Object({
@@ -78,7 +82,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (ap
     {
       config,
       schema: {
-        summary: "One node: its health, faults, findings and GPU throttling history",
+        summary: 'One node: its health, faults, findings and GPU throttling history',
         tags: ['nodes'],
         params: Type.Object({ host: Type.String() }),
         querystring: Type.Object(TimeQuery),
@@ -131,7 +135,12 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (ap
         response: {
           200: Type.Object({
             hosts: Type.Array(
-              Type.Object({ host: Type.String(), action: Type.String(), active_findings: Type.Integer(), faults: Type.Integer() }),
+              Type.Object({
+                host: Type.String(),
+                action: Type.String(),
+                active_findings: Type.Integer(),
+                faults: Type.Integer(),
+              }),
             ),
           }),
           ...errors(...READ_ERRORS),
@@ -141,10 +150,17 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (ap
     async (req, reply) => {
       const hosts = (await nodeHealth(store))
         .filter((n) => CORDON.has(n.worst_action))
-        .map((n) => ({ host: n.host, action: n.worst_action, active_findings: n.active_findings, faults: n.faults }));
+        .map((n) => ({
+          host: n.host,
+          action: n.worst_action,
+          active_findings: n.active_findings,
+          faults: n.faults,
+        }));
       if (wantsText(req.headers.accept))
         // A string payload is sent as is, past the JSON schema (typed for the JSON form).
-        return reply.type('text/plain; charset=utf-8').send(hosts.map((h) => `${h.host}\n`).join('') as never);
+        return reply
+          .type('text/plain; charset=utf-8')
+          .send(hosts.map((h) => `${h.host}\n`).join('') as never);
       return { hosts };
     },
   );

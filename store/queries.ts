@@ -135,6 +135,8 @@ export interface MfuBucket {
   tflops_per_gpu: number;
   step_ms: number;
   steps: number;
+  /** Job tokens per second in the bucket; null when the job reports no tokens. */
+  tokens_per_s: number | null;
 }
 
 /** A job's MFU over time, averaged per `bucketSeconds` (default 60). */
@@ -147,16 +149,18 @@ export async function mfuOverTime(
   const conds = ['job = {job:String}', ...timeFilter('ts', opts, params)];
   const rows = await store.query<Record<string, string | number>>(
     `SELECT toUnixTimestamp64Milli(toDateTime64(toStartOfInterval(ts, toIntervalSecond({bucket:UInt32})), 3)) AS t,
-       avg(mfu) AS mfu, avg(tflops_per_gpu) AS tflops_per_gpu, avg(step_ms) AS step_ms, count() AS steps
+       avg(mfu) AS mean_mfu, avg(tflops_per_gpu) AS mean_tflops, avg(step_ms) AS mean_step_ms, count() AS steps,
+       if(sum(tokens) > 0 AND sum(step_ms) > 0, sum(tokens) / sum(step_ms) * 1000, NULL) AS tokens_per_s
      FROM mfu FINAL ${where(conds)} GROUP BY t ORDER BY t`,
     params,
   );
   return rows.map((r) => ({
     ts: Number(r.t),
-    mfu: Number(r.mfu),
-    tflops_per_gpu: Number(r.tflops_per_gpu),
-    step_ms: Number(r.step_ms),
+    mfu: Number(r.mean_mfu),
+    tflops_per_gpu: Number(r.mean_tflops),
+    step_ms: Number(r.mean_step_ms),
     steps: Number(r.steps),
+    tokens_per_s: r.tokens_per_s === null ? null : Number(r.tokens_per_s),
   }));
 }
 

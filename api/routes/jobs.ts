@@ -150,6 +150,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     tflops_per_gpu: Type.Number(),
     step_ms: Type.Number(),
     steps: Type.Integer(),
+    tokens_per_s: Nullable(
+      Type.Number({ description: 'job tokens per second; null when no tokens are reported' }),
+    ),
   });
   app.get(
     '/v1/jobs/:job/mfu',

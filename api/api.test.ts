@@ -170,6 +170,29 @@ describe('scopes', () => {
     }
   });
 
+  it("logs name the token, never the token itself, and an ack's audit line says who", async () => {
+    const lines: string[] = [];
+    const stream = { write: (l: string) => lines.push(l) };
+    const logged = await buildApp({
+      store,
+      // A logger configuration (fastify builds pino from it), writing JSON lines to the array.
+      logger: { level: 'info', stream } as never,
+      auth: { tokens: parseAuth({ tokens: [{ name: 'ops', token: TOKENS.admin, scopes: ['read', 'admin'] }] }) },
+    });
+    try {
+      const [f] = (await get('/v1/findings?limit=1')).json().findings as Finding[];
+      const r = await logged.inject({ method: 'POST', url: `/v1/findings/${f.id}/ack`, headers: as('admin') });
+      expect(r.statusCode).toBe(200);
+      const all = lines.join('');
+      expect(all).not.toContain(TOKENS.admin);
+      const parsed = lines.map((l) => JSON.parse(l));
+      expect(parsed.some((l) => l.msg === 'request completed' && l.token === 'ops')).toBe(true);
+      expect(parsed.some((l) => l.audit?.action === 'ack' && l.audit.by === 'ops' && l.audit.finding === f.id)).toBe(true);
+    } finally {
+      await logged.close();
+    }
+  });
+
   it('an auth file with a problem is refused naming the key', () => {
     expect(() => parseAuth({ tokens: [{ name: 'a', scopes: ['read'] }] })).toThrow(
       /tokens\/0: give exactly one/,

@@ -139,7 +139,10 @@ export function installAuth(app: FastifyInstance, tokens: AuthToken[]): void {
       });
     }
     req.principal = t.name;
-    req.log.info({ token: t.name }, 'authenticated');
+    // Every later log line of this request (including fastify's "request completed") names the token.
+    const log = req.log.child({ token: t.name });
+    req.log = log;
+    reply.log = log;
     if (!t.scopes.has(scope))
       return reply.code(403).send({
         statusCode: 403,

@@ -177,17 +177,25 @@ describe('scopes', () => {
       store,
       // A logger configuration (fastify builds pino from it), writing JSON lines to the array.
       logger: { level: 'info', stream } as never,
-      auth: { tokens: parseAuth({ tokens: [{ name: 'ops', token: TOKENS.admin, scopes: ['read', 'admin'] }] }) },
+      auth: {
+        tokens: parseAuth({ tokens: [{ name: 'ops', token: TOKENS.admin, scopes: ['read', 'admin'] }] }),
+      },
     });
     try {
       const [f] = (await get('/v1/findings?limit=1')).json().findings as Finding[];
-      const r = await logged.inject({ method: 'POST', url: `/v1/findings/${f.id}/ack`, headers: as('admin') });
+      const r = await logged.inject({
+        method: 'POST',
+        url: `/v1/findings/${f.id}/ack`,
+        headers: as('admin'),
+      });
       expect(r.statusCode).toBe(200);
       const all = lines.join('');
       expect(all).not.toContain(TOKENS.admin);
       const parsed = lines.map((l) => JSON.parse(l));
       expect(parsed.some((l) => l.msg === 'request completed' && l.token === 'ops')).toBe(true);
-      expect(parsed.some((l) => l.audit?.action === 'ack' && l.audit.by === 'ops' && l.audit.finding === f.id)).toBe(true);
+      expect(
+        parsed.some((l) => l.audit?.action === 'ack' && l.audit.by === 'ops' && l.audit.finding === f.id),
+      ).toBe(true);
     } finally {
       await logged.close();
     }
@@ -448,6 +456,33 @@ describe('documents and errors', () => {
       expect(r.json().message).toMatch(/1000 byte limit: gzip it or split it/);
     } finally {
       await small.close();
+    }
+  });
+
+  it('ingest is rate limited per client, with a 429 that says what to do', async () => {
+    const limited = await buildApp({
+      publisher: { type: 'null', publish: async () => {}, close: async () => {} } as never,
+      ingestRatePerSecond: 1,
+    });
+    try {
+      const line = `${JSON.stringify({ v: 1, kind: 'fault', ts: Date.now(), host: 'h', source: 'xid', message: 'm' })}\n`;
+      const codes: number[] = [];
+      for (let i = 0; i < 12; i++)
+        codes.push((await limited.inject({ method: 'POST', url: '/v1/ingest', payload: line })).statusCode);
+      expect(codes.slice(0, 10)).toEqual(Array(10).fill(200));
+      expect(codes.slice(10)).toEqual([429, 429]);
+      const r = await limited.inject({ method: 'POST', url: '/v1/ingest', payload: line });
+      expect(r.json().message).toMatch(/over 1 requests\/s from this client: send more events per request/);
+      // Another client (another address) has its own allowance.
+      const other = await limited.inject({
+        method: 'POST',
+        url: '/v1/ingest',
+        payload: line,
+        remoteAddress: '10.0.0.9',
+      });
+      expect(other.statusCode).toBe(200);
+    } finally {
+      await limited.close();
     }
   });
 

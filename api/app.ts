@@ -26,6 +26,8 @@ export interface AppDeps {
   };
   /** fastify logger: false (default), true, or a pino-compatible logger. */
   logger?: boolean | FastifyBaseLogger;
+  /** Ingest requests per second per client (default 200; 0: no limit). */
+  ingestRatePerSecond?: number;
   /** Largest request body accepted, bytes (default 32 MiB). */
   bodyLimit?: number;
   /** Largest size a gzip body may inflate to, bytes (default 256 MiB). */
@@ -44,7 +46,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await installDocs(app);
   await app.register(healthRoutes, { health: deps.health });
   if (deps.publisher)
-    await app.register(ingestRoutes, { publisher: deps.publisher, maxInflatedBytes: deps.maxInflatedBytes });
+    await app.register(ingestRoutes, {
+      publisher: deps.publisher,
+      maxInflatedBytes: deps.maxInflatedBytes,
+      ratePerSecond: deps.ingestRatePerSecond,
+    });
   if (deps.store) await app.register(readRoutes, { store: deps.store });
   return app;
 }

@@ -11,12 +11,15 @@ import type { RankwatchEvent } from '../../schema/events.js';
 import { validateEvent } from '../../schema/validate.js';
 import { decodeBatch, inflateText } from '../../stream/codec.js';
 import { batchByKey, type Publisher } from '../../stream/transport.js';
+import { DEFAULT_INGEST_RATE, limitRate } from './rate-limit.js';
 
 /** Rejected lines listed in a reply; the count covers them all. */
 const MAX_REASONS = 50;
 
 export interface IngestOptions {
   publisher: Publisher;
+  /** Requests per second per client (token name and address); 0 turns the limit off. */
+  ratePerSecond?: number;
   /** Largest size a gzip body may inflate to (default MAX_INFLATED_BYTES, 256 MiB); past it: 413. */
   maxInflatedBytes?: number;
 }
@@ -41,6 +44,7 @@ const TooLarge = Type.Object({
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts) => {
   // Bodies stay raw bytes whatever their declared type: gzip and JSON lines are decoded here.
+  await limitRate(app, opts.ratePerSecond ?? DEFAULT_INGEST_RATE);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
@@ -58,6 +62,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
           403: TooLarge,
           413: TooLarge,
           415: IngestReply,
+          429: TooLarge,
         },
       },
     },

@@ -16,6 +16,8 @@ export interface UpOptions {
   token?: string;
   /** Scoped tokens from --auth FILE (api/auth.ts); `token` joins them as read-and-ingest. */
   tokens?: AuthToken[];
+  /** Ingest requests per second per client (default 200; 0: no limit). */
+  ingestRate?: number;
   onFindings?: (findings: Finding[]) => void;
   log?: (line: string) => void;
 }
@@ -45,6 +47,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
     publisher: transport,
     store,
     auth: { ingestToken: o.token, tokens: o.tokens },
+    ingestRatePerSecond: o.ingestRate,
     health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
   });
   const address = await app.listen({ host: o.host, port: o.port });
@@ -75,6 +78,7 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
   --token T        require "Authorization: Bearer T" on ingest and reads (default: $RANKWATCH_TOKEN, else none)
   --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}
                    (default: $RANKWATCH_AUTH_FILE); with neither, every route is open
+  --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
@@ -82,6 +86,7 @@ ${STORE_FLAGS_HELP}`,
       port: { type: 'string' },
       token: { type: 'string' },
       auth: { type: 'string' },
+      'ingest-rate': { type: 'string' },
       ...STORE_FLAGS,
     });
     if (values.help) {
@@ -102,6 +107,7 @@ ${STORE_FLAGS_HELP}`,
       store,
       token: token || undefined,
       tokens,
+      ingestRate: num(values['ingest-rate'], 'ingest-rate', 200),
       log: (l) => console.error(`rankwatch up: ${l}`),
       onFindings: (fs) => {
         for (const f of fs) {

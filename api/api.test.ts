@@ -221,6 +221,8 @@ describe('jobs', () => {
     expect(job.mfu_now).toBeGreaterThan(0);
     expect(job.mfu_now).toBeLessThan(1);
     expect(job.open_findings).toBeGreaterThan(0);
+    const open = (await get('/v1/findings?job=apijob&status=open&limit=1000')).json().findings;
+    expect(job.open_findings).toBe(open.length);
   });
 
   it("a job's summary names its hosts and its findings, costliest first", async () => {

@@ -1,7 +1,8 @@
 /**
  * The HTTP API as a fastify app, not yet listening: `rankwatch up` listens, tests use
- * `app.inject()`. One plugin per resource under api/routes/. Today: ingest and health; the
- * query API (jobs, MFU, findings, nodes) joins the same app later.
+ * `app.inject()`. One plugin per resource under api/routes/: ingest, health, and the read API
+ * (jobs, findings, nodes, checkpoints; api/routes/index.ts), each route declaring the token scope
+ * it needs (api/auth.ts). docs/api.md describes them.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Store } from '../store/store.js';

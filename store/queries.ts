@@ -461,3 +461,15 @@ export async function stepsOverTime(
     comm_wait_p50_ms: Number(r.comm_wait_p50_ms),
   }));
 }
+
+/** Incidents not resolved, counted per job (what the jobs list shows). */
+export async function openFindingCounts(store: Store): Promise<Map<string, number>> {
+  const rows = await store.query<{ job: string; n: string | number }>(
+    `SELECT job, count() AS n FROM (
+       SELECT id, argMax(job, ts) AS job,
+         argMax(state, (ts, indexOf(['open', 'update', 'resolved'], state))) AS st
+       FROM findings FINAL GROUP BY id
+     ) WHERE st != 'resolved' AND job != '' GROUP BY job`,
+  );
+  return new Map(rows.map((r) => [String(r.job), Number(r.n)]));
+}

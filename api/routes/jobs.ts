@@ -11,6 +11,7 @@ import {
   jobSpan,
   jobs,
   mfuOverTime,
+  openFindingCounts,
   rankHeatmap,
   stepsOverTime,
 } from '../../store/queries.js';
@@ -84,12 +85,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     },
     async (req) => {
       const range = parseRange(req.query);
-      const [rows, open] = await Promise.all([
+      const [rows, openBy] = await Promise.all([
         jobs(store, { ...range, limit: req.query.limit }),
-        findings(store, { state: 'active', limit: 100_000 }),
+        openFindingCounts(store),
       ]);
-      const openBy = new Map<string, number>();
-      for (const f of open) if (f.job) openBy.set(f.job, (openBy.get(f.job) ?? 0) + 1);
       return {
         jobs: rows.map(({ mfu_last, ...j }) => ({
           ...j,

@@ -5,16 +5,20 @@ import { checkpointStats } from '../../store/health-queries.js';
 import type { Store } from '../../store/store.js';
 import { errors, parseRange, READ_ERRORS, TimeQuery } from './common.js';
 
-const Stats = Type.Object({
-  job: Type.String(),
-  phase: Type.String(),
-  count: Type.Integer(),
-  failures: Type.Integer(),
-  p50_ms: Type.Number(),
-  p95_ms: Type.Number(),
-  max_ms: Type.Number(),
-  mean_ok_ms: Type.Union([Type.Number(), Type.Null()], { description: 'mean of successful durations' }),
-});
+const Stats = Type.Object(
+  {
+    job: Type.String(),
+    phase: Type.String(),
+    count: Type.Integer(),
+    failures: Type.Integer(),
+    p50_ms: Type.Number(),
+    p95_ms: Type.Number(),
+    max_ms: Type.Number(),
+    mean_ok_ms: Type.Union([Type.Number(), Type.Null()], { description: 'mean of successful durations' }),
+  },
+  // Figures the checkpoint queries add later pass through.
+  { additionalProperties: true },
+);
 
 export const checkpointRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
   app.get(

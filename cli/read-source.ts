@@ -6,6 +6,7 @@
  */
 import { buildApp } from '../api/app.js';
 import { RankwatchError } from '../core/errors.js';
+import type { Store } from '../store/store.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from './store-options.js';
 
 export const SOURCE_FLAGS = {
@@ -85,13 +86,22 @@ export async function openSource(values: Record<string, unknown>): Promise<ReadS
     await store.close();
     throw err;
   }
+  const source = await sourceOverStore(store, where);
+  return {
+    ...source,
+    async close() {
+      await source.close();
+      await store.close();
+    },
+  };
+}
+
+/** The read API over a store that is already open (and stays open: closing closes only the app). */
+export async function sourceOverStore(store: Store, where: string): Promise<ReadSource> {
   const app = await buildApp({ store });
   return {
     where,
-    async close() {
-      await app.close();
-      await store.close();
-    },
+    close: () => app.close(),
     async get<T>(path: string) {
       const res = await app.inject({ method: 'GET', url: path });
       const body = res.json() as { message?: string };

@@ -6,7 +6,7 @@
  * answer as tables and as JSON; after `up` stops, `rankwatch serve` reads the same chDB folder.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -30,6 +30,15 @@ writeFileSync(
     ],
   }),
 );
+/** The host rank `rank` runs on, as the input file says. */
+function lineOf(file: string, rank: number): string | undefined {
+  for (const l of readFileSync(file, 'utf8').split('\n')) {
+    if (!l.includes('"kind":"step"')) continue;
+    const e = JSON.parse(l);
+    if (e.rank === rank) return e.host;
+  }
+  return undefined;
+}
 const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
 const cli = (...args: string[]) => run(process.execPath, [BIN, ...args], { maxBuffer: 64 << 20 });
 
@@ -164,4 +173,24 @@ describe('the read API and reports, over real processes', () => {
       serve.kill();
     }
   }, 60_000);
+
+  it('replay with a store ends with the job report (on stdout when findings go to a file)', async () => {
+    const file = join(dir, 'replay.jsonl');
+    writeFileSync(
+      file,
+      `${simLines('--ranks', '16', '--steps', '150', '--seed', '5', '--job', 'rp', '--fault', 'throttle:rank=3,at=40').join('\n')}\n`,
+    );
+    const { stdout } = await cli(
+      'replay',
+      file,
+      '--data',
+      join(dir, 'replay-data'),
+      '--findings',
+      join(dir, 'rp.jsonl'),
+    );
+    const host = /throttle\s+│ \w+\s+│ (\S+)\/\d+ rank 3/.exec(stdout)?.[1];
+    expect(stdout).toMatch(/^\s*Job rp: /);
+    const truth = lineOf(file, 3);
+    expect(host).toBe(truth);
+  }, 120_000);
 });

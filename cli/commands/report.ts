@@ -1,7 +1,14 @@
 import type { Finding } from '../../schema/finding.js';
+import type { Store } from '../../store/store.js';
 import { type Command, parse } from '../args.js';
 import { sparkline } from '../chart.js';
-import { type ReadSource, SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
+import {
+  type ReadSource,
+  SOURCE_FLAGS,
+  SOURCE_FLAGS_HELP,
+  sourceOverStore,
+  withSource,
+} from '../read-source.js';
 import { table } from '../table.js';
 
 interface Summary {
@@ -162,6 +169,24 @@ export function renderReport(r: JobReport): string {
     .sort((a, b) => Number(b[1] !== 'ok') - Number(a[1] !== 'ok') || (a[0] < b[0] ? -1 : 1));
   out.push(table(['host', 'open findings'], hostRows));
   return out.join('\n');
+}
+
+/** Each job's report over an open store (what `replay` ends with); a job without steps is skipped. */
+export async function storedReports(store: Store, jobs: Iterable<string>): Promise<string> {
+  const s = await sourceOverStore(store, '');
+  try {
+    const out: string[] = [];
+    for (const job of jobs) {
+      try {
+        out.push(renderReport(await fetchReport(s, job)));
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'RANKWATCH_ERR_NOT_FOUND') throw err;
+      }
+    }
+    return out.join('\n\n');
+  } finally {
+    await s.close();
+  }
 }
 
 export const report: Command = {

@@ -1,22 +1,34 @@
 /**
  * The HTTP API as a fastify app, not yet listening: `rankwatch up` listens, tests use
- * `app.inject()`. One plugin per resource under api/routes/. Today: ingest and health; the
- * query API (jobs, MFU, findings, nodes) joins the same app later.
+ * `app.inject()`. One plugin per resource under api/routes/: ingest, health, and the read API
+ * (jobs, findings, nodes, checkpoints; api/routes/index.ts), each route declaring the token scope
+ * it needs (api/auth.ts). docs/api.md describes them.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Store } from '../store/store.js';
 import type { Publisher } from '../stream/transport.js';
+import { type AuthToken, authTokens, installAuth } from './auth.js';
+import { errorHandler } from './routes/common.js';
+import { installDocs } from './routes/docs.js';
 import { healthRoutes } from './routes/healthz.js';
+import { readRoutes } from './routes/index.js';
 import { ingestRoutes } from './routes/ingest.js';
 
 export interface AppDeps {
-  /** Where accepted events go (the in-process bus of `rankwatch up`, or any Publisher). */
-  publisher: Publisher;
+  /** Where accepted events go (the in-process bus of `rankwatch up`, or any Publisher); none: no ingest route. */
+  publisher?: Publisher;
+  /** What the read API (jobs, findings, nodes, ...) reads; none: no read routes. */
+  store?: Store;
   auth?: {
-    /** Bearer token ingest requires; none configured means ingest is open (loopback use). */
+    /** A read-and-ingest token (`--token`); with `tokens`, one more entry named `cli-token`. */
     ingestToken?: string;
+    /** Scoped tokens (`--auth FILE`, see api/auth.ts). No tokens at all: every route is open (loopback use). */
+    tokens?: AuthToken[];
   };
   /** fastify logger: false (default), true, or a pino-compatible logger. */
   logger?: boolean | FastifyBaseLogger;
+  /** Ingest requests per second per client (default 200; 0: no limit). */
+  ingestRatePerSecond?: number;
   /** Largest request body accepted, bytes (default 32 MiB). */
   bodyLimit?: number;
   /** Largest size a gzip body may inflate to, bytes (default 256 MiB). */
@@ -30,11 +42,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger: deps.logger ?? false,
     bodyLimit: deps.bodyLimit ?? 32 << 20,
   });
+  installAuth(app, [...(deps.auth?.tokens ?? []), ...authTokens({ token: deps.auth?.ingestToken })]);
+  app.setErrorHandler(errorHandler(app.initialConfig.bodyLimit ?? 32 << 20));
+  await installDocs(app);
   await app.register(healthRoutes, { health: deps.health });
-  await app.register(ingestRoutes, {
-    publisher: deps.publisher,
-    token: deps.auth?.ingestToken,
-    maxInflatedBytes: deps.maxInflatedBytes,
-  });
+  if (deps.publisher)
+    await app.register(ingestRoutes, {
+      publisher: deps.publisher,
+      maxInflatedBytes: deps.maxInflatedBytes,
+      ratePerSecond: deps.ingestRatePerSecond,
+    });
+  if (deps.store) await app.register(readRoutes, { store: deps.store });
   return app;
 }

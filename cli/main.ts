@@ -47,6 +47,26 @@ export const COMMANDS: { name: string; summary: string; load: () => Promise<Comm
     summary: 'run the node collector: dcgm-exporter, nvidia-smi, kernel XIDs, training logs → the bus',
     load: async () => (await import('./commands/collect.js')).collect,
   },
+  {
+    name: 'serve',
+    summary: 'serve the read API (jobs, findings, nodes) over a ClickHouse server or a chDB folder',
+    load: async () => (await import('./commands/serve.js')).serve,
+  },
+  {
+    name: 'jobs',
+    summary: 'list jobs: status, size, MFU, open findings',
+    load: async () => (await import('./commands/jobs.js')).jobs,
+  },
+  {
+    name: 'report',
+    summary: "one job's report: MFU, tokens/s, step time, findings by cost, hosts",
+    load: async () => (await import('./commands/report.js')).report,
+  },
+  {
+    name: 'findings',
+    summary: 'list findings, newest first (--job, --open)',
+    load: async () => (await import('./commands/findings.js')).findings,
+  },
 ];
 
 function help(): string {

@@ -35,6 +35,14 @@ export const ERRORS = {
     hint: 'Give the token the server was started with (--token or $RANKWATCH_TOKEN).',
   },
   RANKWATCH_ERR_STOPPED: { retriable: false, hint: 'The component was stopped; create a new one.' },
+  RANKWATCH_ERR_NOT_FOUND: {
+    retriable: false,
+    hint: 'Check the name; `rankwatch jobs` and `rankwatch findings` list what is stored.',
+  },
+  RANKWATCH_ERR_API_UNAVAILABLE: {
+    retriable: true,
+    hint: 'Check that `rankwatch up` or `rankwatch serve` is running at --api URL.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

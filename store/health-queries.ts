@@ -297,3 +297,41 @@ export async function failureCounts(
     count: num(r.count),
   }));
 }
+
+export interface GpuMinute {
+  minute: number;
+  gpu: number;
+  sm_clock_mhz: number;
+  sm_clock_min_mhz: number;
+  temp_max_c: number;
+  /** NVML reason bits seen in the minute, OR-ed. */
+  throttle_reasons: number;
+  /** Samples with a reason that matters (0x8, 0x20, 0x40, 0x80). */
+  throttled_samples: number;
+}
+
+/** A host's GPU telemetry per minute, newest first: the throttling history of GET /v1/nodes/{host}. */
+export async function gpuHistory(
+  store: Store,
+  host: string,
+  f: TimeRange & { limit?: number } = {},
+): Promise<GpuMinute[]> {
+  const p: Record<string, unknown> = { host, limit: f.limit ?? 1000 };
+  const rows = await store.query<Row>(
+    `SELECT toUnixTimestamp64Milli(toDateTime64(minute, 3)) AS m, gpu, avgMerge(sm_clock_mhz) AS clk,
+       min(sm_clock_min_mhz) AS clk_min, max(temp_max_c) AS temp, groupBitOr(throttle_reasons) AS reasons,
+       countIfMerge(throttled_samples) AS throttled
+     FROM gpu_minute ${where(['host = {host:String}', ...timeFilter('minute', f, p)])}
+     GROUP BY minute, gpu ORDER BY minute DESC, gpu LIMIT {limit:UInt32}`,
+    p,
+  );
+  return rows.map((r) => ({
+    minute: num(r.m),
+    gpu: num(r.gpu),
+    sm_clock_mhz: num(r.clk),
+    sm_clock_min_mhz: num(r.clk_min),
+    temp_max_c: num(r.temp),
+    throttle_reasons: num(r.reasons),
+    throttled_samples: num(r.throttled),
+  }));
+}

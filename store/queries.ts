@@ -135,6 +135,8 @@ export interface MfuBucket {
   tflops_per_gpu: number;
   step_ms: number;
   steps: number;
+  /** Job tokens per second in the bucket; null when the job reports no tokens. */
+  tokens_per_s: number | null;
 }
 
 /** A job's MFU over time, averaged per `bucketSeconds` (default 60). */
@@ -147,16 +149,18 @@ export async function mfuOverTime(
   const conds = ['job = {job:String}', ...timeFilter('ts', opts, params)];
   const rows = await store.query<Record<string, string | number>>(
     `SELECT toUnixTimestamp64Milli(toDateTime64(toStartOfInterval(ts, toIntervalSecond({bucket:UInt32})), 3)) AS t,
-       avg(mfu) AS mfu, avg(tflops_per_gpu) AS tflops_per_gpu, avg(step_ms) AS step_ms, count() AS steps
+       avg(mfu) AS mean_mfu, avg(tflops_per_gpu) AS mean_tflops, avg(step_ms) AS mean_step_ms, count() AS steps,
+       if(sum(tokens) > 0 AND sum(step_ms) > 0, sum(tokens) / sum(step_ms) * 1000, NULL) AS tokens_per_s
      FROM mfu FINAL ${where(conds)} GROUP BY t ORDER BY t`,
     params,
   );
   return rows.map((r) => ({
     ts: Number(r.t),
-    mfu: Number(r.mfu),
-    tflops_per_gpu: Number(r.tflops_per_gpu),
-    step_ms: Number(r.step_ms),
+    mfu: Number(r.mean_mfu),
+    tflops_per_gpu: Number(r.mean_tflops),
+    step_ms: Number(r.mean_step_ms),
     steps: Number(r.steps),
+    tokens_per_s: r.tokens_per_s === null ? null : Number(r.tokens_per_s),
   }));
 }
 
@@ -228,6 +232,9 @@ export interface FindingFilter extends TimeRange {
   state?: 'open' | 'update' | 'resolved' | 'active';
   job?: string;
   host?: string;
+  severity?: string;
+  /** Paging: incidents strictly after this one in the newest-first order. */
+  after?: { ts: number; id: string };
   limit?: number;
 }
 
@@ -251,6 +258,17 @@ export async function findings(store: Store, f: FindingFilter = {}): Promise<Fin
     conds.push('type = {type:String}');
   }
   const having: string[] = [...timeFilter('last_ts', f, params)];
+  if (f.severity !== undefined) {
+    params.severity = f.severity;
+    having.push('latest_severity = {severity:String}');
+  }
+  if (f.after !== undefined) {
+    params.after_ts = Math.floor(f.after.ts);
+    params.after_id = f.after.id;
+    having.push(
+      "(last_ts < fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC') OR (last_ts = fromUnixTimestamp64Milli({after_ts:Int64}, 'UTC') AND id > {after_id:String}))",
+    );
+  }
   if (f.state === 'active') having.push("latest_state != 'resolved'");
   else if (f.state !== undefined) {
     params.state = f.state;
@@ -259,11 +277,199 @@ export async function findings(store: Store, f: FindingFilter = {}): Promise<Fin
   // Latest by event time; at equal times resolved > update > open.
   const rows = await store.query<{ latest_raw: string }>(
     `SELECT id, argMax(raw, (ts, indexOf(['open', 'update', 'resolved'], state))) AS latest_raw,
-       argMax(state, (ts, indexOf(['open', 'update', 'resolved'], state))) AS latest_state, max(ts) AS last_ts
+       argMax(state, (ts, indexOf(['open', 'update', 'resolved'], state))) AS latest_state,
+       argMax(severity, (ts, indexOf(['open', 'update', 'resolved'], state))) AS latest_severity, max(ts) AS last_ts
      FROM findings FINAL ${where(conds)}
      GROUP BY id ${having.length ? `HAVING ${having.join(' AND ')}` : ''}
      ORDER BY last_ts DESC, id LIMIT {limit:UInt32}`,
     params,
   );
   return rows.map((r) => JSON.parse(r.latest_raw) as Finding);
+}
+
+/** Every stored state of one incident (open, updates, resolve), oldest first; empty when unknown. */
+export async function findingHistory(store: Store, id: string): Promise<Finding[]> {
+  const rows = await store.query<{ raw: string }>(
+    `SELECT raw FROM findings FINAL WHERE id = {id:String}
+     ORDER BY ts, indexOf(['open', 'update', 'resolved'], state)`,
+    { id },
+  );
+  return rows.map((r) => JSON.parse(r.raw) as Finding);
+}
+
+export interface FindingAck {
+  id: string;
+  /** `ack`: a person has seen it; `silence`: no alerts for it until `until`. */
+  action: 'ack' | 'silence';
+  ts: number;
+  /** The name of the token that made it (never the token). */
+  by: string;
+  until: number | null;
+  note: string;
+}
+
+export async function recordAck(store: Store, a: FindingAck): Promise<void> {
+  await store.insert([
+    {
+      table: 'finding_acks',
+      rows: [
+        JSON.stringify({ ...a, ts: Math.round(a.ts), until: a.until === null ? null : Math.round(a.until) }),
+      ],
+    },
+  ]);
+}
+
+/** Acks and silences of the given incidents, oldest first. */
+export async function acksOf(store: Store, ids: string[]): Promise<FindingAck[]> {
+  if (ids.length === 0) return [];
+  const rows = await store.query<Record<string, string | number | null>>(
+    `SELECT id, action, toUnixTimestamp64Milli(ts) AS t, by,
+       if(until IS NULL, NULL, toUnixTimestamp64Milli(until)) AS u, note
+     FROM finding_acks FINAL WHERE id IN {ids:Array(String)} ORDER BY ts`,
+    { ids },
+  );
+  return rows.map((r) => ({
+    id: String(r.id),
+    action: r.action as FindingAck['action'],
+    ts: Number(r.t),
+    by: String(r.by),
+    until: r.u === null ? null : Number(r.u),
+    note: String(r.note),
+  }));
+}
+
+export interface JobDetail {
+  job: string;
+  first_ts: number;
+  last_ts: number;
+  ranks: number;
+  last_step: number;
+  /** The last lifecycle event (`start`, `restart`, `interrupted`, `finished`), '' when none. */
+  last_event: string;
+  world_size: number;
+  gpu_model: string;
+  mfu_last: number | null;
+  mfu_avg: number | null;
+  /** Mean wall step time over the last `recentMinutes` with steps. */
+  step_ms: number | null;
+  compute_ms: number | null;
+  /** Job tokens per second over the same window, from the MFU rows (null when no tokens reported). */
+  tokens_per_s: number | null;
+  hosts: string[];
+}
+
+/** When a job has steps stored (epoch ms, end of its last minute); null when it has none. */
+export async function jobSpan(
+  store: Store,
+  job: string,
+): Promise<{ first_ts: number; last_ts: number; ranks: number; last_step: number } | null> {
+  const [j] = await store.query<Record<string, string | number | null>>(
+    `SELECT toUnixTimestamp64Milli(toDateTime64(min(minute), 3)) AS first_ts,
+       toUnixTimestamp64Milli(toDateTime64(max(minute), 3)) + 60000 AS last_ts,
+       uniqExactMerge(ranks) AS ranks, max(last_step) AS last_step
+     FROM job_minute WHERE job = {job:String} HAVING count() > 0`,
+    { job },
+  );
+  return j
+    ? {
+        first_ts: Number(j.first_ts),
+        last_ts: Number(j.last_ts),
+        ranks: Number(j.ranks),
+        last_step: Number(j.last_step),
+      }
+    : null;
+}
+
+/** One job's overview from the rollups; null when the job has no steps stored. */
+export async function jobDetail(store: Store, job: string, recentMinutes = 5): Promise<JobDetail | null> {
+  const j = await jobSpan(store, job);
+  if (!j) return null;
+  const recent = Number(j.last_ts) - Math.max(1, recentMinutes) * 60_000;
+  const p = { job, recent };
+  const [t] = await store.query<Record<string, string | number | null>>(
+    `SELECT avgMerge(step_ms) AS step_ms, avgMerge(compute_ms) AS compute_ms
+     FROM job_minute WHERE job = {job:String} AND minute >= fromUnixTimestamp64Milli({recent:Int64}, 'UTC')`,
+    p,
+  );
+  const [m] = await store.query<Record<string, string | number | null>>(
+    `SELECT sum(tokens) AS tokens, sum(step_ms) AS ms FROM mfu FINAL
+     WHERE job = {job:String} AND ts >= fromUnixTimestamp64Milli({recent:Int64}, 'UTC')`,
+    p,
+  );
+  const [e] = await store.query<Record<string, string | number | null>>(
+    `SELECT argMaxIf(event, ts, event != 'config') AS last_event, max(world_size) AS world_size,
+       anyIf(gpu_model, gpu_model != '') AS gpu_model
+     FROM job_events FINAL WHERE job = {job:String}`,
+    { job },
+  );
+  const [u] = await store.query<Record<string, string | number | null>>(
+    'SELECT argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg, count() AS n FROM mfu FINAL WHERE job = {job:String}',
+    { job },
+  );
+  const hosts = await store.query<{ host: string }>(
+    'SELECT DISTINCT host FROM rank_minute WHERE job = {job:String} ORDER BY host',
+    { job },
+  );
+  const n = (v: unknown) => (v === null || v === undefined || Number.isNaN(Number(v)) ? null : Number(v));
+  const tokens = Number(m?.tokens ?? 0);
+  const ms = Number(m?.ms ?? 0);
+  return {
+    job,
+    ...j,
+    last_event: String(e?.last_event ?? ''),
+    world_size: Number(e?.world_size ?? 0),
+    gpu_model: String(e?.gpu_model ?? ''),
+    mfu_last: Number(u?.n ?? 0) > 0 ? n(u?.mfu_last) : null,
+    mfu_avg: Number(u?.n ?? 0) > 0 ? n(u?.mfu_avg) : null,
+    step_ms: n(t?.step_ms),
+    compute_ms: n(t?.compute_ms),
+    tokens_per_s: tokens > 0 && ms > 0 ? (tokens / ms) * 1000 : null,
+    hosts: hosts.map((h) => String(h.host)),
+  };
+}
+
+export interface StepBucket {
+  ts: number;
+  steps: number;
+  step_ms: number;
+  compute_p50_ms: number;
+  compute_max_ms: number;
+  comm_wait_p50_ms: number;
+}
+
+/** A job's step time over time from the per-step rollups, in buckets of `bucketSeconds` (default 60). */
+export async function stepsOverTime(
+  store: Store,
+  job: string,
+  opts: TimeRange & { bucketSeconds?: number } = {},
+): Promise<StepBucket[]> {
+  const params: Record<string, unknown> = { job, bucket: Math.max(1, Math.floor(opts.bucketSeconds ?? 60)) };
+  const conds = ['job = {job:String}', ...timeFilter('ts', opts, params)];
+  const rows = await store.query<Record<string, string | number>>(
+    `SELECT toUnixTimestamp64Milli(toDateTime64(toStartOfInterval(ts, toIntervalSecond({bucket:UInt32})), 3)) AS t,
+       uniqExact(step) AS steps, avg(step_ms) AS step_ms, avg(compute_p50_ms) AS compute_p50_ms,
+       max(compute_max_ms) AS compute_max_ms, avg(comm_wait_p50_ms) AS comm_wait_p50_ms
+     FROM step_rollups FINAL ${where(conds)} GROUP BY t ORDER BY t`,
+    params,
+  );
+  return rows.map((r) => ({
+    ts: Number(r.t),
+    steps: Number(r.steps),
+    step_ms: Number(r.step_ms),
+    compute_p50_ms: Number(r.compute_p50_ms),
+    compute_max_ms: Number(r.compute_max_ms),
+    comm_wait_p50_ms: Number(r.comm_wait_p50_ms),
+  }));
+}
+
+/** Incidents not resolved, counted per job (what the jobs list shows). */
+export async function openFindingCounts(store: Store): Promise<Map<string, number>> {
+  const rows = await store.query<{ job: string; n: string | number }>(
+    `SELECT job, count() AS n FROM (
+       SELECT id, argMax(job, ts) AS job,
+         argMax(state, (ts, indexOf(['open', 'update', 'resolved'], state))) AS st
+       FROM findings FINAL GROUP BY id
+     ) WHERE st != 'resolved' AND job != '' GROUP BY job`,
+  );
+  return new Map(rows.map((r) => [String(r.job), Number(r.n)]));
 }

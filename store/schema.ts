@@ -53,6 +53,7 @@ export const SCHEMA_OBJECTS = [
   'mfu',
   'step_rollups',
   'findings',
+  'finding_acks',
   'dead_letters',
   'schema_migrations',
 ] as const;
@@ -324,6 +325,21 @@ export const MIGRATIONS: Migration[] = [
         FROM events WHERE kind IN ('job', 'job_event')`,
       ];
     },
+  },
+  {
+    version: 3,
+    name: 'finding acks and silences, with the token name that made them (the audit of admin actions)',
+    statements: () => [
+      `CREATE TABLE IF NOT EXISTS finding_acks (
+        ts ${TS},
+        id String,
+        action LowCardinality(String),
+        by String,
+        until Nullable(DateTime64(3, 'UTC')),
+        note String
+      ) ENGINE = ReplacingMergeTree
+      ORDER BY (id, ts, action, by)`,
+    ],
   },
 ];
 

@@ -2,23 +2,24 @@
  * POST /v1/ingest: a batch of v1 events as JSON lines (gzip by magic number or
  * Content-Encoding). Good events are published even when some lines are bad; the reply says how
  * many were accepted and, for a 400, which lines were rejected and why. A bearer token is
- * required when one is configured. The reply waits for the bus, so a busy pipeline slows
+ * (ingest scope, api/auth.ts) is required when tokens are configured. The reply waits for the bus, so a busy pipeline slows
  * producers down instead of dropping their events.
  */
-import { timingSafeEqual } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { RankwatchEvent } from '../../schema/events.js';
 import { validateEvent } from '../../schema/validate.js';
 import { decodeBatch, inflateText } from '../../stream/codec.js';
 import { batchByKey, type Publisher } from '../../stream/transport.js';
+import { DEFAULT_INGEST_RATE, limitRate } from './rate-limit.js';
 
 /** Rejected lines listed in a reply; the count covers them all. */
 const MAX_REASONS = 50;
 
 export interface IngestOptions {
   publisher: Publisher;
-  token?: string;
+  /** Requests per second per client (token name and address); 0 turns the limit off. */
+  ratePerSecond?: number;
   /** Largest size a gzip body may inflate to (default MAX_INFLATED_BYTES, 256 MiB); past it: 413. */
   maxInflatedBytes?: number;
 }
@@ -43,25 +44,29 @@ const TooLarge = Type.Object({
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts) => {
   // Bodies stay raw bytes whatever their declared type: gzip and JSON lines are decoded here.
+  await limitRate(app, opts.ratePerSecond ?? DEFAULT_INGEST_RATE);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
   app.post(
     '/v1/ingest',
     {
+      config: { scope: 'ingest' },
       schema: {
-        response: { 200: IngestReply, 400: IngestReply, 401: IngestReply, 413: TooLarge, 415: IngestReply },
+        summary: 'A batch of v1 events as JSON lines (gzip accepted)',
+        tags: ['ingest'],
+        response: {
+          200: IngestReply,
+          400: IngestReply,
+          401: TooLarge,
+          403: TooLarge,
+          413: TooLarge,
+          415: IngestReply,
+          429: TooLarge,
+        },
       },
     },
     async (req, reply) => {
-      if (!authorized(req, opts.token)) {
-        reply.header('www-authenticate', 'Bearer realm="rankwatch"');
-        return reply.code(401).send({
-          accepted: 0,
-          rejected: 0,
-          message: 'ingest needs "Authorization: Bearer <token>" (the token rankwatch up was started with)',
-        });
-      }
       const raw = req.body;
       if (!Buffer.isBuffer(raw)) return empty(reply);
       const body = inflateText(raw, opts.maxInflatedBytes);
@@ -121,16 +126,6 @@ function check(text: string): CheckedBody {
   errors.sort((a, b) => a.line - b.line);
   errors.length = Math.min(errors.length, MAX_REASONS);
   return { good, errors, rejected };
-}
-
-function authorized(req: FastifyRequest, token: string | undefined): boolean {
-  if (!token) return true;
-  const header = req.headers.authorization ?? '';
-  const m = /^Bearer\s+(.+)$/i.exec(header);
-  if (!m) return false;
-  const a = Buffer.from(m[1].trim());
-  const b = Buffer.from(token);
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 function empty(reply: FastifyReply) {

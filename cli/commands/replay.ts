@@ -7,6 +7,7 @@ import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../s
 import { type Command, parse } from '../args.js';
 import { LineWriter, readLineChunks } from '../jsonl.js';
 import { openStore, STORE_FLAGS } from '../store-options.js';
+import { storedReports } from './report.js';
 
 const SHOW_FIRST_ERRORS = 5;
 
@@ -55,6 +56,7 @@ their line numbers, and the rest of the input is still processed.
     const store = wantsStore ? (await openStore(values)).store : undefined;
     await store?.migrate();
     const errors: string[] = [];
+    const jobsSeen = new Set<string>();
     let malformed = 0;
     let events = 0;
     let findings = 0;
@@ -97,6 +99,7 @@ their line numbers, and the rest of the input is still processed.
             continue;
           }
           events++;
+          if ('job' in v.event && v.event.job) jobsSeen.add(v.event.job);
           runner.push(v.event);
           if (store) {
             pending.push(v.event);
@@ -118,6 +121,11 @@ their line numbers, and the rest of the input is still processed.
     else await emit(runner.take().findings);
     await out.close();
     await dead?.close();
+    // With a store, end with each job's report (on stderr when the findings take stdout).
+    if (store && !values.quiet)
+      (values.findings ? process.stdout : process.stderr).write(
+        `\n${await storedReports(store, jobsSeen)}\n`,
+      );
     await store?.close();
     if (!values.quiet) {
       const secs = (performance.now() - started) / 1000;

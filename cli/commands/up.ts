@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
+import { type AuthToken, authTokens } from '../../api/auth.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { Store } from '../../store/store.js';
@@ -13,6 +14,10 @@ export interface UpOptions {
   /** The store to write to (opened, not yet migrated); the pipeline migrates it at start. */
   store: Store;
   token?: string;
+  /** Scoped tokens from --auth FILE (api/auth.ts); `token` joins them as read-and-ingest. */
+  tokens?: AuthToken[];
+  /** Ingest requests per second per client (default 200; 0: no limit). */
+  ingestRate?: number;
   onFindings?: (findings: Finding[]) => void;
   log?: (line: string) => void;
 }
@@ -40,7 +45,9 @@ export async function startUp(o: UpOptions): Promise<Up> {
   await pipeline.start();
   const app = await buildApp({
     publisher: transport,
-    auth: { ingestToken: o.token },
+    store,
+    auth: { ingestToken: o.token, tokens: o.tokens },
+    ingestRatePerSecond: o.ingestRate,
     health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
   });
   const address = await app.listen({ host: o.host, port: o.port });
@@ -68,13 +75,18 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
 
   --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
   --port N         port (default 7070; 0 picks a free one, printed at start)
-  --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)
+  --token T        require "Authorization: Bearer T" on ingest and reads (default: $RANKWATCH_TOKEN, else none)
+  --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}
+                   (default: $RANKWATCH_AUTH_FILE); with neither, every route is open
+  --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       host: { type: 'string' },
       port: { type: 'string' },
       token: { type: 'string' },
+      auth: { type: 'string' },
+      'ingest-rate': { type: 'string' },
       ...STORE_FLAGS,
     });
     if (values.help) {
@@ -83,7 +95,8 @@ ${STORE_FLAGS_HELP}`,
     }
     const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
     const host = values.host ?? '127.0.0.1';
-    if (!token && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
+    const tokens = authTokens({ file: values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined });
+    if (!token && tokens.length === 0 && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
       console.error(
         'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
       );
@@ -93,6 +106,8 @@ ${STORE_FLAGS_HELP}`,
       port: num(values.port, 'port', 7070),
       store,
       token: token || undefined,
+      tokens,
+      ingestRate: num(values['ingest-rate'], 'ingest-rate', 200),
       log: (l) => console.error(`rankwatch up: ${l}`),
       onFindings: (fs) => {
         for (const f of fs) {
@@ -105,7 +120,7 @@ ${STORE_FLAGS_HELP}`,
       },
     });
     console.log(
-      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz); storing in ${where}`,
+      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /v1/jobs, /v1/findings, /docs, /healthz); storing in ${where}`,
     );
     const failed = await new Promise<unknown>((done) => {
       const stop = (sig: string) => {

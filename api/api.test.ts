@@ -1,0 +1,522 @@
+/**
+ * The read API over a real chDB store filled by the real pipeline from a simulated job (a
+ * throttled GPU on rank 5, an XID on another host): every route with app.inject(), every scope
+ * (401 without a token, 403 with the wrong one), validation errors, 404s, paging, and a 503 when
+ * the store is closed. The OpenAPI document is checked with @apidevtools/swagger-parser.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Pipeline } from '../pipeline/pipeline.js';
+import type { Finding } from '../schema/finding.js';
+import { ClusterSim } from '../sim/cluster.js';
+import { parseFault } from '../sim/faults.js';
+import { ChdbStore } from '../store/chdb.js';
+import { MemoryTransport } from '../stream/memory.js';
+import { buildApp } from './app.js';
+import { parseAuth } from './auth.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-api-'));
+const TOKENS = {
+  reader: 'reader-token-0123456789',
+  ingester: 'ingest-token-0123456789',
+  admin: 'admin-token-0123456789ab',
+};
+const as = (who: keyof typeof TOKENS) => ({ authorization: `Bearer ${TOKENS[who]}` });
+
+let store: ChdbStore;
+let app: FastifyInstance;
+let sim: ClusterSim;
+
+beforeAll(async () => {
+  store = new ChdbStore({ path: join(dir, 'data') });
+  sim = new ClusterSim({
+    ranks: 16,
+    steps: 150,
+    seed: 3,
+    job: 'apijob',
+    startTs: Date.now() - 3_600_000,
+    faults: [parseFault('throttle:rank=5,at=40'), parseFault('xid:rank=12,at=100')],
+  });
+  const transport = new MemoryTransport({ maxQueuedBatches: 16 });
+  const pipeline = new Pipeline({ transport, store });
+  await pipeline.start();
+  let batch = [];
+  for (const e of sim.events()) {
+    batch.push(e);
+    if (batch.length >= 5000) {
+      await transport.publish([{ key: 'apijob', events: batch }]);
+      batch = [];
+    }
+  }
+  await transport.publish([{ key: 'apijob', events: batch }]);
+  await pipeline.stop();
+  app = await buildApp({
+    store,
+    auth: {
+      tokens: parseAuth({
+        tokens: [
+          { name: 'grafana', token: TOKENS.reader, scopes: ['read'] },
+          { name: 'collectors', token: TOKENS.ingester, scopes: ['ingest'] },
+          // Stored as its digest, as an operator keeps it off disk.
+          {
+            name: 'ops',
+            sha256: (await import('node:crypto')).createHash('sha256').update(TOKENS.admin).digest('hex'),
+            scopes: ['read', 'admin'],
+          },
+        ],
+      }),
+    },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await app?.close();
+  await store?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const get = (url: string, who: keyof typeof TOKENS = 'reader', headers: Record<string, string> = {}) =>
+  app.inject({ method: 'GET', url, headers: { ...as(who), ...headers } });
+
+const throttledHost = () => sim.faults[0].host;
+
+describe('scopes', () => {
+  const routes: [string, string, 'read' | 'admin' | 'ingest'][] = [
+    ['GET', '/v1/jobs', 'read'],
+    ['GET', '/v1/jobs/apijob', 'read'],
+    ['GET', '/v1/jobs/apijob/mfu', 'read'],
+    ['GET', '/v1/jobs/apijob/steps', 'read'],
+    ['GET', '/v1/jobs/apijob/heatmap', 'read'],
+    ['GET', '/v1/findings', 'read'],
+    ['GET', '/v1/findings/x', 'read'],
+    ['POST', '/v1/findings/x/ack', 'admin'],
+    ['POST', '/v1/findings/x/silence', 'admin'],
+    ['GET', '/v1/nodes', 'read'],
+    ['GET', '/v1/nodes/h', 'read'],
+    ['GET', '/v1/cordon', 'read'],
+    ['GET', '/v1/faults', 'read'],
+    ['GET', '/v1/checkpoints', 'read'],
+  ];
+  const wrong = { read: 'ingester', admin: 'reader', ingest: 'reader' } as const;
+
+  it.each(routes)(
+    '%s %s: 401 without a token or with an unknown one, 403 with the wrong scope',
+    async (method, url, scope) => {
+      const none = await app.inject({ method: method as 'GET', url });
+      expect(none.statusCode).toBe(401);
+      expect(none.headers['www-authenticate']).toMatch(/Bearer/);
+      expect(none.json().message).toContain(scope);
+      const unknown = await app.inject({
+        method: method as 'GET',
+        url,
+        headers: { authorization: 'Bearer nope' },
+      });
+      expect(unknown.statusCode).toBe(401);
+      const bad = await app.inject({ method: method as 'GET', url, headers: as(wrong[scope]) });
+      expect(bad.statusCode).toBe(403);
+      expect(bad.json().message).toMatch(new RegExp(`needs ${scope}`));
+      expect(bad.json().message).not.toContain(TOKENS[wrong[scope]]);
+    },
+  );
+
+  it('the routes tested here are all the /v1 routes, and a /v1 route without a scope is refused at startup', async () => {
+    const doc = (await app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(
+      ([p, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${p}`),
+    );
+    const tested = routes.map(
+      ([m, u]) =>
+        `${m} ${u.replace('/apijob', '/{job}').replace('/findings/x', '/findings/{id}').replace('/nodes/h', '/nodes/{host}')}`,
+    );
+    expect(documented.filter((r) => r.includes(' /v1/') && !r.includes('/v1/ingest')).sort()).toEqual(
+      tested.sort(),
+    );
+    const open = await buildApp({});
+    await expect(open.register(async (a) => a.get('/v1/oops', async () => 'x')).ready()).rejects.toThrow(
+      /declares no scope/,
+    );
+  });
+
+  it('ingest takes the ingest scope; a read-only token is refused with 403', async () => {
+    const line = `${JSON.stringify({ v: 1, kind: 'fault', ts: Date.now(), host: 'h', source: 'xid', message: 'm' })}\n`;
+    const app2 = await buildApp({
+      store,
+      publisher: { type: 'null', publish: async () => {}, close: async () => {} } as never,
+      auth: {
+        tokens: parseAuth({ tokens: [{ name: 'grafana', token: TOKENS.reader, scopes: ['read'] }] }),
+        ingestToken: 'cli-secret',
+      },
+    });
+    try {
+      expect(
+        (await app2.inject({ method: 'POST', url: '/v1/ingest', payload: line, headers: as('reader') }))
+          .statusCode,
+      ).toBe(403);
+      // --token keeps working, for ingest and for reading.
+      const cli = { authorization: 'Bearer cli-secret' };
+      expect(
+        (await app2.inject({ method: 'POST', url: '/v1/ingest', payload: line, headers: cli })).statusCode,
+      ).toBe(200);
+      expect((await app2.inject({ method: 'GET', url: '/v1/jobs', headers: cli })).statusCode).toBe(200);
+      expect(
+        (await app2.inject({ method: 'POST', url: '/v1/findings/x/ack', headers: cli })).statusCode,
+      ).toBe(403);
+    } finally {
+      await app2.close();
+    }
+  });
+
+  it("logs name the token, never the token itself, and an ack's audit line says who", async () => {
+    const lines: string[] = [];
+    const stream = { write: (l: string) => lines.push(l) };
+    const logged = await buildApp({
+      store,
+      // A logger configuration (fastify builds pino from it), writing JSON lines to the array.
+      logger: { level: 'info', stream } as never,
+      auth: {
+        tokens: parseAuth({ tokens: [{ name: 'ops', token: TOKENS.admin, scopes: ['read', 'admin'] }] }),
+      },
+    });
+    try {
+      const [f] = (await get('/v1/findings?limit=1')).json().findings as Finding[];
+      const r = await logged.inject({
+        method: 'POST',
+        url: `/v1/findings/${f.id}/ack`,
+        headers: as('admin'),
+      });
+      expect(r.statusCode).toBe(200);
+      const all = lines.join('');
+      expect(all).not.toContain(TOKENS.admin);
+      const parsed = lines.map((l) => JSON.parse(l));
+      expect(parsed.some((l) => l.msg === 'request completed' && l.token === 'ops')).toBe(true);
+      expect(
+        parsed.some((l) => l.audit?.action === 'ack' && l.audit.by === 'ops' && l.audit.finding === f.id),
+      ).toBe(true);
+    } finally {
+      await logged.close();
+    }
+  });
+
+  it('an auth file with a problem is refused naming the key', () => {
+    expect(() => parseAuth({ tokens: [{ name: 'a', scopes: ['read'] }] })).toThrow(
+      /tokens\/0: give exactly one/,
+    );
+    expect(() => parseAuth({ tokens: [{ name: 'a', token: 'x'.repeat(20), scopes: ['root'] }] })).toThrow(
+      /scopes/,
+    );
+    expect(() => parseAuth({ tokens: [{ name: 'a', token: 'short', scopes: ['read'] }] })).toThrow(/token/);
+  });
+});
+
+describe('jobs', () => {
+  it('lists the job with its status, size, MFU and open findings', async () => {
+    const r = await get('/v1/jobs');
+    expect(r.statusCode).toBe(200);
+    const [job] = r.json().jobs;
+    expect(job).toMatchObject({ job: 'apijob', ranks: 16, world_size: 16, last_step: 149 });
+    expect(job.mfu_now).toBeGreaterThan(0);
+    expect(job.mfu_now).toBeLessThan(1);
+    expect(job.open_findings).toBeGreaterThan(0);
+    const open = (await get('/v1/findings?job=apijob&status=open&limit=1000')).json().findings;
+    expect(job.open_findings).toBe(open.length);
+  });
+
+  it("a job's summary names its hosts and its findings, costliest first", async () => {
+    const r = await get('/v1/jobs/apijob');
+    expect(r.statusCode).toBe(200);
+    const j = r.json();
+    expect(j.hosts).toContain(throttledHost());
+    expect(j.hosts).toHaveLength(2);
+    expect(j.step_ms).toBeGreaterThan(0);
+    expect(j.tokens_per_s).toBeGreaterThan(0);
+    const costs = j.findings.map((f: Finding) => f.est_cost_pct ?? 0);
+    expect(costs).toEqual([...costs].sort((a: number, b: number) => b - a));
+    expect(
+      j.findings.some((f: Finding) => f.type === 'throttle' && f.host === throttledHost() && f.rank === 5),
+    ).toBe(true);
+  });
+
+  it('MFU and step series are bucketed by step', async () => {
+    const fine = (await get('/v1/jobs/apijob/mfu?step=10s')).json();
+    const coarse = (await get('/v1/jobs/apijob/mfu?step=5m')).json();
+    expect(fine.step_s).toBe(10);
+    expect(coarse.step_s).toBe(300);
+    expect(fine.points.length).toBeGreaterThan(coarse.points.length);
+    const sum = (p: { steps: number }[]) => p.reduce((a, b) => a + b.steps, 0);
+    expect(sum(fine.points)).toBe(150);
+    expect(sum(coarse.points)).toBe(150);
+    const steps = (await get('/v1/jobs/apijob/steps?step=60')).json();
+    expect(steps.points.length).toBeGreaterThan(0);
+    for (const p of steps.points) expect(p.compute_max_ms).toBeGreaterThanOrEqual(p.compute_p50_ms);
+  });
+
+  it('the heatmap shows the throttled rank above its peers', async () => {
+    const r = await get('/v1/jobs/apijob/heatmap?step=1m');
+    expect(r.statusCode).toBe(200);
+    const cells = r.json().cells as { rank: number; rel_compute: number; minute: number }[];
+    const last = Math.max(...cells.map((c) => c.minute));
+    const atLast = cells.filter((c) => c.minute === last);
+    const top = atLast.reduce((a, b) => (b.rel_compute > a.rel_compute ? b : a));
+    expect(top.rank).toBe(5);
+    expect(top.rel_compute).toBeGreaterThan(1.05);
+  });
+
+  it('an unknown job is a 404 that names it; a bad step or time is a 400 naming the field', async () => {
+    for (const path of ['', '/mfu', '/steps', '/heatmap']) {
+      const r = await get(`/v1/jobs/nojob${path}`);
+      expect(r.statusCode).toBe(404);
+      expect(r.json().message).toContain('"nojob"');
+    }
+    const step = await get('/v1/jobs/apijob/mfu?step=fast');
+    expect(step.statusCode).toBe(400);
+    expect(step.json().message).toMatch(/step/);
+    const from = await get('/v1/jobs/apijob/mfu?from=yesterday');
+    expect(from.statusCode).toBe(400);
+    expect(from.json().message).toMatch(/querystring\/from/);
+    const limit = await get('/v1/jobs?limit=0');
+    expect(limit.statusCode).toBe(400);
+    expect(limit.json().message).toMatch(/limit/);
+  });
+});
+
+describe('findings', () => {
+  it('filters by job, host, type, status and severity', async () => {
+    const all = (await get('/v1/findings?job=apijob&limit=1000')).json().findings as Finding[];
+    expect(all.length).toBeGreaterThan(0);
+    const host = throttledHost();
+    const onHost = (await get(`/v1/findings?host=${host}`)).json().findings as Finding[];
+    expect(onHost.length).toBeGreaterThan(0);
+    expect(onHost.every((f) => f.host === host)).toBe(true);
+    const throttles = (await get('/v1/findings?type=throttle')).json().findings as Finding[];
+    expect(throttles.length).toBeGreaterThan(0);
+    expect(throttles.every((f) => f.type === 'throttle')).toBe(true);
+    const open = (await get('/v1/findings?status=open')).json().findings as Finding[];
+    expect(open.every((f) => f.state !== 'resolved')).toBe(true);
+    const sev = all[0].severity;
+    const bySev = (await get(`/v1/findings?severity=${sev}`)).json().findings as Finding[];
+    expect(bySev.length).toBe(all.filter((f) => f.severity === sev).length);
+    const none = (await get('/v1/findings?job=apijob&to=1000')).json().findings;
+    expect(none).toEqual([]);
+  });
+
+  it('pages with a cursor: every incident once, in the same order as one big page', async () => {
+    const all = (await get('/v1/findings?limit=1000')).json().findings as Finding[];
+    expect(all.length).toBeGreaterThanOrEqual(2);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const r = await get(`/v1/findings?limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(r.statusCode).toBe(200);
+      const page = r.json();
+      seen.push(...page.findings.map((f: Finding) => f.id));
+      cursor = page.next_cursor;
+    } while (cursor && seen.length <= all.length);
+    expect(seen).toEqual(all.map((f) => f.id));
+  });
+
+  it('bad filters and cursors are 400 naming the field', async () => {
+    for (const [q, field] of [
+      ['type=gremlin', 'type'],
+      ['status=maybe', 'status'],
+      ['severity=loud', 'severity'],
+      ['limit=5000', 'limit'],
+      ['cursor=not-a-cursor', 'cursor'],
+      ['from=soon', 'from'],
+    ]) {
+      const r = await get(`/v1/findings?${q}`);
+      expect(r.statusCode, q).toBe(400);
+      expect(r.json().message, q).toContain(field);
+    }
+  });
+
+  it("one finding's history runs from open through its updates, each with evidence", async () => {
+    const [f] = (await get('/v1/findings?type=throttle')).json().findings as Finding[];
+    const r = await get(`/v1/findings/${f.id}`);
+    expect(r.statusCode).toBe(200);
+    const { history, finding } = r.json();
+    expect(history[0].state).toBe('open');
+    expect(finding.id).toBe(f.id);
+    for (const h of history) {
+      expect(h.id).toBe(f.id);
+      expect(Object.keys(h.evidence).length).toBeGreaterThan(0);
+    }
+    const missing = await get('/v1/findings/no-such-id');
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().message).toContain('"no-such-id"');
+  });
+
+  it('ack and silence are stored with the token name, shown on the finding, and 404 for unknown ids', async () => {
+    const [f] = (await get('/v1/findings?type=throttle')).json().findings as Finding[];
+    const ack = await app.inject({
+      method: 'POST',
+      url: `/v1/findings/${f.id}/ack`,
+      headers: as('admin'),
+      payload: { note: 'replacing the fan' },
+    });
+    expect(ack.statusCode).toBe(200);
+    expect(ack.json()).toMatchObject({ by: 'ops', action: 'ack', note: 'replacing the fan' });
+    const silence = await app.inject({
+      method: 'POST',
+      url: `/v1/findings/${f.id}/silence`,
+      headers: as('admin'),
+      payload: { for: '2h' },
+    });
+    expect(silence.statusCode).toBe(200);
+    expect(silence.json().until).toBeGreaterThan(Date.now() + 7_000_000);
+    const after = (await get(`/v1/findings/${f.id}`)).json();
+    expect(after.finding.acked_by).toBe('ops');
+    expect(after.finding.silenced_until).toBe(silence.json().until);
+    expect(after.acks.map((a: { action: string }) => a.action)).toEqual(['ack', 'silence']);
+    const bad = await app.inject({
+      method: 'POST',
+      url: `/v1/findings/${f.id}/silence`,
+      headers: as('admin'),
+      payload: { for: 'ever' },
+    });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toMatch(/body\/for/);
+    const unknown = await app.inject({ method: 'POST', url: '/v1/findings/nope/ack', headers: as('admin') });
+    expect(unknown.statusCode).toBe(404);
+  });
+});
+
+describe('nodes, cordon, faults, checkpoints', () => {
+  it('lists nodes and shows one with its faults, findings and throttling history', async () => {
+    const nodes = (await get('/v1/nodes')).json().nodes as { host: string; throttled_gpu_minutes: number }[];
+    expect(nodes.map((n) => n.host)).toContain(throttledHost());
+    const r = await get(`/v1/nodes/${throttledHost()}`);
+    expect(r.statusCode).toBe(200);
+    const n = r.json();
+    expect(n.node.throttled_gpu_minutes).toBeGreaterThan(0);
+    expect(n.gpu_history.some((g: { throttled_samples: number }) => g.throttled_samples > 0)).toBe(true);
+    expect(n.findings.some((f: Finding) => f.type === 'throttle')).toBe(true);
+    const xidHost = sim.faults[1].host;
+    const x = (await get(`/v1/nodes/${xidHost}`)).json();
+    expect(x.faults.some((f: { source: string }) => f.source === 'xid')).toBe(true);
+    const missing = await get('/v1/nodes/no-such-host');
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().message).toContain('"no-such-host"');
+  });
+
+  it('the cordon list is the same in JSON and as one host per line', async () => {
+    const json = (await get('/v1/cordon')).json().hosts as { host: string; action: string }[];
+    for (const h of json) expect(['cordon', 'drain', 'rma']).toContain(h.action);
+    const text = await get('/v1/cordon', 'reader', { accept: 'text/plain' });
+    expect(text.headers['content-type']).toMatch(/text\/plain/);
+    expect(text.body).toBe(json.map((h) => `${h.host}\n`).join(''));
+    const nodes = (await get('/v1/nodes')).json().nodes as { host: string; worst_action: string }[];
+    expect(json.map((h) => h.host)).toEqual(
+      nodes.filter((n) => ['cordon', 'drain', 'rma'].includes(n.worst_action)).map((n) => n.host),
+    );
+  });
+
+  it('faults filter by host and job; checkpoints answer per job', async () => {
+    const all = (await get('/v1/faults')).json().faults as { host: string }[];
+    expect(all.length).toBeGreaterThan(0);
+    const xidHost = sim.faults[1].host;
+    const mine = (await get(`/v1/faults?host=${xidHost}&job=apijob`)).json().faults as { host: string }[];
+    expect(mine.length).toBeGreaterThan(0);
+    expect(mine.every((f) => f.host === xidHost)).toBe(true);
+    const cp = await get('/v1/checkpoints?job=apijob');
+    expect(cp.statusCode).toBe(200);
+    expect(Array.isArray(cp.json().checkpoints)).toBe(true);
+  });
+});
+
+describe('documents and errors', () => {
+  it('/openapi.json is a valid OpenAPI document covering every route, and /docs serves a page', async () => {
+    const r = await app.inject({ method: 'GET', url: '/openapi.json' });
+    expect(r.statusCode).toBe(200);
+    const doc = r.json();
+    await SwaggerParser.validate(structuredClone(doc));
+    for (const p of [
+      '/v1/jobs',
+      '/v1/jobs/{job}/heatmap',
+      '/v1/findings/{id}/silence',
+      '/v1/cordon',
+      '/v1/checkpoints',
+    ])
+      expect(Object.keys(doc.paths)).toContain(p);
+    expect(doc.paths['/v1/findings/{id}/ack'].post.security).toEqual([{ bearer: [] }]);
+    const page = await app.inject({ method: 'GET', url: '/docs/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toMatch(/<html/i);
+  });
+
+  it('a body over the limit says its size and the fix', async () => {
+    const small = await buildApp({
+      publisher: { type: 'null', publish: async () => {}, close: async () => {} } as never,
+      bodyLimit: 1000,
+    });
+    try {
+      const r = await small.inject({ method: 'POST', url: '/v1/ingest', payload: 'x'.repeat(2000) });
+      expect(r.statusCode).toBe(413);
+      expect(r.json().message).toMatch(/1000 byte limit: gzip it or split it/);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('ingest is rate limited per client, with a 429 that says what to do', async () => {
+    const limited = await buildApp({
+      publisher: { type: 'null', publish: async () => {}, close: async () => {} } as never,
+      ingestRatePerSecond: 1,
+    });
+    try {
+      const line = `${JSON.stringify({ v: 1, kind: 'fault', ts: Date.now(), host: 'h', source: 'xid', message: 'm' })}\n`;
+      const codes: number[] = [];
+      for (let i = 0; i < 12; i++)
+        codes.push((await limited.inject({ method: 'POST', url: '/v1/ingest', payload: line })).statusCode);
+      expect(codes.slice(0, 10)).toEqual(Array(10).fill(200));
+      expect(codes.slice(10)).toEqual([429, 429]);
+      const r = await limited.inject({ method: 'POST', url: '/v1/ingest', payload: line });
+      expect(r.json().message).toMatch(/over 1 requests\/s from this client: send more events per request/);
+      // Another client (another address) has its own allowance.
+      const other = await limited.inject({
+        method: 'POST',
+        url: '/v1/ingest',
+        payload: line,
+        remoteAddress: '10.0.0.9',
+      });
+      expect(other.statusCode).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('CORS is off: no Access-Control-Allow-Origin on a cross-origin request', async () => {
+    const r = await get('/v1/jobs', 'reader', { origin: 'https://evil.example' });
+    expect(r.statusCode).toBe(200);
+    expect(r.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('a store that is down answers 503 with the reason', async () => {
+    const down = await buildApp({
+      store: {
+        type: 'down',
+        migrate: async () => {},
+        insert: async () => {},
+        exec: async () => {},
+        close: async () => {},
+        query: async () => {
+          const { RankwatchError } = await import('../core/errors.js');
+          throw new RankwatchError(
+            'RANKWATCH_ERR_STORE_UNAVAILABLE',
+            'ClickHouse at http://ch:8123 refused the connection',
+          );
+        },
+      },
+    });
+    try {
+      const r = await down.inject({ method: 'GET', url: '/v1/jobs' });
+      expect(r.statusCode).toBe(503);
+      expect(r.json().message).toMatch(/store unavailable: ClickHouse at http:\/\/ch:8123 refused/);
+    } finally {
+      await down.close();
+    }
+  });
+});

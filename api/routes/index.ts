@@ -1,0 +1,16 @@
+/** The read API: one plugin per resource, all over the same store. */
+import type { FastifyPluginAsync } from 'fastify';
+import type { Store } from '../../store/store.js';
+import { checkpointRoutes } from './checkpoints.js';
+import { errorHandler } from './common.js';
+import { findingRoutes } from './findings.js';
+import { jobRoutes } from './jobs.js';
+import { nodeRoutes } from './nodes.js';
+
+export const readRoutes: FastifyPluginAsync<{ store: Store }> = async (app, { store }) => {
+  app.setErrorHandler(errorHandler(app.initialConfig.bodyLimit ?? 32 << 20, { storeRoutes: true }));
+  await app.register(jobRoutes, { store });
+  await app.register(findingRoutes, { store });
+  await app.register(nodeRoutes, { store });
+  await app.register(checkpointRoutes, { store });
+};

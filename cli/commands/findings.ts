@@ -1,0 +1,77 @@
+import type { Finding } from '../../schema/finding.js';
+import { type Command, num, parse } from '../args.js';
+import { SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
+import { table } from '../table.js';
+import { cost, place } from './report.js';
+
+export const findings: Command = {
+  name: 'findings',
+  usage: `rankwatch findings [--job J] [--open] [options]
+
+Lists incidents in their latest state, newest first.
+
+  --job J                   only this job's
+  --open                    only those not resolved
+  --host H                  only this host's
+  --type T                  straggler, throttle, slow_link, xid, ecc, ...
+  --limit N                 at most N (default 100)
+${SOURCE_FLAGS_HELP}`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      ...SOURCE_FLAGS,
+      job: { type: 'string' },
+      open: { type: 'boolean' },
+      host: { type: 'string' },
+      type: { type: 'string' },
+      limit: { type: 'string' },
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const limit = num(values.limit, 'limit', 100);
+    const q = new URLSearchParams();
+    if (values.job) q.set('job', values.job);
+    if (values.host) q.set('host', values.host);
+    if (values.type) q.set('type', values.type);
+    if (values.open) q.set('status', 'open');
+    const all = await withSource(values, async (s) => {
+      const out: (Finding & { acked_by?: string })[] = [];
+      let cursor: string | null = null;
+      do {
+        const page = new URLSearchParams(q);
+        page.set('limit', String(Math.min(1000, limit - out.length)));
+        if (cursor) page.set('cursor', cursor);
+        const r = await s.get<{ findings: Finding[]; next_cursor: string | null }>(`/v1/findings?${page}`);
+        out.push(...r.findings);
+        cursor = r.next_cursor;
+      } while (cursor && out.length < limit);
+      return out;
+    });
+    if (values.json) {
+      console.log(JSON.stringify(all, null, 2));
+      return 0;
+    }
+    if (all.length === 0) {
+      console.log('No findings match.');
+      return 0;
+    }
+    console.log(
+      table(
+        ['last change', 'type', 'state', 'severity', 'job', 'where', 'cost', 'action', 'summary'],
+        all.map((f) => [
+          new Date(f.ts).toISOString().slice(0, 19).replace('T', ' '),
+          f.type,
+          f.acked_by ? `${f.state} (acked by ${f.acked_by})` : f.state,
+          f.severity,
+          f.job ?? '-',
+          place(f),
+          cost(f),
+          f.action,
+          f.summary,
+        ]),
+      ),
+    );
+    return 0;
+  },
+};

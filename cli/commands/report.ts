@@ -1,0 +1,218 @@
+import type { Finding } from '../../schema/finding.js';
+import type { Store } from '../../store/store.js';
+import { type Command, parse } from '../args.js';
+import { sparkline } from '../chart.js';
+import {
+  type ReadSource,
+  SOURCE_FLAGS,
+  SOURCE_FLAGS_HELP,
+  sourceOverStore,
+  withSource,
+} from '../read-source.js';
+import { table } from '../table.js';
+
+interface Summary {
+  job: string;
+  status: string;
+  first_ts: number;
+  last_ts: number;
+  ranks: number;
+  world_size: number;
+  gpu_model: string;
+  last_step: number;
+  mfu_now: number | null;
+  mfu_avg: number | null;
+  step_ms: number | null;
+  compute_ms: number | null;
+  tokens_per_s: number | null;
+  hosts: string[];
+  findings: Finding[];
+}
+interface MfuPoint {
+  ts: number;
+  mfu: number;
+  step_ms: number;
+  tokens_per_s: number | null;
+}
+interface StepPoint {
+  ts: number;
+  step_ms: number;
+  compute_p50_ms: number;
+  compute_max_ms: number;
+}
+
+export interface JobReport {
+  summary: Summary;
+  /** Width of the chart buckets, seconds. */
+  step_s: number;
+  mfu: MfuPoint[];
+  steps: StepPoint[];
+}
+
+export const pct = (v: number | null | undefined) =>
+  v === null || v === undefined ? '-' : `${(v * 100).toFixed(1)}%`;
+export const cost = (f: Finding) => (f.est_cost_pct === undefined ? '-' : `${f.est_cost_pct.toFixed(1)}%`);
+export const place = (f: Finding) =>
+  `${f.host}${f.gpu !== undefined ? `/${f.gpu}` : ''}${f.rank !== undefined ? ` rank ${f.rank}` : ''}${f.peer_host ? ` ↔ ${f.peer_host}` : ''}`;
+
+export function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s} s ago`;
+  if (s < 7200) return `${Math.round(s / 60)} min ago`;
+  if (s < 172_800) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86_400)} d ago`;
+}
+
+const fmt = (v: number | null | undefined, digits = 0, unit = '') =>
+  v === null || v === undefined
+    ? '-'
+    : `${v.toLocaleString('en-US', { maximumFractionDigits: digits })}${unit}`;
+
+/** What the report shows for a job, through any read source (the API, or the store in-process). */
+export async function fetchReport(s: ReadSource, job: string, stepArg?: string): Promise<JobReport> {
+  const j = encodeURIComponent(job);
+  const summary = await s.get<Summary>(`/v1/jobs/${j}`);
+  // By default about 60 buckets over the job's life: one per chart column.
+  const step = stepArg ?? String(Math.max(10, Math.ceil((summary.last_ts - summary.first_ts) / 60_000)));
+  const [mfu, steps] = await Promise.all([
+    s.get<{ step_s: number; points: MfuPoint[] }>(`/v1/jobs/${j}/mfu?step=${step}`),
+    s.get<{ points: StepPoint[] }>(`/v1/jobs/${j}/steps?step=${step}`),
+  ]);
+  return { summary, step_s: mfu.step_s, mfu: mfu.points, steps: steps.points };
+}
+
+/** Evidence as `key=value` pairs, numbers rounded, nested values as compact JSON. */
+function evidence(e: Record<string, unknown>): string {
+  return Object.entries(e)
+    .map(([k, v]) => {
+      const s =
+        typeof v === 'number'
+          ? String(Math.round(v * 1000) / 1000)
+          : typeof v === 'string'
+            ? v
+            : JSON.stringify(v);
+      return `${k}=${s.length > 60 ? `${s.slice(0, 57)}...` : s}`;
+    })
+    .join(' ');
+}
+
+/** The report as text: headline figures, charts, findings by cost with evidence, the hosts involved. */
+export function renderReport(r: JobReport): string {
+  const s = r.summary;
+  const out: string[] = [];
+  const span = `${new Date(s.first_ts).toISOString().slice(0, 16).replace('T', ' ')} to ${new Date(s.last_ts).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+  out.push(
+    `Job ${s.job}: ${s.status}, ${s.ranks} ranks${s.world_size && s.world_size !== s.ranks ? ` of ${s.world_size}` : ''}${s.gpu_model ? ` on ${s.gpu_model}` : ''}, step ${s.last_step}, ${span}`,
+  );
+  out.push('');
+  // An MFU over 100% cannot be: the job's declared model or GPU is wrong, not the job fast.
+  const mfuBad = (v: number | null) => v !== null && (v > 1 || v < 0);
+  if (mfuBad(s.mfu_now) || mfuBad(s.mfu_avg))
+    out.push(
+      `MFU ${pct(s.mfu_now)} cannot be true: check the job event's gpu_model, dtype and model (or flops_per_step).`,
+    );
+  else out.push(`MFU         ${pct(s.mfu_now)} now, ${pct(s.mfu_avg)} average`);
+  out.push(
+    `tokens/s    ${fmt(s.tokens_per_s)}${s.tokens_per_s === null ? ' (the job reports no tokens)' : ''}`,
+  );
+  out.push(
+    `step time   ${fmt(s.step_ms, 1, ' ms')} wall, ${fmt(s.compute_ms, 1, ' ms')} compute (last 5 minutes)`,
+  );
+  out.push('');
+  if (r.mfu.length >= 2 || r.steps.length >= 2) out.push(`Over time (${r.step_s} s buckets, oldest left)`);
+  const chart = (label: string, values: number[], show: (v: number) => string) => {
+    if (values.length < 2) return;
+    out.push(
+      `  ${label.padEnd(11)} ${sparkline(values)}  ${show(Math.min(...values))} .. ${show(Math.max(...values))}`,
+    );
+  };
+  if (!mfuBad(s.mfu_avg))
+    chart(
+      'MFU',
+      r.mfu.map((p) => p.mfu),
+      (v) => pct(v),
+    );
+  chart(
+    'tokens/s',
+    r.mfu.flatMap((p) => (p.tokens_per_s === null ? [] : [p.tokens_per_s])),
+    (v) => fmt(v),
+  );
+  chart(
+    'step ms',
+    r.steps.map((p) => p.step_ms),
+    (v) => fmt(v, 1),
+  );
+  chart(
+    'slowest ms',
+    r.steps.map((p) => p.compute_max_ms),
+    (v) => fmt(v, 1),
+  );
+  out.push('');
+  if (s.findings.length === 0) out.push('No open findings.');
+  else {
+    out.push(`Open findings, costliest first (${s.findings.length})`);
+    out.push(
+      table(
+        ['cost', 'type', 'severity', 'where', 'action', 'summary'],
+        s.findings.map((f) => [cost(f), f.type, f.severity, place(f), f.action, f.summary]),
+      ),
+    );
+    for (const f of s.findings) out.push(`  ${f.type} ${place(f)}: ${evidence(f.evidence)}`);
+  }
+  out.push('');
+  const flagged = new Map<string, Finding[]>();
+  for (const f of s.findings)
+    for (const h of [f.host, f.peer_host]) if (h) flagged.set(h, [...(flagged.get(h) ?? []), f]);
+  out.push(`Hosts (${s.hosts.length})`);
+  const hostRows = s.hosts
+    .map((h) => [h, (flagged.get(h) ?? []).map((f) => f.type).join(', ') || 'ok'])
+    .sort((a, b) => Number(b[1] !== 'ok') - Number(a[1] !== 'ok') || (a[0] < b[0] ? -1 : 1));
+  out.push(table(['host', 'open findings'], hostRows));
+  return out.join('\n');
+}
+
+/** Each job's report over an open store (what `replay` ends with); a job without steps is skipped. */
+export async function storedReports(store: Store, jobs: Iterable<string>): Promise<string> {
+  const s = await sourceOverStore(store, '');
+  try {
+    const out: string[] = [];
+    for (const job of jobs) {
+      try {
+        out.push(renderReport(await fetchReport(s, job)));
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'RANKWATCH_ERR_NOT_FOUND') throw err;
+      }
+    }
+    return out.join('\n\n');
+  } finally {
+    await s.close();
+  }
+}
+
+export const report: Command = {
+  name: 'report',
+  usage: `rankwatch report JOB [options]
+
+One job: MFU and tokens/s (now, average, and a text chart over time), step time, the open
+findings ranked by what they cost with their evidence, and the hosts involved.
+
+  --step S                  chart bucket: seconds, or 30s, 5m, 1h (default: about 60 over the job)
+${SOURCE_FLAGS_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parse(argv, { ...SOURCE_FLAGS, step: { type: 'string' } }, true);
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const [job, ...extra] = positionals;
+    if (!job || extra.length > 0) {
+      console.error(
+        'rankwatch report: give one job id, e.g. rankwatch report llama-70b-run3 (rankwatch jobs lists them)',
+      );
+      return 2;
+    }
+    const r = await withSource(values, (s) => fetchReport(s, job, values.step));
+    console.log(values.json ? JSON.stringify(r, null, 2) : renderReport(r));
+    return 0;
+  },
+};

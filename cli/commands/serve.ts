@@ -1,0 +1,66 @@
+import { buildApp } from '../../api/app.js';
+import { authTokens } from '../../api/auth.js';
+import { type Command, num, parse } from '../args.js';
+import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
+
+export const serve: Command = {
+  name: 'serve',
+  usage: `rankwatch serve [options]
+
+Serves the read API (jobs, MFU, heatmaps, findings, nodes, cordon list; /openapi.json, /docs)
+over a store that other processes write to: a ClickHouse server fed by \`rankwatch detect\`, or
+a chDB folder no other process holds. Takes no events (collectors post to \`rankwatch up\` or Kafka).
+
+  --host ADDR      address to listen on (default 127.0.0.1)
+  --port N         port (default 7071; 0 picks a free one, printed at start)
+  --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "admin"]}]}
+                   [RANKWATCH_AUTH_FILE]
+  --token T        one more token, with the read scope                  [RANKWATCH_TOKEN]
+${STORE_FLAGS_HELP}`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      host: { type: 'string' },
+      port: { type: 'string' },
+      auth: { type: 'string' },
+      token: { type: 'string' },
+      ...STORE_FLAGS,
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const tokens = authTokens({
+      file: values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined,
+      token: values.token ?? process.env.RANKWATCH_TOKEN ?? undefined,
+    });
+    const host = values.host ?? '127.0.0.1';
+    if (tokens.length === 0 && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
+      console.error(
+        'rankwatch serve: warning: listening beyond loopback without --auth or --token: anyone who can reach it can read',
+      );
+    const { store, where } = await openStore(values);
+    try {
+      await store.migrate();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    const app = await buildApp({ store, auth: { tokens } });
+    const url = await app.listen({ host, port: num(values.port, 'port', 7071) });
+    console.log(`rankwatch serve: listening on ${url} (GET /v1/..., /openapi.json, /docs); reading ${where}`);
+    await new Promise<void>((done) => {
+      const stop = (sig: string) => {
+        console.error(`rankwatch serve: ${sig}: closing`);
+        done();
+      };
+      process.once('SIGINT', () => stop('SIGINT'));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+    });
+    try {
+      await app.close();
+    } finally {
+      await store.close();
+    }
+    return 0;
+  },
+};

@@ -18,6 +18,7 @@ import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { findGpu } from './mfu/peaks.js';
+import { noteMfu } from './mfu/notes.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
 import { rollupSteps, type StepRollup } from './rollup.js';
 import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
@@ -51,7 +52,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   lifecycle: LIFECYCLE_DEFAULTS,
 };
 
-const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop']);
+const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
 
 export interface DetectorOutput {
   findings: Finding[];
@@ -76,6 +77,8 @@ interface JobRuntime {
   mfu: MfuSeries;
   mfuDrop: MfuDropDetector;
   lastTs: number;
+  /** Whether the job's MFU problem (implausible or unavailable) was said: once per job. */
+  mfuNoted: boolean;
 }
 
 export class DetectorRunner {
@@ -186,6 +189,7 @@ export class DetectorRunner {
         mfu: new MfuSeries(id, this.cfg.convention),
         mfuDrop: new MfuDropDetector(id, this.log, this.cfg.mfuDrop),
         lastTs: 0,
+        mfuNoted: false,
       };
       this.jobs.set(id, j);
     }
@@ -229,9 +233,29 @@ export class DetectorRunner {
         this.out.mfu.push(point);
         j.mfuDrop.process(point, () => this.log.openFindings());
       }
+      this.noteMfu(j, point, f.ts);
       j.assembler.release(f);
     }
     this.closed.length = 0;
+  }
+
+  /** Says once per job why its MFU cannot be true, or why there is none. */
+  private noteMfu(j: JobRuntime, point: MfuPoint | undefined, ts: number): void {
+    if (j.mfuNoted) return;
+    if (point?.implausible) {
+      j.mfuNoted = true;
+      noteMfu(this.log, j.id, 'mfu_implausible', ts, point.implausible, {
+        step: point.step,
+        mfu: point.mfu,
+        tokens: point.tokens,
+      });
+    } else if (!point) {
+      const why = j.mfu.unavailable();
+      if (why) {
+        j.mfuNoted = true;
+        noteMfu(this.log, j.id, 'mfu_unavailable', ts, why);
+      }
+    }
   }
 
   private onCollective(e: CollectiveEvent): void {

@@ -10,6 +10,8 @@ export const FINDING_TYPES = [
   'checkpoint_slow',
   'checkpoint_interval',
   'mfu_drop',
+  'mfu_implausible',
+  'mfu_unavailable',
 ] as const;
 
 export const Severity = Type.Union(['info', 'warning', 'critical'].map((s) => Type.Literal(s)));

@@ -51,19 +51,14 @@ export const ParallelLayout = Type.Object(
 
 export const ModelConfig = Type.Object(
   {
-    params: Opt(
-      Num('total parameters, every expert of an MoE model counted (MFU uses the activated ones)'),
-    ),
+    params: Opt(Num('total parameters, every expert of an MoE model counted (MFU uses the activated ones)')),
     layers: Int('transformer layers', 1),
     hidden: Int('hidden size', 1),
     heads: Int('attention (query) heads', 1),
     kv_heads: Opt(Int('key/value heads (GQA); defaults to heads', 1)),
     head_dim: Opt(Int('per-head dimension; defaults to hidden/heads', 1)),
     ffn_hidden: Opt(
-      Int(
-        'MLP inner size; defaults as Megatron-LM does: 4*hidden, or int(8*hidden/3/64)*64 with swiglu',
-        1,
-      ),
+      Int('MLP inner size; defaults as Megatron-LM does: 4*hidden, or int(8*hidden/3/64)*64 with swiglu', 1),
     ),
     swiglu: Opt(Type.Boolean({ description: 'gated MLP (three matrices)' })),
     seq_len: Int('sequence length', 1),

@@ -15,7 +15,8 @@ export function noteMfu(
   reason: string,
   evidence: Record<string, unknown> = {},
 ): void {
-  const lead = type === 'mfu_implausible' ? `MFU of job ${job} is not shown as true` : `No MFU for job ${job}`;
+  const lead =
+    type === 'mfu_implausible' ? `MFU of job ${job} is not shown as true` : `No MFU for job ${job}`;
   log.openFinding(findingId(type, job), ts, {
     type,
     job,

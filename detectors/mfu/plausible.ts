@@ -31,7 +31,9 @@ export function implausibility(i: MfuInputs): string | undefined {
   const high = i.mfu > 1;
   const causes: string[] = [];
   if (i.layoutRanks !== undefined && i.layoutRanks !== i.gpus)
-    causes.push(`world_size ${i.gpus} differs from tp·pp·cp·dp = ${i.layoutRanks}: the GPU count or the layout is wrong`);
+    causes.push(
+      `world_size ${i.gpus} differs from tp·pp·cp·dp = ${i.layoutRanks}: the GPU count or the layout is wrong`,
+    );
   if (high) {
     if (i.source === 'step_tokens' && (i.shards ?? 1) === 1 && i.gpus > 1 && (i.dp ?? i.gpus) === i.gpus)
       causes.push(
@@ -42,9 +44,13 @@ export function implausibility(i: MfuInputs): string | undefined {
         `step \`tokens\` look like the whole global batch: each rank reports its data-parallel replica's share (global batch / dp ${i.dp}), not the job's`,
       );
     if (i.source === 'global_batch_tokens')
-      causes.push(`global_batch_tokens ${fmt(i.tokensPerStep)} is too large for the job, or world_size ${i.gpus} too small`);
+      causes.push(
+        `global_batch_tokens ${fmt(i.tokensPerStep)} is too large for the job, or world_size ${i.gpus} too small`,
+      );
     if (i.source === 'flops_per_step')
-      causes.push('flops_per_step is too large: it is the model FLOPs of one optimizer step of the whole job');
+      causes.push(
+        'flops_per_step is too large: it is the model FLOPs of one optimizer step of the whole job',
+      );
     if (i.source === 'cli')
       causes.push('--tokens-per-step is too large (global batch × sequence length), or --gpus too small');
     causes.push(`the peak (${peakOf(i)}) is too low for the GPU: check gpu_model and dtype`);

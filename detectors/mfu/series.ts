@@ -9,8 +9,8 @@
 import type { JobEvent } from '../../schema/events.js';
 import type { StepFrame } from '../steps.js';
 import { DEFAULT_CONVENTION, type FlopConvention, flopsPerToken } from './flops.js';
-import { implausibility, type MfuInputs } from './plausible.js';
 import { findGpu, peakFlops } from './peaks.js';
+import { implausibility, type MfuInputs } from './plausible.js';
 
 export interface MfuPoint {
   job: string;
@@ -57,7 +57,8 @@ export class MfuSeries {
   /** Why this job gets no MFU, or undefined when it can (checked before any step). */
   unavailable(): string | undefined {
     const m = this.meta;
-    if (!m) return 'no `job` event was seen: MFU needs its world_size, gpu_model, dtype and model (or flops_per_step)';
+    if (!m)
+      return 'no `job` event was seen: MFU needs its world_size, gpu_model, dtype and model (or flops_per_step)';
     if (!findGpu(m.gpu_model))
       return `GPU model "${m.gpu_model}" has no peak in rankwatch's table: set \`gpu_model\` on the job event (the hook's gpu_model=, the megatron_log source's gpuModel) to one of \`rankwatch mfu --list-gpus\``;
     if (this.peak === undefined)
@@ -109,7 +110,12 @@ export class MfuSeries {
     const p = m.parallel;
     return {
       mfu,
-      source: this.flopsPerStep !== undefined ? 'flops_per_step' : this.tokens ? 'global_batch_tokens' : 'step_tokens',
+      source:
+        this.flopsPerStep !== undefined
+          ? 'flops_per_step'
+          : this.tokens
+            ? 'global_batch_tokens'
+            : 'step_tokens',
       tokensPerStep: tokens,
       gpus: this.world,
       peakTflops: (this.peak ?? 0) / 1e12,

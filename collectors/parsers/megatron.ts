@@ -43,6 +43,7 @@ const ARG = /(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$/;
 const LAYOUT = /using world size:\s*(\d+)/;
 const PADDED = /padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)/;
 const RANK_PARAMS = /number of parameters on \(([^)]*)\) model parallel rank \(([^)]*)\):\s*(\d+)/;
+const PARAMS_DTYPE = /using torch\.(bfloat16|float16|float32) for parameters/;
 const TOTAL_PARAMS = /Total number of (active )?parameters in billions:\s*([\d.]+)/;
 const STAMP = /^\s*\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\]/;
 const SAVED = /successfully saved checkpoint (?:from|at) iteration\s+(\d+) to (\S+)/;
@@ -57,6 +58,8 @@ export interface MegatronRun {
   /** From the "using world size: …" line. */
   layout: { world?: number; dp?: number; cp?: number; tp?: number; pp?: number };
   paddedVocab?: number;
+  /** "using torch.bfloat16 for parameters ...": bf16, fp16 or fp32. */
+  paramsDtype?: string;
   /** "number of parameters on (tensor, pipeline) model parallel rank (t, p): N", by coordinates. */
   rankParams: Map<string, number>;
   /** "Total number of parameters in billions: X" (and the active ones, for MoE). */
@@ -219,6 +222,11 @@ export class MegatronParser {
         tp: n(/tensor-model-parallel size:\s*(\d+)/),
         pp: n(/pipeline-model-parallel size:\s*(\d+)/),
       };
+      return true;
+    }
+    const dt = PARAMS_DTYPE.exec(raw);
+    if (dt) {
+      this.run.paramsDtype = { bfloat16: 'bf16', float16: 'fp16', float32: 'fp32' }[dt[1]];
       return true;
     }
     const padded = PADDED.exec(raw);

@@ -79,11 +79,12 @@ export function modelFromArgs(run: MegatronRun): Partial<ModelConfig> {
   return m;
 }
 
-function dtypeFromArgs(a: Record<string, string>): string | undefined {
+function dtypeFromArgs(run: MegatronRun): string | undefined {
+  const a = run.args;
   if (a.fp8 !== undefined && a.fp8 !== 'None') return 'fp8';
   if (bool(a.bf16)) return 'bf16';
   if (bool(a.fp16)) return 'fp16';
-  return undefined;
+  return run.paramsDtype;
 }
 
 const REQUIRED: (keyof ModelConfig)[] = ['layers', 'hidden', 'heads', 'seq_len', 'vocab'];
@@ -113,7 +114,7 @@ export function megatronJob(run: MegatronRun, cfg: MegatronJobConfig, ts: number
   // mfu_unavailable finding names the field to set.
   if (!cfg.gpuModel)
     missing.push('the GPU model (a Megatron log never says it: set `gpuModel`, e.g. H100-SXM)');
-  const dtype = cfg.dtype ?? dtypeFromArgs(a);
+  const dtype = cfg.dtype ?? dtypeFromArgs(run);
   if (!dtype) missing.push('the training dtype (no bf16/fp16 argument: set `dtype`)');
   const batch = gbs ?? num(a.global_batch_size);
   if (lacking.length || world === undefined || !dtype)

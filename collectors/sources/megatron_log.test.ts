@@ -107,3 +107,62 @@ describe('megatron_log source: MFU for a job known only from its log', () => {
     expect(warnings[0]).toMatch(/Megatron counts 0\.408B parameters/);
   });
 });
+
+describe('megatron_log source on an MoE run (Mixtral 8x7B, NVIDIA/Megatron-LM#756)', () => {
+  it('takes what the log lacks from the config, and its TFLOP/s match Megatron’s on every step', async () => {
+    const moeLog = join(dir, 'mixtral.log');
+    copyFileSync(
+      join(import.meta.dirname, '..', 'parsers', 'fixtures', 'megatron-mixtral-8x7b-h100.log'),
+      moeLog,
+    );
+    const events: RankwatchEvent[] = [];
+    const warnings: string[] = [];
+    const cfg = Value.Default(megatronLog.schema, {
+      type: 'megatron_log',
+      path: moeLog,
+      from: 'start',
+      pollMs: 50,
+      job: 'mixtral',
+      gpuModel: 'H100-SXM',
+      // The log shows hidden and ffn sizes; the rest is Mixtral's published shape.
+      model: {
+        layers: 32,
+        heads: 32,
+        kv_heads: 8,
+        swiglu: true,
+        experts: 8,
+        top_k: 2,
+        seq_len: 2048,
+        vocab: 32000,
+      },
+    });
+    const src = megatronLog.create(cfg as never, {
+      host: 'h100-node',
+      logger: { info: () => {}, warn: (m: string) => warnings.push(m) },
+      now: () => 0,
+      emit: (es) => events.push(...(es as RankwatchEvent[])),
+      parseProblems: () => {},
+      sourceError: (_s, err) => {
+        throw err;
+      },
+      pciMap: new Map(),
+    });
+    src.start();
+    const end = Date.now() + 20_000;
+    while (events.filter((e) => e.kind === 'step').length < 9 && Date.now() < end)
+      await new Promise((r) => setTimeout(r, 50));
+    await src.stop();
+    expect(warnings).toEqual([]);
+    const job = events.find((e) => e.kind === 'job');
+    expect(job).toMatchObject({
+      world_size: 16,
+      dtype: 'bf16',
+      parallel: { tp: 4, pp: 1, dp: 4, cp: 1, ep: 8 },
+      model: { hidden: 4096, ffn_hidden: 14336, experts: 8, top_k: 2 },
+      global_batch_tokens: 128 * 2048,
+    });
+    const steps = events.filter((e) => e.kind === 'step') as (RankwatchEvent & { tflops_ratio?: number })[];
+    expect(steps).toHaveLength(9);
+    for (const s of steps) expect(Math.abs((s.tflops_ratio ?? 0) - 1)).toBeLessThan(0.003);
+  });
+});

@@ -75,6 +75,11 @@ const schema = Type.Object(
   { additionalProperties: false },
 );
 
+const both = (m: ModelConfig): [number, number] => [
+  flopsPerToken(m, 'megatron'),
+  flopsPerToken(m, 'megatron-causal'),
+];
+
 export const megatronLog: SourceFactory<typeof schema> = {
   type: 'megatron_log',
   description:
@@ -98,7 +103,9 @@ export const megatronLog: SourceFactory<typeof schema> = {
     let jobGbs: number | undefined;
     let jobSent = false;
     let saidMissing = false;
-    let fpt: number | undefined;
+    /** FLOPs per token in the megatron convention, and the causal one Megatron-LM uses since 2025. */
+    let fpt: [number, number] | undefined;
+    let causal: boolean | undefined;
     let world: number | undefined;
     let warnedRatio = false;
 
@@ -114,7 +121,7 @@ export const megatronLog: SourceFactory<typeof schema> = {
           );
         }
         if (j.model && cfg.gpus) {
-          fpt ??= flopsPerToken(j.model, 'megatron');
+          fpt ??= both(j.model);
           world ??= cfg.gpus;
         }
         return [];
@@ -129,7 +136,7 @@ export const megatronLog: SourceFactory<typeof schema> = {
       }
       jobSent = true;
       jobGbs = gbs;
-      fpt = j.model ? flopsPerToken(j.model, 'megatron') : undefined;
+      fpt = j.model ? both(j.model) : undefined;
       world = j.event.world_size;
       if (!parser.hasSeqLen() && j.model) parser.setSeqLen(j.model.seq_len);
       return [j.event];
@@ -147,7 +154,13 @@ export const megatronLog: SourceFactory<typeof schema> = {
             if (e.global_batch_tokens === undefined && gbs !== undefined && parser.hasSeqLen())
               parser.addTokens(e, gbs);
             if (fpt && world) {
-              const c = mfuCrossCheck(e, fpt, world);
+              // Which of Megatron's two counts the log uses, from the first step that says.
+              if (causal === undefined) {
+                const full = mfuCrossCheck(e, fpt[0], world);
+                const half = mfuCrossCheck(e, fpt[1], world);
+                if (full && half) causal = Math.abs(half.ratio - 1) < Math.abs(full.ratio - 1);
+              }
+              const c = mfuCrossCheck(e, fpt[causal ? 1 : 0], world);
               if (c) {
                 e.ours_tflops_per_gpu = Math.round(c.ours_tflops_per_gpu * 10) / 10;
                 e.tflops_ratio = Math.round(c.ratio * 1000) / 1000;

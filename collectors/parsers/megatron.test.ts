@@ -197,6 +197,19 @@ describe('MoE against a published figure: Mixtral 8x7B on 16 H100 (NVIDIA/Megatr
     vocab: 32000,
   };
 
+  it('keeps Megatron’s own time behind a launcher prefix', () => {
+    const text = fixture('megatron-mixtral-8x7b-h100.log')
+      .split('\n')
+      .map((l) => `[default3]:${l}`)
+      .join('\r\n');
+    const { steps, problems } = feed(text, { ...ctx, seqLen: 2048 });
+    expect(problems).toEqual([]);
+    expect(steps[0].ts).toBe(new Date(2024, 2, 30, 20, 2, 40).getTime());
+    expect(steps.map((s) => s.megatron_tflops_per_gpu)).toEqual([
+      137.5, 130.1, 128.1, 239.8, 236, 228.4, 243.6, 238.7, 224,
+    ]);
+  });
+
   it('reproduces every printed TFLOP/s/GPU to within 0.2% with the megatron convention (top-2, not all 8)', () => {
     const { steps, problems, parser } = feed(fixture('megatron-mixtral-8x7b-h100.log'), {
       ...ctx,

@@ -45,7 +45,8 @@ const PADDED = /padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (
 const RANK_PARAMS = /number of parameters on \(([^)]*)\) model parallel rank \(([^)]*)\):\s*(\d+)/;
 const PARAMS_DTYPE = /using torch\.(bfloat16|float16|float32) for parameters/;
 const TOTAL_PARAMS = /Total number of (active )?parameters in billions:\s*([\d.]+)/;
-const STAMP = /^\s*\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\]/;
+/** Megatron's own "[2024-04-06 02:59:36]", also behind a log shipper's or launcher's prefix. */
+const STAMP = /\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\]/;
 const SAVED = /successfully saved checkpoint (?:from|at) iteration\s+(\d+) to (\S+)/;
 const SAVING = /saving checkpoint at iteration\s+(\d+) to (\S+)/;
 const LOADED = /successfully loaded checkpoint from (\S+).*?at iteration\s+(\d+)/;

@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../schema/finding.js';
 import { BIN } from './helpers.js';
 
@@ -103,11 +103,11 @@ function hookJob(
   return lines;
 }
 
-async function cliMfu(tokens: number, stepMs: number, gpus: number) {
+async function cliMfu(tokens: number, stepMs: number, gpus: number, model = modelFile) {
   const r = await rankwatch(
     'mfu',
     '--model',
-    modelFile,
+    model,
     '--tokens-per-step',
     String(tokens),
     '--step-ms',
@@ -122,7 +122,24 @@ async function cliMfu(tokens: number, stepMs: number, gpus: number) {
   return JSON.parse(r.stdout) as { mfu: number; implausible?: string };
 }
 
+/** The real Python hook, one Hook per rank of a tp 2, pp 2, cp 2, dp 2 layout, as its docs say. */
+const SMALL = { layers: 2, hidden: 1024, heads: 8, seq_len: 1024, vocab: 32000 };
+const smallFile = join(dir, 'small.json');
+writeFileSync(smallFile, JSON.stringify(SMALL));
+const hookEvents = join(dir, 'hook.jsonl');
+const hookReplica = 4 * 10 * 1024;
+
 describe('hook-style jobs replayed into chDB: stored MFU = rankwatch mfu on the global tokens', () => {
+  beforeAll(async () => {
+    const py = join(import.meta.dirname, '..', 'collectors', 'python', 'tests', 'layout_job.py');
+    const r = await exec('python3', [
+      py,
+      ...['--tp', '2', '--pp', '2', '--cp', '2', '--dp', '2', '--steps', '20'],
+      ...['--replica-tokens', String(hookReplica), '--model', smallFile, '--out', hookEvents],
+    ]);
+    expect(JSON.parse(r.stdout).events).toBe(1 + 16 * 20);
+  }, 120_000);
+
   const layout = { tp: 2, pp: 2, cp: 2, dp: 3 };
   // micro batch 2 x 8 micro batches x 4096 tokens per replica; the job's step is 3 replicas of it.
   const replica = 2 * 8 * 4096;
@@ -135,6 +152,7 @@ describe('hook-style jobs replayed into chDB: stored MFU = rankwatch mfu on the 
   it('tp 2, pp 2, cp 2, dp 3; and the tp 8 job announced without its layout', async () => {
     const input = join(dir, 'jobs.jsonl');
     const lines = [
+      ...readFileSync(hookEvents, 'utf8').split('\n').filter(Boolean),
       ...hookJob('llama-8b-4d', layout, replica, stepMs),
       // Issue 9: tp 8 following the old hook docs: the job event carried the hook's default layout.
       ...hookJob('llama-8b-tp8', tp8, replica, tp8Ms, { parallel: { tp: 1, pp: 1, dp: 16 } }),
@@ -175,6 +193,15 @@ describe('hook-style jobs replayed into chDB: stored MFU = rankwatch mfu on the 
     }
     expect(fourD[0].mfu).toBeGreaterThan(0.3);
     expect(fourD[0].mfu).toBeLessThan(0.5);
+
+    // The real hook's job: every stored point equals rankwatch mfu on replica tokens x dp 2, at its step time.
+    const hook = rows.filter((x) => x.job === 'hook-layout');
+    expect(hook).toHaveLength(20);
+    for (const x of hook.slice(0, 4)) {
+      expect(x.tokens).toBe(hookReplica * 2);
+      const cli = await cliMfu(hookReplica * 2, x.step_ms, 16, smallFile);
+      expect(x.mfu).toBeCloseTo(cli.mfu, 12);
+    }
 
     // The tp 8 job: 8x its true figure, stored but marked, said once, never a drop.
     const tp8Rows = rows.filter((x) => x.job === 'llama-8b-tp8');

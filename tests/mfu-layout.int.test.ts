@@ -163,12 +163,24 @@ describe('hook-style jobs replayed into chDB: stored MFU = rankwatch mfu on the 
 
     const { ChdbStore } = await import('../store/chdb.js');
     const store = new ChdbStore({ path: data });
-    let rows: { job: string; step: number; step_ms: number; tokens: number; mfu: number }[];
+    let rows: {
+      job: string;
+      step: number;
+      step_ms: number;
+      tokens: number;
+      mfu: number;
+      implausible: string;
+    }[];
     try {
       rows = (
-        await store.query<{ job: string; step: string; step_ms: number; tokens: number; mfu: number }>(
-          'SELECT job, step, step_ms, tokens, mfu FROM mfu FINAL ORDER BY job, step',
-        )
+        await store.query<{
+          job: string;
+          step: string;
+          step_ms: number;
+          tokens: number;
+          mfu: number;
+          implausible: string;
+        }>('SELECT job, step, step_ms, tokens, mfu, implausible FROM mfu FINAL ORDER BY job, step')
       ).map((x) => ({
         ...x,
         step: Number(x.step),
@@ -205,6 +217,8 @@ describe('hook-style jobs replayed into chDB: stored MFU = rankwatch mfu on the 
 
     // The tp 8 job: 8x its true figure, stored but marked, said once, never a drop.
     const tp8Rows = rows.filter((x) => x.job === 'llama-8b-tp8');
+    expect(tp8Rows.every((x) => /cannot be true/.test(x.implausible))).toBe(true);
+    expect(fourD.every((x) => x.implausible === '')).toBe(true);
     const truth = await cliMfu(replica * tp8.dp, 2050, 16);
     expect(truth.mfu).toBeGreaterThan(0.15);
     expect(truth.mfu).toBeLessThan(0.3);

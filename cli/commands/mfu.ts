@@ -3,6 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { RankwatchError } from '../../core/errors.js';
 import {
   DEFAULT_CONVENTION,
+  defaultFfnHidden,
   FLOP_CONVENTIONS,
   flopsPerToken,
   parseConvention,
@@ -112,6 +113,9 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
       gpuModel: values['gpu-model'],
       dtype: values['gpu-model'] ? dtype : undefined,
     });
+    // Said, not assumed silently: the MLP size Megatron-LM would use.
+    const ffnDefault =
+      model.ffn_hidden === undefined ? defaultFfnHidden(model.hidden, model.swiglu ?? false) : undefined;
     if (values.json) {
       console.log(
         JSON.stringify({
@@ -119,6 +123,7 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
           convention,
           peak_tflops_per_gpu: peak / 1e12,
           dtype,
+          ...(ffnDefault !== undefined ? { ffn_hidden_default: ffnDefault } : {}),
           ...(why ? { implausible: why } : {}),
         }),
       );
@@ -138,6 +143,10 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
           ],
         ),
       );
+      if (ffnDefault !== undefined)
+        console.log(
+          `\nffn_hidden not given: ${ffnDefault}, Megatron-LM's default for ${model.swiglu ? 'a swiglu MLP, int(8h/3/64)*64' : 'a plain MLP, 4h'}.`,
+        );
       if (why) console.log(`\n${why}.`);
     }
     return 0;

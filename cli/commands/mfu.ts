@@ -27,7 +27,8 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
 
   --model FILE.json    the job event's model fields: params, layers, hidden, heads, kv_heads,
                        ffn_hidden, seq_len, vocab, experts, top_k, plus head_dim, swiglu,
-                       moe_ffn_hidden where needed
+                       moe_ffn_hidden, shared_expert_ffn_hidden, moe_layers where needed
+                       (MoE counts the top_k and shared experts, never all of them)
   --tokens-per-step T  tokens in one optimizer step, whole job (global batch x sequence length;
                        from per-rank step tokens: their sum / (tp x pp x cp))
   --step-ms X          wall time of one step, milliseconds

@@ -237,3 +237,28 @@ describe('MoE against a published figure: Mixtral 8x7B on 16 H100 (NVIDIA/Megatr
     within(activeParams({ ...mixtral, params: 46.7e9 }), 12.9e9, 0.005);
   });
 });
+
+describe('a Megatron log with a print glued to the iteration line (Llama 3.1 8B, NVIDIA/dgxc-benchmarking)', () => {
+  const llama8b = {
+    layers: 32,
+    hidden: 4096,
+    heads: 32,
+    kv_heads: 8,
+    ffn_hidden: 14336,
+    swiglu: true,
+    seq_len: 8192,
+    vocab: 128256,
+  };
+
+  it('reads the step and the parameter count, with no problem', () => {
+    const { steps, problems, parser } = feed(fixture('megatron-llama31-8b-dgxc.log'));
+    expect(problems).toEqual([]);
+    expect(steps.map((s) => [s.step, s.step_ms, s.global_batch_size])).toEqual([[1, 20289.1, 128]]);
+    expect(parser.run.totalParamsB).toBe(8.03);
+    // Llama 3.1 8B's published shape gives the printed 8.03B; a config with 36 layers does not.
+    expect(paramMismatch(parser.run, llama8b)).toBeUndefined();
+    expect(paramMismatch(parser.run, { ...llama8b, layers: 36 })).toMatch(
+      /Megatron counts 8\.030B parameters \("Total number of parameters in billions"\), the model config gives 8\.9\d\dB/,
+    );
+  });
+});

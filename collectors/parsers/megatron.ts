@@ -36,6 +36,8 @@ export interface MegatronOut {
 const ITER = /\biteration\s+(\d+)\s*\/\s*(\d+)\s*\|(.*)$/;
 /** An iteration line, whole or not: "iteration <something>/ <total>". */
 const ITER_LIKE = /\biteration\s+\S+\s*\/\s*\d+/;
+/** What Megatron prints on a line of its own, found glued after an iteration line's last bar. */
+const GLUED = /\|\s*((?:Number of |Total number of |Theoretical memory|\[Rank \d+\] ).*)$/;
 const ARGS_START = /-{4,} arguments -{4,}/;
 const ARGS_END = /-{4,} end of arguments -{4,}/;
 /** "  hidden_size ..................................... 4096" (timer lines have a colon after the dots). */
@@ -102,10 +104,19 @@ export class MegatronParser {
   /** One log line; `now` stands in for lines without a timestamp. */
   push(line: string, now: number): MegatronOut {
     this.lineNo++;
-    const events: MegatronOut['events'] = [];
-    const problems: ParseProblem[] = [];
     // CRLF logs (Windows editors, some shippers): the \r would end up in values and fields.
     const raw = line.endsWith('\r') ? line.replace(/\r+$/, '') : line;
+    // Another rank's print glued to the iteration line's closing bar (no newline between them).
+    const glued = ITER_LIKE.test(raw) ? GLUED.exec(raw) : null;
+    if (!glued) return this.one(raw, now);
+    const head = this.one(raw.slice(0, glued.index + 1), now);
+    const tail = this.one(glued[1], now);
+    return { events: [...head.events, ...tail.events], problems: [...head.problems, ...tail.problems] };
+  }
+
+  private one(raw: string, now: number): MegatronOut {
+    const events: MegatronOut['events'] = [];
+    const problems: ParseProblem[] = [];
     if (this.runLine(raw)) return { events, problems };
     const ts = stampOf(raw) ?? now;
 

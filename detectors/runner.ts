@@ -17,7 +17,7 @@ import { findFault } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
-import { noteMfu } from './mfu/notes.js';
+import { noteMfu, resolveMfuUnavailable } from './mfu/notes.js';
 import { findGpu } from './mfu/peaks.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
 import { rollupSteps, type StepRollup } from './rollup.js';
@@ -202,6 +202,8 @@ export class DetectorRunner {
     j.ranks.ensure(e.world_size - 1);
     j.assembler.expected = e.world_size;
     j.mfu.configure(e);
+    // A job event after the first steps (or one that fixes the GPU model) ends "no MFU".
+    if (j.mfuNoted && !j.mfu.unavailable() && resolveMfuUnavailable(this.log, j.id, e.ts)) j.mfuNoted = false;
   }
 
   private onStep(e: StepEvent): void {

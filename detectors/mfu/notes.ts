@@ -27,3 +27,13 @@ export function noteMfu(
     summary: `${lead}: ${reason}.`,
   });
 }
+
+/** A job that now gets MFU (its job event came after its first steps): its mfu_unavailable ends. */
+export function resolveMfuUnavailable(log: FindingLog, job: string, ts: number): boolean {
+  const id = findingId('mfu_unavailable', job);
+  if (!log.get(id)) return false;
+  log.resolve(id, ts, {
+    summary: `MFU of job ${job} is computed now: its job event gives what was missing.`,
+  });
+  return true;
+}

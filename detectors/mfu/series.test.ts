@@ -54,3 +54,42 @@ describe('MFU series: tokens per step from the ranks', () => {
     for (const p of out.mfu) expect(p.tokens).toBeCloseTo(4096 * 4, 6);
   });
 });
+
+describe('a job event that comes after the first steps', () => {
+  it('ends the job’s mfu_unavailable and MFU follows', () => {
+    const r = new DetectorRunner();
+    const step = (s: number, rank: number): RankwatchEvent => ({
+      v: 1,
+      kind: 'step',
+      ts: 1000 * (s + 1),
+      job: 'late',
+      rank,
+      host: 'h',
+      gpu: rank,
+      step: s,
+      step_ms: 1000,
+      compute_ms: 900,
+      tokens: 8192,
+    });
+    for (let s = 0; s < 20; s++) for (let rank = 0; rank < 2; rank++) r.push(step(s, rank));
+    r.push({
+      v: 1,
+      kind: 'job',
+      ts: 21_000,
+      job: 'late',
+      world_size: 2,
+      gpu_model: 'H100-SXM',
+      dtype: 'bf16',
+      parallel: { tp: 1, pp: 1, dp: 2 },
+      model,
+    });
+    for (let s = 20; s < 40; s++) for (let rank = 0; rank < 2; rank++) r.push(step(s, rank));
+    r.flush();
+    const out = r.take();
+    const notes = out.findings.filter((f) => f.type === 'mfu_unavailable');
+    expect(notes.map((f) => f.state)).toEqual(['open', 'resolved']);
+    expect(notes[0].summary).toMatch(/no `job` event/);
+    expect(out.mfu.length).toBeGreaterThanOrEqual(19);
+    expect(out.mfu.every((p) => p.tokens === 16384)).toBe(true);
+  });
+});

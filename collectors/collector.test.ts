@@ -46,7 +46,7 @@ describe('Collector', () => {
     const log = join(dir, 'mega.log');
     writeFileSync(
       log,
-      ' iteration        1/     100 | consumed samples:          8 | elapsed time per iteration (ms): 1000.0 | global batch size:     8 |\ngarbage iteration | x\n',
+      ' iteration        1/     100 | consumed samples:          8 | elapsed time per iteration (ms): 1000.0 | global batch size:     8 |\n iteration        2/     100 | consumed samples:    \n',
     );
     const cfg = loadCollectorConfig(undefined, { bus: rx.url, host: 'n1', flushMs: 50 }, [
       { type: 'dcgm_exporter', url: 'http://127.0.0.1:1/metrics', intervalMs: 100, timeoutMs: 200 },

@@ -31,7 +31,7 @@ const JOB = '${job:singlequote}';
 export const PANELS = {
   mfu: `SELECT $__timeInterval(ts) AS time, avg(mfu) AS mfu, avg(tflops_per_gpu) AS tflops_per_gpu
 FROM mfu FINAL
-WHERE job = ${JOB} AND $__timeFilter(ts)
+WHERE job = ${JOB} AND implausible = '' AND $__timeFilter(ts)
 GROUP BY time ORDER BY time`,
   heatmap: `SELECT minute AS time, toString(rank) AS rank, avgMerge(compute_ms) AS compute_ms
 FROM rank_minute

@@ -18,6 +18,7 @@ import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings
 import { HangDetector } from './hang/hang.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
 import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
+import { noteMfu, resolveMfuUnavailable } from './mfu/notes.js';
 import { findGpu } from './mfu/peaks.js';
 import { type MfuPoint, MfuSeries } from './mfu/series.js';
 import { NCCL_CHECK_DEFAULTS, type NcclCheckConfig, NcclCheckDetector } from './nccl_tests/nccl_tests.js';
@@ -56,7 +57,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   ncclChecks: NCCL_CHECK_DEFAULTS,
 };
 
-const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop']);
+const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
 
 export interface DetectorOutput {
   findings: Finding[];
@@ -84,6 +85,8 @@ interface JobRuntime {
   mfu: MfuSeries;
   mfuDrop: MfuDropDetector;
   lastTs: number;
+  /** Whether the job's MFU problem (implausible or unavailable) was said: once per job. */
+  mfuNoted: boolean;
 }
 
 export class DetectorRunner {
@@ -251,6 +254,7 @@ export class DetectorRunner {
         mfu: new MfuSeries(id, this.cfg.convention),
         mfuDrop: new MfuDropDetector(id, this.log, this.cfg.mfuDrop),
         lastTs: 0,
+        mfuNoted: false,
       };
       this.jobs.set(id, j);
       // A job that resumes after it ended: its configuration still holds.
@@ -266,6 +270,8 @@ export class DetectorRunner {
     j.ranks.ensure(e.world_size - 1);
     j.assembler.expected = e.world_size;
     j.mfu.configure(e);
+    // A job event after the first steps (or one that fixes the GPU model) ends "no MFU".
+    if (j.mfuNoted && !j.mfu.unavailable() && resolveMfuUnavailable(this.log, j.id, e.ts)) j.mfuNoted = false;
   }
 
   private onStep(e: StepEvent): void {
@@ -305,9 +311,29 @@ export class DetectorRunner {
         this.out.mfu.push(point);
         j.mfuDrop.process(point, () => this.log.openFindings());
       }
+      this.noteMfu(j, point, f.ts);
       j.assembler.release(f);
     }
     this.closed.length = 0;
+  }
+
+  /** Says once per job why its MFU cannot be true, or why there is none. */
+  private noteMfu(j: JobRuntime, point: MfuPoint | undefined, ts: number): void {
+    if (j.mfuNoted) return;
+    if (point?.implausible) {
+      j.mfuNoted = true;
+      noteMfu(this.log, j.id, 'mfu_implausible', ts, point.implausible, {
+        step: point.step,
+        mfu: point.mfu,
+        tokens: point.tokens,
+      });
+    } else if (!point) {
+      const why = j.mfu.unavailable();
+      if (why) {
+        j.mfuNoted = true;
+        noteMfu(this.log, j.id, 'mfu_unavailable', ts, why);
+      }
+    }
   }
 
   private onCollective(e: CollectiveEvent): void {

@@ -39,6 +39,10 @@ describe('DetectorRunner with a GPU it has no peak for', () => {
     const { events } = simEvents({});
     const { runner, out } = run(events);
     expect(out.mfu.length).toBeGreaterThan(50);
+    expect(out.findings.filter((f) => f.type === 'mfu_implausible' || f.type === 'mfu_unavailable')).toEqual(
+      [],
+    );
+    expect(out.mfu.filter((p) => p.implausible)).toEqual([]);
     expect(runner.jobMfu('j-unknown-gpu')).toBeGreaterThan(0);
   });
 
@@ -58,6 +62,11 @@ describe('DetectorRunner with a GPU it has no peak for', () => {
       expect(out.mfu).toEqual([]);
       expect(out.findings.filter((f) => f.type === 'mfu_drop')).toEqual([]);
       expect(runner.jobMfu('j-unknown-gpu')).toBeUndefined();
+      // Said once, with the field to set, instead of MFU silently vanishing.
+      const notes = out.findings.filter((f) => f.type === 'mfu_unavailable' && f.state === 'open');
+      expect(notes).toHaveLength(1);
+      expect(notes[0].summary).toMatch(/`(gpu_model|dtype)`/);
+      expect(notes[0].summary).toMatch(/--list-gpus/);
       // Step rollups still come out, and the straggler and the XID are still found on their GPUs.
       expect(out.rollups.length).toBeGreaterThan(50);
       const score = scoreRun(out.findings, sim.faults);

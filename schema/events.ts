@@ -51,19 +51,25 @@ export const ParallelLayout = Type.Object(
 
 export const ModelConfig = Type.Object(
   {
-    params: Opt(Num('total parameters')),
+    params: Opt(Num('total parameters, every expert of an MoE model counted (MFU uses the activated ones)')),
     layers: Int('transformer layers', 1),
     hidden: Int('hidden size', 1),
     heads: Int('attention (query) heads', 1),
     kv_heads: Opt(Int('key/value heads (GQA); defaults to heads', 1)),
     head_dim: Opt(Int('per-head dimension; defaults to hidden/heads', 1)),
-    ffn_hidden: Opt(Int('MLP inner size; defaults to 4*hidden', 1)),
+    ffn_hidden: Opt(
+      Int('MLP inner size; defaults as Megatron-LM does: 4*hidden, or int(8*hidden/3/64)*64 with swiglu', 1),
+    ),
     swiglu: Opt(Type.Boolean({ description: 'gated MLP (three matrices)' })),
     seq_len: Int('sequence length', 1),
     vocab: Int('vocabulary size', 1),
     experts: Opt(Int('MoE experts', 1)),
     top_k: Opt(Int('MoE experts each token is routed to', 1)),
     moe_ffn_hidden: Opt(Int('MoE expert MLP inner size; defaults to ffn_hidden', 1)),
+    shared_expert_ffn_hidden: Opt(
+      Int('MoE shared experts: their inner size, all of them together (0 when none)', 0),
+    ),
+    moe_layers: Opt(Int('layers whose MLP is MoE (the rest are dense); defaults to all', 0)),
   },
   { additionalProperties: true },
 );
@@ -76,7 +82,9 @@ export const JobEvent = kind('job', 'a training job announces its shape, once at
   parallel: ParallelLayout,
   model: Opt(ModelConfig),
   flops_per_step: Opt(Num('model FLOPs per optimizer step, when the model config is not given')),
-  global_batch_tokens: Opt(Num('tokens per optimizer step, whole job')),
+  global_batch_tokens: Opt(
+    Num('tokens per optimizer step, whole job (all data-parallel replicas); wins over step tokens'),
+  ),
   hosts: Opt(Type.Array(Type.String(), { description: 'hosts the job runs on' })),
 });
 
@@ -90,7 +98,13 @@ export const StepEvent = kind('step', 'one rank finished one optimizer step', {
   step_ms: Num('wall time of the step'),
   compute_ms: Num('busy time, excluding time blocked in collectives'),
   comm_wait_ms: Opt(Num('time blocked waiting in collectives')),
-  tokens: Opt(Num('tokens this rank processed in the step')),
+  tokens: Opt(
+    Num(
+      "tokens of the global batch this rank's data-parallel replica consumed in the step (micro batch x " +
+        'micro batches x full sequence length); the same on every rank of the replica whatever its ' +
+        'tp/pp/cp coordinate, so job tokens = sum over ranks / (tp*pp*cp)',
+    ),
+  ),
 });
 
 export const CollectiveOp = Type.Union(

@@ -17,6 +17,8 @@ export const FINDING_TYPES = [
   'nccl_hang',
   'nccl_desync',
   'nccl_rank_behind',
+  'mfu_implausible',
+  'mfu_unavailable',
 ] as const;
 
 export const Severity = Type.Union(['info', 'warning', 'critical'].map((s) => Type.Literal(s)));

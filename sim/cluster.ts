@@ -351,7 +351,7 @@ export class ClusterSim {
           step_ms: ms3(stepMs),
           compute_ms: ms3(compute[r]),
           comm_wait_ms: ms3(stepMs - compute[r] - stall - ckptMs),
-          tokens: p.tp === 0 && p.stage === pp - 1 ? tokens : 0,
+          tokens, // the replica's tokens, on every rank of it (design.md)
         };
       }
       if (checkpoint) {

@@ -96,7 +96,7 @@ export async function jobs(
        FROM job_events FINAL GROUP BY job
      ) AS e ON e.job = j.job
      LEFT JOIN (
-       SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg FROM mfu FINAL GROUP BY job
+       SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg FROM mfu FINAL WHERE implausible = '' GROUP BY job
      ) AS m ON m.job = j.job
      ORDER BY (ifNull(e.last_event, '') NOT IN ('finished', 'interrupted')
        AND j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
@@ -146,7 +146,8 @@ export async function mfuOverTime(
   opts: TimeRange & { bucketSeconds?: number } = {},
 ): Promise<MfuBucket[]> {
   const params: Record<string, unknown> = { job, bucket: Math.max(1, Math.floor(opts.bucketSeconds ?? 60)) };
-  const conds = ['job = {job:String}', ...timeFilter('ts', opts, params)];
+  // A figure that cannot be true (mfu.implausible) is never averaged in as if it were.
+  const conds = ['job = {job:String}', "implausible = ''", ...timeFilter('ts', opts, params)];
   const rows = await store.query<Record<string, string | number>>(
     `SELECT toUnixTimestamp64Milli(toDateTime64(toStartOfInterval(ts, toIntervalSecond({bucket:UInt32})), 3)) AS t,
        avg(mfu) AS mean_mfu, avg(tflops_per_gpu) AS mean_tflops, avg(step_ms) AS mean_step_ms, count() AS steps,

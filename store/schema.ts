@@ -341,6 +341,11 @@ export const MIGRATIONS: Migration[] = [
       ORDER BY (id, ts, action, by)`,
     ],
   },
+  {
+    version: 4,
+    name: 'mfu.implausible: why a figure cannot be true (empty when it can)',
+    statements: () => [`ALTER TABLE mfu ADD COLUMN IF NOT EXISTS implausible String DEFAULT ''`],
+  },
 ];
 
 export const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (

@@ -30,7 +30,8 @@ Sources (each flag adds one; the config file can hold any number):
   --dcgm URL           dcgm-exporter metrics (e.g. http://127.0.0.1:9400/metrics)
   --nvidia-smi         sample nvidia-smi every second (where no exporter runs)
   --kernel-log SRC     XIDs from "journal", "kmsg" or a log FILE
-  --megatron-log FILE  Megatron-LM log; needs --job (and --rank, --gpu of the rank writing it)
+  --megatron-log FILE  Megatron-LM log; needs --job (and --rank, --gpu of the rank writing it);
+                       --gpu-model NAME (e.g. H100-SXM) gives its job an MFU
   --nccl-log FILE      PyTorch NCCL watchdog timeouts from a training log
   --nccl-tests FILE    nccl-tests output (one check event per run)
   --job ID --rank N --gpu N   job/rank/gpu for the log sources above (GPU telemetry takes its
@@ -51,6 +52,7 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       'nvidia-smi': { type: 'boolean' },
       'kernel-log': { type: 'string' },
       'megatron-log': { type: 'string' },
+      'gpu-model': { type: 'string' },
       'nccl-log': { type: 'string' },
       'nccl-tests': { type: 'string' },
       job: { type: 'string' },
@@ -86,6 +88,7 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         rank: num(values.rank, 'rank', 0),
         gpu: num(values.gpu, 'gpu', 0),
         ...(from ? { from } : {}),
+        ...(values['gpu-model'] ? { gpuModel: values['gpu-model'] } : {}),
       });
     }
     if (values['nccl-log'])

@@ -3,12 +3,14 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { RankwatchError } from '../../core/errors.js';
 import {
   DEFAULT_CONVENTION,
+  defaultFfnHidden,
   FLOP_CONVENTIONS,
   flopsPerToken,
   parseConvention,
 } from '../../detectors/mfu/flops.js';
 import { computeMfu } from '../../detectors/mfu/mfu.js';
 import { GPU_SPECS, peakFlops } from '../../detectors/mfu/peaks.js';
+import { implausibility } from '../../detectors/mfu/plausible.js';
 import { ModelConfig } from '../../schema/events.js';
 import { type Command, num, parse } from '../args.js';
 import { table } from '../table.js';
@@ -25,8 +27,10 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
 
   --model FILE.json    the job event's model fields: params, layers, hidden, heads, kv_heads,
                        ffn_hidden, seq_len, vocab, experts, top_k, plus head_dim, swiglu,
-                       moe_ffn_hidden where needed
-  --tokens-per-step T  tokens in one optimizer step (global batch x sequence length)
+                       moe_ffn_hidden, shared_expert_ffn_hidden, moe_layers where needed
+                       (MoE counts the top_k and shared experts, never all of them)
+  --tokens-per-step T  tokens in one optimizer step, whole job (global batch x sequence length;
+                       from per-rank step tokens: their sum / (tp x pp x cp))
   --step-ms X          wall time of one step, milliseconds
   --gpus N             GPUs the job runs on
   --gpu-model NAME     peak from rankwatch's table (see --list-gpus)
@@ -35,7 +39,8 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
   --convention C       FLOP counting: palm (6N + 12·L·H·Q·T, the default: MFU's definition in
                        the PaLM paper), megatron (Megatron-LM's per-matmul count with logits),
                        megatron-causal (the same, causal attention halved)
-  --json               print JSON: mfu (fraction), flops_per_token, tflops_per_gpu, ...
+  --json               print JSON: mfu (fraction), flops_per_token, tflops_per_gpu, ..., and
+                       implausible (why) when the figure cannot be true (above 100%, below 0.1%)
   --list-gpus          print the peak table with sources`,
   async run(argv) {
     const { values } = parse(argv, {
@@ -90,26 +95,46 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
     const convention = values.convention ? parseConvention(values.convention) : DEFAULT_CONVENTION;
     const dtype = values.dtype ?? 'bf16';
     let peak: number;
-    if (values['peak-tflops'] !== undefined) peak = num(values['peak-tflops'], 'peak-tflops') * 1e12;
+    if (values['peak-tflops'] !== undefined) peak = positive(values['peak-tflops'], 'peak-tflops') * 1e12;
     else if (values['gpu-model']) peak = peakFlops(values['gpu-model'], dtype);
     else throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give --gpu-model NAME or --peak-tflops P');
+    const tokensPerStep = positive(values['tokens-per-step'], 'tokens-per-step');
+    const stepMs = positive(values['step-ms'], 'step-ms');
+    const gpus = positive(values.gpus, 'gpus');
+    if (!Number.isInteger(gpus))
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--gpus needs a whole number of GPUs, got ${gpus}`);
     const fpt = flopsPerToken(model, convention);
-    const r = computeMfu({
-      flopsPerToken: fpt,
-      tokensPerStep: num(values['tokens-per-step'], 'tokens-per-step'),
-      stepMs: num(values['step-ms'], 'step-ms'),
-      gpus: num(values.gpus, 'gpus'),
-      peakFlopsPerGpu: peak,
+    const r = computeMfu({ flopsPerToken: fpt, tokensPerStep, stepMs, gpus, peakFlopsPerGpu: peak });
+    const why = implausibility({
+      mfu: r.mfu,
+      source: 'cli',
+      tokensPerStep,
+      gpus,
+      peakTflops: peak / 1e12,
+      gpuModel: values['gpu-model'],
+      dtype: values['gpu-model'] ? dtype : undefined,
     });
+    // Said, not assumed silently: the MLP size Megatron-LM would use.
+    const ffnDefault =
+      model.ffn_hidden === undefined ? defaultFfnHidden(model.hidden, model.swiglu ?? false) : undefined;
     if (values.json) {
-      console.log(JSON.stringify({ ...r, convention, peak_tflops_per_gpu: peak / 1e12, dtype }));
+      console.log(
+        JSON.stringify({
+          ...r,
+          convention,
+          peak_tflops_per_gpu: peak / 1e12,
+          dtype,
+          ...(ffnDefault !== undefined ? { ffn_hidden_default: ffnDefault } : {}),
+          ...(why ? { implausible: why } : {}),
+        }),
+      );
     } else {
       console.log(
         table(
           ['MFU', 'TFLOP/s per GPU', 'peak TFLOP/s', 'FLOPs per token', 'tokens/s', 'convention'],
           [
             [
-              `${(r.mfu * 100).toFixed(2)}%`,
+              `${(r.mfu * 100).toFixed(2)}%${why ? ' (cannot be true)' : ''}`,
               r.tflops_per_gpu.toFixed(1),
               (peak / 1e12).toFixed(1),
               r.flops_per_token.toExponential(4),
@@ -119,7 +144,19 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
           ],
         ),
       );
+      if (ffnDefault !== undefined)
+        console.log(
+          `\nffn_hidden not given: ${ffnDefault}, Megatron-LM's default for ${model.swiglu ? 'a swiglu MLP, int(8h/3/64)*64' : 'a plain MLP, 4h'}.`,
+        );
+      if (why) console.log(`\n${why}.`);
     }
     return 0;
   },
 };
+
+/** A figure that must be above zero: 0 or a negative would make MFU Infinity or negative. */
+function positive(value: string | undefined, flag: string): number {
+  const n = num(value, flag);
+  if (!(n > 0)) throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${flag} must be above 0, got ${value}`);
+  return n;
+}

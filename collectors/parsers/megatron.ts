@@ -5,6 +5,13 @@
  *
  * The log is one rank's view (Megatron prints the training log from the last rank), so step
  * events carry the wall time only: `compute_ms` equals `step_ms` and `timing: 'wall_only'` says so.
+ *
+ * It also keeps what Megatron prints about the run before training (`run()`): the arguments
+ * block, the "using world size" layout line, the padded vocabulary and the parameter counts, from
+ * which the source builds the job's description for MFU (collectors/parsers/megatron_job.ts).
+ * Only real iteration lines ("iteration N/ M |") count as iterations: memory reports ("(after N
+ * iterations) memory (MB) |") and validation lines ("validation loss at iteration N |") are
+ * neither steps nor problems.
  */
 import type { CheckpointEvent as C, StepEvent as S } from '../../schema/events.js';
 import { type Open, type ParseProblem, problem } from './problems.js';
@@ -26,12 +33,42 @@ export interface MegatronOut {
   problems: ParseProblem[];
 }
 
-const ITER = /iteration\s+(\d+)\s*\/\s*(\d+)\s*\|(.*)$/;
-const STAMP = /^\s*\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\]/;
+const ITER = /\biteration\s+(\d+)\s*\/\s*(\d+)\s*\|(.*)$/;
+/** An iteration line, whole or not: "iteration <something>/ <total>". */
+const ITER_LIKE = /\biteration\s+\S+\s*\/\s*\d+/;
+/** What Megatron prints on a line of its own, found glued after an iteration line's last bar. */
+const GLUED = /\|\s*((?:Number of |Total number of |Theoretical memory|\[Rank \d+\] ).*)$/;
+const ARGS_START = /-{4,} arguments -{4,}/;
+const ARGS_END = /-{4,} end of arguments -{4,}/;
+/** "  hidden_size ..................................... 4096" (timer lines have a colon after the dots). */
+const ARG = /(?:^|\s)([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$/;
+const LAYOUT = /using world size:\s*(\d+)/;
+const PADDED = /padded vocab \(size: (\d+)\) with \d+ dummy tokens \(new size: (\d+)\)/;
+const RANK_PARAMS = /number of parameters on \(([^)]*)\) model parallel rank \(([^)]*)\):\s*(\d+)/;
+const PARAMS_DTYPE = /using torch\.(bfloat16|float16|float32) for parameters/;
+const TOTAL_PARAMS = /Total number of (active )?parameters in billions:\s*([\d.]+)/;
+/** Megatron's own "[2024-04-06 02:59:36]", also behind a log shipper's or launcher's prefix. */
+const STAMP = /\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\]/;
 const SAVED = /successfully saved checkpoint (?:from|at) iteration\s+(\d+) to (\S+)/;
 const SAVING = /saving checkpoint at iteration\s+(\d+) to (\S+)/;
 const LOADED = /successfully loaded checkpoint from (\S+).*?at iteration\s+(\d+)/;
 const TIMER = /^\s*save-checkpoint\s*\.*:?\s*\(?\s*([\d.]+)(?:\s*,\s*([\d.]+))?\)?/;
+
+/** What Megatron printed about the run before training; every field as it appeared. */
+export interface MegatronRun {
+  /** The arguments block, name → printed value. */
+  args: Record<string, string>;
+  /** From the "using world size: …" line. */
+  layout: { world?: number; dp?: number; cp?: number; tp?: number; pp?: number };
+  paddedVocab?: number;
+  /** "using torch.bfloat16 for parameters ...": bf16, fp16 or fp32. */
+  paramsDtype?: string;
+  /** "number of parameters on (tensor, pipeline) model parallel rank (t, p): N", by coordinates. */
+  rankParams: Map<string, number>;
+  /** "Total number of parameters in billions: X" (and the active ones, for MoE). */
+  totalParamsB?: number;
+  activeParamsB?: number;
+}
 
 interface PendingSave {
   step: number;
@@ -45,14 +82,42 @@ export class MegatronParser {
   private lineNo = 0;
   private savingAt: { step: number; at: number } | undefined;
   private pending: PendingSave | undefined;
+  private inArgs = false;
+  readonly run: MegatronRun = { args: {}, layout: {}, rankParams: new Map() };
 
   constructor(private readonly ctx: MegatronContext) {}
 
+  hasSeqLen(): boolean {
+    return this.ctx.seqLen !== undefined;
+  }
+
+  /** The sequence length learnt after construction (from the log's arguments block). */
+  setSeqLen(seqLen: number): void {
+    this.ctx.seqLen = seqLen;
+  }
+
+  /** Sets `global_batch_tokens` on a step parsed before the sequence length was known. */
+  addTokens(step: StepEvent, gbs: number): void {
+    if (this.ctx.seqLen) step.global_batch_tokens = gbs * this.ctx.seqLen;
+  }
+
   /** One log line; `now` stands in for lines without a timestamp. */
-  push(raw: string, now: number): MegatronOut {
+  push(line: string, now: number): MegatronOut {
     this.lineNo++;
+    // CRLF logs (Windows editors, some shippers): the \r would end up in values and fields.
+    const raw = line.endsWith('\r') ? line.replace(/\r+$/, '') : line;
+    // Another rank's print glued to the iteration line's closing bar (no newline between them).
+    const glued = ITER_LIKE.test(raw) ? GLUED.exec(raw) : null;
+    if (!glued) return this.one(raw, now);
+    const head = this.one(raw.slice(0, glued.index + 1), now);
+    const tail = this.one(glued[1], now);
+    return { events: [...head.events, ...tail.events], problems: [...head.problems, ...tail.problems] };
+  }
+
+  private one(raw: string, now: number): MegatronOut {
     const events: MegatronOut['events'] = [];
     const problems: ParseProblem[] = [];
+    if (this.runLine(raw)) return { events, problems };
     const ts = stampOf(raw) ?? now;
 
     const timer = TIMER.exec(raw);
@@ -62,7 +127,7 @@ export class MegatronParser {
       this.pending = undefined;
       return { events, problems };
     }
-    if (raw.includes('iteration') && raw.includes('|')) {
+    if (ITER_LIKE.test(raw)) {
       // A pending save whose timer line never came: fall back to the time between the lines.
       events.push(...this.flushPending());
       const m = ITER.exec(raw);
@@ -136,6 +201,63 @@ export class MegatronParser {
       });
     }
     return { events, problems };
+  }
+
+  /** Keeps what the line says about the run; true when that is all it says. */
+  private runLine(raw: string): boolean {
+    if (ARGS_START.test(raw)) {
+      this.inArgs = !ARGS_END.test(raw);
+      return true;
+    }
+    if (this.inArgs) {
+      if (ARGS_END.test(raw)) {
+        this.inArgs = false;
+        return true;
+      }
+      const a = ARG.exec(raw);
+      if (a) {
+        this.run.args[a[1]] = a[2];
+        return true;
+      }
+      return false;
+    }
+    const layout = LAYOUT.exec(raw);
+    if (layout) {
+      const n = (re: RegExp) => {
+        const m = re.exec(raw);
+        return m ? Number(m[1]) : undefined;
+      };
+      this.run.layout = {
+        world: Number(layout[1]),
+        dp: n(/data-parallel[- ]size:\s*(\d+)/),
+        cp: n(/context-parallel size:\s*(\d+)/),
+        tp: n(/tensor-model-parallel size:\s*(\d+)/),
+        pp: n(/pipeline-model-parallel size:\s*(\d+)/),
+      };
+      return true;
+    }
+    const dt = PARAMS_DTYPE.exec(raw);
+    if (dt) {
+      this.run.paramsDtype = { bfloat16: 'bf16', float16: 'fp16', float32: 'fp32' }[dt[1]];
+      return true;
+    }
+    const padded = PADDED.exec(raw);
+    if (padded) {
+      this.run.paddedVocab = Number(padded[2]);
+      return true;
+    }
+    const rank = RANK_PARAMS.exec(raw);
+    if (rank) {
+      this.run.rankParams.set(`${rank[1]}=${rank[2].replace(/\s+/g, '')}`, Number(rank[3]));
+      return true;
+    }
+    const total = TOTAL_PARAMS.exec(raw);
+    if (total) {
+      if (total[1]) this.run.activeParamsB = Number(total[2]);
+      else this.run.totalParamsB = Number(total[2]);
+      return true;
+    }
+    return false;
   }
 
   /** Emits a save still waiting for its timer line (call at end of input). */

@@ -57,6 +57,8 @@ export class MfuDropDetector {
 
   /** `open` lists the job's open findings, for the probable cause. */
   process(p: MfuPoint, open: () => Finding[]): void {
+    // A figure that cannot be true is neither a baseline nor a drop ("fell from 704.9% to 568.8%").
+    if (p.implausible) return;
     this.ring[this.count % this.cfg.window] = p.mfu;
     this.count++;
     if (this.count < this.cfg.window) return;

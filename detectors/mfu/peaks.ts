@@ -23,6 +23,14 @@ export const GPU_SPECS: GpuSpec[] = [
     source: 'NVIDIA A100 Tensor Core GPU datasheet (2021), dense column',
   },
   {
+    // The export variant of the A100 (NVLink cut to 400 GB/s); same SMs, clocks and tensor peaks.
+    name: 'A800-SXM',
+    aliases: ['A800', 'NVIDIA A800-SXM4-80GB', 'NVIDIA A800 80GB PCIe', 'A800-SXM4-80GB'],
+    peak: { fp64: 19.5, fp32: 19.5, tf32: 156, bf16: 312, fp16: 312, int8: 624 },
+    maxSmClockMhz: 1410,
+    source: 'NVIDIA A800 Tensor Core GPU datasheet (2022), dense column',
+  },
+  {
     name: 'A100-PCIE',
     aliases: ['A100-PCIe', 'NVIDIA A100-PCIE-40GB', 'NVIDIA A100 80GB PCIe'],
     peak: { fp64: 19.5, fp32: 19.5, tf32: 156, bf16: 312, fp16: 312, int8: 624 },

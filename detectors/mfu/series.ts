@@ -1,8 +1,16 @@
-/** MFU of a job, one point per step, from the step's wall time and the job's model FLOPs. */
+/**
+ * MFU of a job, one point per step, from the step's wall time and the job's model FLOPs.
+ *
+ * Tokens per step (design.md): the job event's `global_batch_tokens` when given; otherwise the
+ * ranks' `tokens` summed and divided by tp·pp·cp, since every rank of one data-parallel replica
+ * reports that replica's tokens. A frame that closed before every rank reported is scaled up by
+ * world / reporting ranks, so a late rank does not show as a dip in MFU.
+ */
 import type { JobEvent } from '../../schema/events.js';
 import type { StepFrame } from '../steps.js';
 import { DEFAULT_CONVENTION, type FlopConvention, flopsPerToken } from './flops.js';
 import { findGpu, peakFlops } from './peaks.js';
+import { implausibility, type MfuInputs } from './plausible.js';
 
 export interface MfuPoint {
   job: string;
@@ -12,17 +20,23 @@ export interface MfuPoint {
   tokens: number;
   tflops_per_gpu: number;
   mfu: number;
+  /** Set when the figure cannot be true: which input is likely wrong. */
+  implausible?: string;
 }
 
 export class MfuSeries {
+  private meta: JobEvent | undefined;
   private flopsPerStep: number | undefined;
   private flopsPerToken: number | undefined;
   private peak: number | undefined;
   private world = 0;
+  private shards = 1;
   private tokens = 0;
   private sumFlops = 0;
   private sumSeconds = 0;
   last: MfuPoint | undefined;
+  /** First reason a figure of this job was implausible (the runner says it once). */
+  implausible: string | undefined;
 
   constructor(
     private readonly job: string,
@@ -30,39 +44,87 @@ export class MfuSeries {
   ) {}
 
   configure(meta: JobEvent): void {
+    this.meta = meta;
     this.world = meta.world_size;
+    const p = meta.parallel;
+    this.shards = Math.max(1, (p?.tp ?? 1) * (p?.pp ?? 1) * (p?.cp ?? 1));
     this.flopsPerStep = meta.flops_per_step;
     this.flopsPerToken = meta.model ? flopsPerToken(meta.model, this.convention) : undefined;
     this.tokens = meta.global_batch_tokens ?? 0;
     this.peak = findGpu(meta.gpu_model) ? safePeak(meta.gpu_model, meta.dtype) : undefined;
   }
 
-  /** Returns the step's MFU point, or undefined when the job's FLOPs or GPU are unknown. */
+  /** Why this job gets no MFU, or undefined when it can (checked before any step). */
+  unavailable(): string | undefined {
+    const m = this.meta;
+    if (!m)
+      return 'no `job` event was seen: MFU needs its world_size, gpu_model, dtype and model (or flops_per_step)';
+    if (!findGpu(m.gpu_model))
+      return `GPU model "${m.gpu_model}" has no peak in rankwatch's table: set \`gpu_model\` on the job event (the hook's gpu_model=, the megatron_log source's gpuModel) to one of \`rankwatch mfu --list-gpus\``;
+    if (this.peak === undefined)
+      return `no ${m.dtype} peak is known for ${m.gpu_model}: set the job's \`dtype\` to one the GPU has (\`rankwatch mfu --list-gpus\`)`;
+    if (this.flopsPerStep === undefined && this.flopsPerToken === undefined)
+      return 'the job event has neither `model` nor `flops_per_step`: MFU needs one of them';
+    return undefined;
+  }
+
+  /** Returns the step's MFU point, or undefined when the job's FLOPs, GPU or tokens are unknown. */
   process(f: StepFrame, stepMs: number): MfuPoint | undefined {
     if (!this.peak || !this.world || !(stepMs > 0)) return undefined;
-    // Tokens per step: the job's global batch, or what the ranks report.
-    const tokens = this.tokens || f.tokens;
+    const fromRanks = f.count > 0 ? (f.tokens / this.shards) * Math.max(1, this.world / f.count) : 0;
+    const tokens = this.tokens || fromRanks;
     const flops = this.flopsPerStep ?? (this.flopsPerToken ?? 0) * tokens;
     if (!(flops > 0)) return undefined;
     const perGpu = flops / (stepMs / 1000) / this.world;
-    this.sumFlops += flops;
-    this.sumSeconds += stepMs / 1000;
-    this.last = {
+    const mfu = perGpu / this.peak;
+    const point: MfuPoint = {
       job: this.job,
       step: f.step,
       ts: f.ts,
       step_ms: stepMs,
       tokens,
       tflops_per_gpu: perGpu / 1e12,
-      mfu: perGpu / this.peak,
+      mfu,
     };
-    return this.last;
+    const why = implausibility(this.inputs(mfu, tokens));
+    if (why) {
+      point.implausible = why;
+      this.implausible ??= why;
+    } else {
+      // Only figures that can be true go into the job's overall MFU.
+      this.sumFlops += flops;
+      this.sumSeconds += stepMs / 1000;
+    }
+    this.last = point;
+    return point;
   }
 
-  /** MFU over every step seen: total model FLOPs over total wall time. */
+  /** MFU over every plausible step seen: total model FLOPs over total wall time. */
   overall(): number | undefined {
     if (!this.peak || !this.world || this.sumSeconds === 0) return undefined;
     return this.sumFlops / this.sumSeconds / this.world / this.peak;
+  }
+
+  private inputs(mfu: number, tokens: number): MfuInputs {
+    const m = this.meta!;
+    const p = m.parallel;
+    return {
+      mfu,
+      source:
+        this.flopsPerStep !== undefined
+          ? 'flops_per_step'
+          : this.tokens
+            ? 'global_batch_tokens'
+            : 'step_tokens',
+      tokensPerStep: tokens,
+      gpus: this.world,
+      peakTflops: (this.peak ?? 0) / 1e12,
+      gpuModel: m.gpu_model,
+      dtype: m.dtype,
+      dp: p?.dp,
+      shards: this.shards,
+      layoutRanks: p ? this.shards * (p.dp ?? 1) : undefined,
+    };
   }
 }
 

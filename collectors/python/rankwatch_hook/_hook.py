@@ -71,6 +71,10 @@ class Hook:
         self.gpu = gpu if gpu is not None else _env_int("LOCAL_RANK", 0)
         self.stage = stage
         self.world_size = world_size or _env_int("WORLD_SIZE", 1)
+        self.parallel = _layout(parallel, self.world_size)
+        if self.stage is None and parallel:
+            # Megatron's rank order puts pipeline stages outermost.
+            self.stage = self.rank // max(1, self.world_size // self.parallel["pp"])
         self._step = start_step
         self._use_cuda = use_cuda_events
         self._comm_wall = 0.0
@@ -84,13 +88,19 @@ class Hook:
             timeout=timeout,
         )
         if send_job if send_job is not None else self.rank == 0:
-            self._send_job(model, parallel, gpu_model, dtype, global_batch_tokens, flops_per_step)
+            self._send_job(model, parallel is not None, gpu_model, dtype, global_batch_tokens, flops_per_step)
 
     # ---- what the training loop calls -------------------------------------------------------
 
     @contextmanager
     def step(self, tokens=None, step=None):
-        """Times one optimizer step. Exceptions from the body propagate; the hook's never do."""
+        """Times one optimizer step. Exceptions from the body propagate; the hook's never do.
+
+        `tokens`: the tokens of the global batch this rank's data-parallel replica consumed in the
+        step (micro batch x micro batches x full sequence length), the same number on every rank of
+        the replica whatever its tp/pp/cp position; rankwatch divides the ranks' sum by tp*pp*cp.
+        Not needed when `global_batch_tokens` was given to init().
+        """
         start = time.perf_counter()
         cuda = None
         try:
@@ -225,7 +235,7 @@ class Hook:
         # Bounded: a GPU that never completes its events must not grow this list.
         self._pending = keep[-64:]
 
-    def _send_job(self, model, parallel, gpu_model, dtype, global_batch_tokens, flops_per_step):
+    def _send_job(self, model, layout_given, gpu_model, dtype, global_batch_tokens, flops_per_step):
         if gpu_model is None:
             torch = _torch()
             try:
@@ -240,8 +250,16 @@ class Hook:
             "world_size": self.world_size,
             "gpu_model": gpu_model or "unknown",
             "dtype": dtype,
-            "parallel": parallel or {"tp": 1, "pp": 1, "dp": self.world_size},
+            "parallel": self.parallel,
         }
+        if not layout_given:
+            ev["parallel_assumed"] = True
+            _warn(
+                "rankwatch_hook: init() got no parallel=; assuming data parallelism only "
+                "(tp=pp=cp=1, dp=%d). With tensor, pipeline or context parallelism pass "
+                'parallel={"tp": .., "pp": .., "cp": ..}, or MFU is counted tp*pp*cp times over.'
+                % self.world_size
+            )
         if model:
             ev["model"] = model
         if global_batch_tokens is not None:
@@ -250,6 +268,30 @@ class Hook:
             ev["flops_per_step"] = flops_per_step
         ev["hosts"] = [self.host]
         self.sender.put(ev)
+
+
+def _warn(msg):
+    try:
+        sys.stderr.write(msg + "\n")
+    except Exception:  # noqa: BLE001 - a closed stderr must not break training
+        pass
+
+
+def _layout(parallel, world):
+    """tp/pp/cp default to 1 and dp to what is left of the world; says when they do not multiply up."""
+    p = dict(parallel or {})
+    for k in ("tp", "pp", "cp"):
+        p[k] = int(p.get(k) or 1)
+    shards = p["tp"] * p["pp"] * p["cp"]
+    if not p.get("dp"):
+        p["dp"] = max(1, world // shards)
+    p["dp"] = int(p["dp"])
+    if parallel and shards * p["dp"] != world:
+        _warn(
+            "rankwatch_hook: parallel tp*pp*cp*dp = %d but the world size is %d; MFU will say so"
+            % (shards * p["dp"], world)
+        )
+    return p
 
 
 _default = None

@@ -78,7 +78,7 @@ def test_events_reach_the_receiver():
     kinds = [e["kind"] for e in rx.events]
     assert kinds.count("job") == 1
     job = next(e for e in rx.events if e["kind"] == "job")
-    assert job["job"] == "pyjob" and job["parallel"] == {"tp": 1, "pp": 1, "dp": 2}
+    assert job["job"] == "pyjob" and job["parallel"] == {"tp": 1, "pp": 1, "dp": 2, "cp": 1}
     assert job["model"]["hidden"] == 64 and job["gpu_model"] == "H100-SXM" and job["world_size"] == 2
     steps = [e for e in rx.events if e["kind"] == "step"]
     assert [s["step"] for s in steps] == list(range(25))
@@ -207,3 +207,43 @@ def test_through_the_node_collector(tmp_path):
             collector.wait(60)
         up.terminate()
         up.wait(60)
+
+
+def _hook(**kw):
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from rankwatch_hook import Hook
+
+    # An endpoint nobody listens on: the events stay queued, which is all these tests read.
+    return Hook(
+        "layout-job", endpoint="http://127.0.0.1:%d/v1/ingest" % free_port(), send_job=True, flush_interval=60.0, **kw
+    )
+
+
+def _job(hook):
+    with hook.sender._lock:
+        queued = list(hook.sender._queue)
+    hook.shutdown(timeout=0.1)
+    return next(e for e in queued if e["kind"] == "job")
+
+
+def test_layout_fills_dp_and_the_stage_from_the_world(capsys):
+    # Rank 40 of 64 with tp 8, pp 2: dp is what is left (4) and the rank sits in stage 1.
+    h = _hook(rank=40, world_size=64, parallel={"tp": 8, "pp": 2}, gpu_model="H100-SXM")
+    assert h.stage == 1
+    job = _job(h)
+    assert job["parallel"] == {"tp": 8, "pp": 2, "cp": 1, "dp": 4}
+    assert "parallel_assumed" not in job
+    assert capsys.readouterr().err == ""
+
+
+def test_a_missing_layout_is_said_not_guessed_silently(capsys):
+    job = _job(_hook(rank=0, world_size=16, gpu_model="H100-SXM"))
+    assert job["parallel"] == {"tp": 1, "pp": 1, "cp": 1, "dp": 16}
+    assert job["parallel_assumed"] is True
+    err = capsys.readouterr().err
+    assert "no parallel=" in err and "tp*pp*cp times over" in err
+
+
+def test_a_layout_that_does_not_multiply_up_is_said(capsys):
+    _job(_hook(rank=0, world_size=64, parallel={"tp": 8, "pp": 2, "dp": 8}, gpu_model="H100-SXM"))
+    assert "tp*pp*cp*dp = 128 but the world size is 64" in capsys.readouterr().err

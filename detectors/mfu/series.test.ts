@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import type { RankwatchEvent } from '../../schema/events.js';
+import { DetectorRunner } from '../runner.js';
+
+const model = { layers: 16, hidden: 2048, heads: 16, seq_len: 2048, vocab: 32000 };
+
+function run(opts: { missingRank?: number; parallel: object; world: number; replicaTokens: number }) {
+  const r = new DetectorRunner();
+  const events: RankwatchEvent[] = [
+    {
+      v: 1,
+      kind: 'job',
+      ts: 0,
+      job: 'j',
+      world_size: opts.world,
+      gpu_model: 'H100-SXM',
+      dtype: 'bf16',
+      parallel: opts.parallel as never,
+      model,
+    },
+  ];
+  for (let s = 0; s < 40; s++)
+    for (let rank = 0; rank < opts.world; rank++) {
+      if (rank === opts.missingRank) continue;
+      events.push({
+        v: 1,
+        kind: 'step',
+        ts: 1000 * (s + 1),
+        job: 'j',
+        rank,
+        host: 'h',
+        gpu: rank,
+        step: s,
+        step_ms: 1000,
+        compute_ms: 900,
+        tokens: opts.replicaTokens,
+      });
+    }
+  for (const e of events) r.push(e);
+  r.flush();
+  return r.take();
+}
+
+describe('MFU series: tokens per step from the ranks', () => {
+  it('divides the ranks’ sum by tp·pp·cp: the job’s tokens are the replica’s × dp', () => {
+    const out = run({ parallel: { tp: 2, pp: 2, cp: 2, dp: 1 }, world: 8, replicaTokens: 65536 });
+    expect(out.mfu.length).toBe(40);
+    for (const p of out.mfu) expect(p.tokens).toBe(65536);
+  });
+
+  it('scales a frame that closed without a rank, so a late rank is no MFU dip', () => {
+    const out = run({ parallel: { tp: 2, pp: 1, dp: 4 }, world: 8, replicaTokens: 4096, missingRank: 5 });
+    expect(out.mfu.length).toBe(40);
+    for (const p of out.mfu) expect(p.tokens).toBeCloseTo(4096 * 4, 6);
+  });
+});
+
+describe('a job event that comes after the first steps', () => {
+  it('ends the job’s mfu_unavailable and MFU follows', () => {
+    const r = new DetectorRunner();
+    const step = (s: number, rank: number): RankwatchEvent => ({
+      v: 1,
+      kind: 'step',
+      ts: 1000 * (s + 1),
+      job: 'late',
+      rank,
+      host: 'h',
+      gpu: rank,
+      step: s,
+      step_ms: 1000,
+      compute_ms: 900,
+      tokens: 8192,
+    });
+    for (let s = 0; s < 20; s++) for (let rank = 0; rank < 2; rank++) r.push(step(s, rank));
+    r.push({
+      v: 1,
+      kind: 'job',
+      ts: 21_000,
+      job: 'late',
+      world_size: 2,
+      gpu_model: 'H100-SXM',
+      dtype: 'bf16',
+      parallel: { tp: 1, pp: 1, dp: 2 },
+      model,
+    });
+    for (let s = 20; s < 40; s++) for (let rank = 0; rank < 2; rank++) r.push(step(s, rank));
+    r.flush();
+    const out = r.take();
+    const notes = out.findings.filter((f) => f.type === 'mfu_unavailable');
+    expect(notes.map((f) => f.state)).toEqual(['open', 'resolved']);
+    expect(notes[0].summary).toMatch(/no `job` event/);
+    expect(out.mfu.length).toBeGreaterThanOrEqual(19);
+    expect(out.mfu.every((p) => p.tokens === 16384)).toBe(true);
+  });
+});

@@ -35,6 +35,18 @@ export const ERRORS = {
     hint: 'Give the token the server was started with (--token or $RANKWATCH_TOKEN).',
   },
   RANKWATCH_ERR_STOPPED: { retriable: false, hint: 'The component was stopped; create a new one.' },
+  RANKWATCH_ERR_PORT_IN_USE: {
+    retriable: false,
+    hint: 'Stop what listens there, or pick another port (0 picks a free one).',
+  },
+  RANKWATCH_ERR_PATH: {
+    retriable: false,
+    hint: 'Give a path this user can write (or read), of the kind the flag names (file or folder).',
+  },
+  RANKWATCH_ERR_DATA_IN_USE: {
+    retriable: false,
+    hint: 'Another rankwatch process holds this chDB folder: stop it, or give each process its own --data.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -223,11 +223,12 @@ describe('help, version and the npm parent', () => {
     // and is then SIGKILLed, which lets it forward nothing.
     const data = join(dir, 'orphan-data');
     mkdirSync(data);
+    const log = join(dir, 'orphan.log');
     const parent = spawn(
       process.execPath,
       [
         '-e',
-        `const c = require('node:child_process').spawn(process.execPath, ${JSON.stringify([bin, 'up', '--port', '0', '--data', data])}, { stdio: ['ignore', 'pipe', 'ignore'], env: { ...process.env, npm_command: 'exec' } });
+        `const c = require('node:child_process').spawn(process.execPath, ${JSON.stringify([bin, 'up', '--port', '0', '--data', data])}, { stdio: ['ignore', 'pipe', require('node:fs').openSync(${JSON.stringify(log)}, 'w')], env: { ...process.env, npm_command: 'exec' } });
          c.stdout.on('data', (b) => { if (String(b).includes('listening on')) console.log(c.pid); });
          setInterval(() => {}, 1000);`,
       ],
@@ -251,5 +252,9 @@ describe('help, version and the npm parent', () => {
     const orphaned = alive();
     if (orphaned) process.kill(child, 'SIGKILL');
     expect(orphaned).toBe(false);
+    // It stopped the way SIGTERM stops it: said why, drained and closed the store.
+    const said = readFileSync(log, 'utf8');
+    expect(said).toMatch(/the npm process that started it is gone; stopping/);
+    expect(said).toMatch(/SIGTERM: draining and closing/);
   });
 });

@@ -54,7 +54,7 @@ function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
   return `rankwatch: training-job observability and straggler detection
 
-Usage: rankwatch <command> [options]    (rankwatch <command> --help for its options)
+Usage: rankwatch <command> [options]    (rankwatch help <command> for its options; -V for the version)
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}

@@ -184,10 +184,21 @@ describe('POST /v1/ingest', () => {
     const bus = new MemoryTransport({ maxQueuedBatches: 1 });
     await bus.consume(() => new Promise<void>(() => {})); // never acknowledges
     await bus.publish([{ key: 'j1', events: [step(9)] }]); // the queue is full
-    const app = await buildApp({ publisher: bus });
+    // Stop the bus only once the request is waiting in publish (a fixed sleep could stop it before
+    // the request got there on a loaded machine, and then the test would not test the wait).
+    let waiting = false;
+    const publisher = {
+      type: 'memory',
+      publish: (b: Parameters<typeof bus.publish>[0]) => {
+        waiting = true;
+        return bus.publish(b);
+      },
+      stop: () => bus.stop(),
+    };
+    const app = await buildApp({ publisher });
     cleanup = () => app.close();
     const pending = app.inject({ method: 'POST', url: '/v1/ingest', payload: encodeBatch([step(0)]) });
-    await new Promise((r) => setTimeout(r, 20));
+    while (!waiting) await new Promise((r) => setTimeout(r, 5));
     await bus.stop();
     const r = await pending;
     expect(r.statusCode).toBe(500);

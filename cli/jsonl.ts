@@ -1,22 +1,56 @@
 /** Reading and writing JSON lines fast: chunked reads split by hand, buffered writes that respect backpressure. */
-import { createReadStream, createWriteStream } from 'node:fs';
-import type { Writable } from 'node:stream';
+import { createReadStream, createWriteStream, openSync, statSync } from 'node:fs';
+import { pipeline, Readable, type Writable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { RankwatchError } from '../core/errors.js';
+
+/** gzip's magic bytes: input is read through gunzip when it starts with them, whatever its name. */
+const GZIP_MAGIC = [0x1f, 0x8b];
+
+/** The bytes of a file (or stdin for "-"), gunzipped when they start with gzip's magic bytes. */
+async function* bytesOf(path: string): AsyncGenerator<Buffer> {
+  if (path !== '-' && statSync(path).isDirectory()) {
+    throw Object.assign(new Error(`EISDIR: ${path} is a directory`), { code: 'EISDIR', path });
+  }
+  const raw: Readable = path === '-' ? process.stdin : createReadStream(path, { highWaterMark: 1 << 20 });
+  const it = raw[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const first = await it.next();
+  if (first.done) return;
+  const head = first.value;
+  async function* all(): AsyncGenerator<Buffer> {
+    yield head;
+    for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
+  }
+  if (head[0] !== GZIP_MAGIC[0] || head[1] !== GZIP_MAGIC[1]) {
+    yield* all();
+    return;
+  }
+  const gunzip = pipeline(Readable.from(all()), createGunzip(), () => {});
+  try {
+    for await (const chunk of gunzip as AsyncIterable<Buffer>) yield chunk;
+  } catch (err) {
+    throw new RankwatchError(
+      'RANKWATCH_ERR_INPUT',
+      `${path}: the gzip data is damaged or cut off (${(err as Error).message}); the lines before it were read`,
+    );
+  }
+}
 
 /**
- * Yields the lines of a file (or stdin for "-") a chunk at a time, with the number of the first
- * line: one await per megabyte rather than per line, which is what makes replay fast.
+ * Yields the lines of a file (or stdin for "-"; plain or gzip) a chunk at a time, with the number of
+ * the first line: one await per megabyte rather than per line, which is what makes replay fast.
  */
 export async function* readLineChunks(path: string): AsyncGenerator<{ first: number; lines: string[] }> {
-  const input = path === '-' ? process.stdin : createReadStream(path, { highWaterMark: 1 << 20 });
-  input.setEncoding('utf8');
+  const text = new TextDecoder();
   let rest = '';
   let next = 1;
-  for await (const chunk of input as AsyncIterable<string>) {
-    const lines = (rest + chunk).split('\n');
+  for await (const bytes of bytesOf(path)) {
+    const lines = (rest + text.decode(bytes, { stream: true })).split('\n');
     rest = lines.pop() ?? '';
     yield { first: next, lines };
     next += lines.length;
   }
+  rest += text.decode();
   if (rest) yield { first: next, lines: [rest] };
 }
 
@@ -26,7 +60,12 @@ export class LineWriter {
   readonly stream: Writable;
 
   constructor(path: string | undefined) {
-    this.stream = path === undefined || path === '-' ? process.stdout : createWriteStream(path);
+    // Opened here, synchronously, so a folder or an unwritable path is an error at once, naming the
+    // path, rather than an 'error' event after the first write.
+    this.stream =
+      path === undefined || path === '-'
+        ? process.stdout
+        : createWriteStream(path, { fd: openSync(path, 'w') });
   }
 
   async write(line: string): Promise<void> {

@@ -1,6 +1,7 @@
 /** rankwatch's command line: one file per command, one list here. */
-import { RankwatchError } from '../core/errors.js';
+import { readFileSync } from 'node:fs';
 import type { Command } from './args.js';
+import { explain } from './fail.js';
 
 /**
  * One line per command; its module loads only when it runs, so `rankwatch mfu` does not pay for
@@ -73,7 +74,7 @@ function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
   return `rankwatch: training-job observability and straggler detection
 
-Usage: rankwatch <command> [options]    (rankwatch <command> --help for its options)
+Usage: rankwatch <command> [options]    (rankwatch help <command> for its options; -V for the version)
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
@@ -81,14 +82,26 @@ ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
 Start with: rankwatch demo`;
 }
 
+/** The version in package.json, read at run time so it cannot drift from what npm installed. */
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
 export async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
+  let [name, ...rest] = argv;
+  if (name === 'help' && rest.length > 0) {
+    // `rankwatch help sim` is `rankwatch sim --help`.
+    [name, rest] = [rest[0], ['--help']];
+  }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     console.log(help());
     return name === undefined ? 2 : 0;
   }
-  if (name === '--version' || name === '-v') {
-    console.log('rankwatch 0.1.0');
+  if (name === '--version' || name === '-V' || name === '-v' || name === 'version') {
+    console.log(`rankwatch ${version()}`);
     return 0;
   }
   const cmd = COMMANDS.find((c) => c.name === name);
@@ -96,16 +109,48 @@ export async function main(argv: string[]): Promise<number> {
     console.error(`rankwatch: unknown command "${name}"\n\n${help()}`);
     return 2;
   }
+  command = { name, argv: rest };
+  watchParent();
   try {
     return await (await cmd.load()).run(rest);
   } catch (err) {
-    if (err instanceof RankwatchError) {
-      console.error(`rankwatch ${name}: ${err.describe()}`);
-      return err.code === 'RANKWATCH_ERR_USAGE' ? 2 : 1;
-    }
-    throw err;
+    return fail(err);
   }
 }
+
+let command = { name: '', argv: [] as string[] };
+
+/** Prints the one line for an error that ends the command; the stack only under RANKWATCH_DEBUG. */
+function fail(err: unknown): number {
+  const f = explain(err, command.name, command.argv);
+  if (process.env.RANKWATCH_DEBUG) console.error(err);
+  console.error(f.line);
+  return f.exit;
+}
+
+/**
+ * Run through `npx` or `npm start`, rankwatch is a grandchild of npm: npm forwards SIGINT and
+ * SIGTERM, but a parent killed outright (SIGKILL, a closed CI step) forwards nothing and would leave
+ * `up` running, orphaned, holding its port and data folder. So under npm (and only there: a daemon
+ * started by systemd or nohup is meant to outlive whoever started it) we check once a second whether
+ * we were re-parented and, if so, stop as on SIGTERM: drained and closed.
+ */
+function watchParent(): void {
+  if (!process.env.npm_command && !process.env.npm_lifecycle_event) return;
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(timer);
+      console.error(`rankwatch ${command.name}: the npm process that started it is gone; stopping`);
+      process.kill(process.pid, 'SIGTERM');
+    }
+  }, 1000);
+  timer.unref();
+}
+
+// A closed terminal (SIGHUP) stops a command the way Ctrl-C does, so `up` drains before it exits
+// instead of dying mid-write; under a supervisor, send SIGTERM (systemd's default KillSignal).
+process.once('SIGHUP', () => process.kill(process.pid, 'SIGTERM'));
 
 // EPIPE on stdout (e.g. `rankwatch sim | head`) is a normal way to stop.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
@@ -113,12 +158,17 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
+// An error thrown outside the command's own await (a stream's 'error' event, a server callback)
+// still becomes one line, not a stack trace.
+process.on('uncaughtException', (err) => {
+  process.exit(fail(err));
+});
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
   (err) => {
-    console.error(err);
-    process.exitCode = 1;
+    process.exitCode = fail(err);
   },
 );

@@ -90,11 +90,17 @@ describe('Collector', () => {
     const deps = c.deps('n1');
     c.start([]);
     deps.emit([{ v: 1, kind: 'gpu', ts: 1, host: 'n1', gpu: 0, sm_clock_mhz: 1980, throttle_reasons: 0 }]);
-    await until('the batch to be spooled', () => Number(c.counters().spooled_batches) === 1);
-    expect(Number(c.counters().spool_bytes)).toBeGreaterThan(0);
+    // Wait for the signal the assertions read, not an earlier one: spooled_batches and spool_bytes
+    // move together here, but replayed_batches moves only after the ingest has answered and the
+    // spool has acknowledged on disk, well after the ingest sees the event on a loaded machine.
+    await until(
+      'the batch to be spooled',
+      () => Number(c.counters().spooled_batches) === 1 && Number(c.counters().spool_bytes) > 0,
+    );
     const rx = await ingest(port);
-    await until('the replay', () => rx.events.length === 1, 60_000);
-    expect(Number(c.counters().replayed_batches)).toBe(1);
+    await until('the replay to be acknowledged', () => Number(c.counters().replayed_batches) === 1, 60_000);
+    expect(rx.events).toHaveLength(1);
+    expect(Number(c.counters().spool_bytes)).toBe(0);
     await c.stop();
     await rx.close();
   });
@@ -126,7 +132,9 @@ describe('Collector', () => {
     });
     expect(res.status).toBe(400);
     expect(await res.json()).toMatchObject({ accepted: 1, rejected: 1, errors: [{ line: 2 }] });
-    await until('the hook event upstream', () => rx.events.length === 1);
+    // events_sent (read from /metrics below) counts once the upstream has answered, after it has
+    // the event: wait for both.
+    await until('the hook event upstream', () => rx.events.length === 1 && c.counters().events_sent === 1);
     const off = await startHealthServer('127.0.0.1', 0, {
       counters: () => c.counters(),
       ingest: deps.emit,

@@ -43,6 +43,18 @@ export const ERRORS = {
     retriable: true,
     hint: 'Check that `rankwatch up` or `rankwatch serve` is running at --api URL.',
   },
+  RANKWATCH_ERR_PORT_IN_USE: {
+    retriable: false,
+    hint: 'Stop what listens there, or pick another port (0 picks a free one).',
+  },
+  RANKWATCH_ERR_PATH: {
+    retriable: false,
+    hint: 'Give a path this user can write (or read), of the kind the flag names (file or folder).',
+  },
+  RANKWATCH_ERR_DATA_IN_USE: {
+    retriable: false,
+    hint: 'Another rankwatch process holds this chDB folder: stop it, or give each process its own --data.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

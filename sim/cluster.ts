@@ -12,7 +12,7 @@ import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
 import { findGpu } from '../detectors/mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
-import { clockSlowdown, type FaultSpec, isActive } from './faults.js';
+import { checkFault, clockSlowdown, type FaultSpec, isActive } from './faults.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -110,6 +110,13 @@ export class ClusterSim {
     if (!model) throw new Error(`unknown model "${o.model}" (expected ${Object.keys(MODELS).join(', ')})`);
     this.model = model;
     this.maxClock = findGpu(o.gpuModel)?.maxSmClockMhz ?? 1980;
+    const job = {
+      ranks: o.ranks,
+      steps: o.steps,
+      hosts: Math.ceil(o.ranks / this.layout.gpusPerHost),
+      gpusPerHost: this.layout.gpusPerHost,
+    };
+    for (const f of o.faults ?? []) checkFault(f, job);
     this.faults = (o.faults ?? []).map((f) => this.resolveFault(f));
   }
 

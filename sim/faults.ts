@@ -107,3 +107,47 @@ const CLOCK_BOUND_SHARE = 0.9;
 export function clockSlowdown(depth: number): number {
   return 1 + (1 / (1 - depth) - 1) * CLOCK_BOUND_SHARE;
 }
+
+/** The job a fault is checked against. */
+export interface FaultJob {
+  ranks: number;
+  steps: number;
+  hosts: number;
+  gpusPerHost: number;
+}
+
+/**
+ * Refuses a fault that cannot happen in this job (a rank, host, GPU or peer outside it, an onset
+ * past the last step, an end before the onset), with one line that names the fault and what to
+ * change: injecting nothing and then reporting it "missed" would be worse.
+ */
+export function checkFault(f: FaultSpec, job: FaultJob): void {
+  const problem = faultProblem(f, job);
+  if (problem) throw new RankwatchError('RANKWATCH_ERR_USAGE', `--fault ${formatFault(f)}: ${problem}`);
+}
+
+function faultProblem(f: FaultSpec, job: FaultJob): string | undefined {
+  const whole = ['rank', 'host', 'gpu', 'peer', 'at', 'until', 'every', 'code'] as const;
+  for (const k of whole) {
+    const v = f[k];
+    if (v !== undefined && (!Number.isInteger(v) || v < 0))
+      return `${k} must be a whole number of at least 0`;
+  }
+  const inJob = (what: string, v: number | undefined, n: number) =>
+    v !== undefined && v >= n ? `${what} ${v} is not in the job (${what}s 0 to ${n - 1})` : undefined;
+  const outside =
+    inJob('rank', f.rank, job.ranks) ??
+    inJob('host', f.host, job.hosts) ??
+    inJob('gpu', f.gpu, job.gpusPerHost) ??
+    inJob('rank', f.peer, job.ranks);
+  if (outside) return outside;
+  if (f.rank === undefined && f.host === undefined) return 'needs rank= or host=';
+  if (f.type === 'link' && f.peer === undefined) return 'needs peer= (the rank at the other end)';
+  if (f.at > job.steps - 1) return `at=${f.at} is past the last step (${job.steps - 1})`;
+  if (f.until !== undefined && f.until < f.at) return `until=${f.until} is before at=${f.at}`;
+  if (f.depth !== undefined && !(f.depth > 0 && f.depth < 1)) return 'depth is a fraction between 0 and 1';
+  if (f.slowdown !== undefined && !(f.slowdown > 0)) return 'slowdown must be above 0';
+  if (f.factor !== undefined && !(f.factor >= 1)) return 'factor must be at least 1';
+  if (f.every !== undefined && f.every < 1) return 'every must be at least 1';
+  return undefined;
+}

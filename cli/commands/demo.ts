@@ -2,17 +2,33 @@ import { resolve } from 'node:path';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { RankwatchEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
+import { SIM_DEFAULTS } from '../../sim/cluster.js';
 import { formatFault } from '../../sim/faults.js';
 import { scoreRun } from '../../sim/score.js';
 import { ChdbStore } from '../../store/chdb.js';
-import { findingsOf, tableCounts } from '../../store/queries.js';
+import { findingsOf } from '../../store/queries.js';
+import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
 import { type Command, num, parse } from '../args.js';
 import { Progress } from '../progress.js';
+import { ExpiredCount } from '../retention.js';
 import { table } from '../table.js';
 import { SIM_FLAGS_HELP, simFromFlags, simOptions } from './sim.js';
 
-export const DEMO_FAULTS = ['throttle:rank=37,at=60,until=150', 'nic:rank=200,at=100,factor=3'];
+/**
+ * The demo's two faults, placed by share of the job so they exist at any size: on the default
+ * 256-rank, 240-step job, a GPU throttled from step 60 to 150 (rank 37) and a NIC rail degraded
+ * from step 100 (rank 200).
+ */
+export function demoFaults(ranks: number, steps: number): string[] {
+  const rank = (r: number) => Math.min(ranks - 1, Math.floor((ranks * r) / 256));
+  const step = (s: number) => Math.min(steps - 1, Math.floor((steps * s) / 240));
+  return [
+    `throttle:rank=${rank(37)},at=${step(60)},until=${step(150)}`,
+    `nic:rank=${rank(200)},at=${step(100)},factor=3`,
+  ];
+}
+export const DEMO_FAULTS = demoFaults(256, 240);
 const BATCH = 4096;
 
 export const demo: Command = {
@@ -22,7 +38,9 @@ export const demo: Command = {
 Runs a simulated training job through the embedded pipeline (in-process bus, detectors, chDB)
 in accelerated event time. Prints each finding as it is detected, stores everything in chDB,
 and ends with a summary: what was injected, what was found, how fast, and the job's MFU.
-Without --fault it injects: ${DEMO_FAULTS.join(' and ')}.
+Without --fault it injects ${DEMO_FAULTS.join(' and ')} (on the default job;
+placed at the same shares of the job for other --ranks and --steps). Each run is a new job
+(demo-DATE-TIME unless --job), so the summary is this run's even when --data holds earlier ones.
 
   --speed X            event time runs X times faster than wall time; 0 = as fast as possible (default 60)
   --data DIR           chDB data folder (default ./data)
@@ -33,11 +51,15 @@ ${SIM_FLAGS_HELP}`,
       console.log(this.usage);
       return 0;
     }
-    const faults = values.fault ?? DEMO_FAULTS;
-    // Event time starts now (to the minute) unless --start says otherwise, so the stored data is
-    // fresh for dashboards and within the raw-event TTL.
-    const start = values.start ?? String(Math.floor(Date.now() / 60_000) * 60_000);
-    const simulation = simFromFlags({ ...values, fault: faults, start });
+    const ranks = num(values.ranks, 'ranks', SIM_DEFAULTS.ranks, { min: 1 });
+    const steps = num(values.steps, 'steps', SIM_DEFAULTS.steps, { min: 1 });
+    const faults = values.fault ?? demoFaults(ranks, steps);
+    // Each run is its own job (the data folder keeps earlier runs), so its summary reads only its
+    // own findings and rows. Event time starts now (sim's default), fresh for dashboards and
+    // within the raw-event TTL.
+    const job =
+      values.job ?? `demo-${new Date().toISOString().slice(0, 19).replace(/[-:]/g, '').replace('T', '-')}`;
+    const simulation = simFromFlags({ ...values, fault: faults, job });
     const speed = num(values.speed, 'speed', 60);
     const dataDir = resolve(values.data ?? 'data');
     const store = new ChdbStore({ path: dataDir });
@@ -63,7 +85,6 @@ ${SIM_FLAGS_HELP}`,
         }
       },
     });
-    const { ranks, steps } = simulation.opts;
     console.log(
       `rankwatch demo: job ${simulation.opts.job}, ${ranks} ranks (tp ${simulation.layout.tp}, dp ${simulation.layout.dp}, pp ${simulation.layout.pp}), ` +
         `${steps} steps, ${simulation.opts.gpuModel}; injecting ${faults.join(', ')}; chDB at ${dataDir}`,
@@ -78,7 +99,9 @@ ${SIM_FLAGS_HELP}`,
       await transport.publish([{ key: simulation.opts.job, events: batch }]);
       batch = [];
     };
+    const expired = new ExpiredCount(undefined);
     for (const e of simulation.events()) {
+      expired.see(e.ts);
       batch.push(e);
       produced++;
       if (e.kind === 'step') lastStep = e.step;
@@ -102,11 +125,13 @@ ${SIM_FLAGS_HELP}`,
     const wall = (performance.now() - wallStart) / 1000;
 
     const stored = await findingsOf(store, simulation.opts.job);
-    const counts = await tableCounts(store);
+    const counts = await jobCounts(store, simulation.opts.job);
     await store.close();
     const score = scoreRun(stored, simulation.faults);
     const mfu = pipeline.runner.jobMfu(simulation.opts.job);
 
+    const dropped = expired.message(produced);
+    if (dropped) console.log(`\n${dropped}`);
     console.log('\nInjected faults');
     console.log(
       table(
@@ -152,7 +177,24 @@ ${SIM_FLAGS_HELP}`,
           .map(([t, n]) => `${t} ${n.toLocaleString('en-US')}`)
           .join(', ')}`,
     );
-    console.log(`False findings: ${score.falseFindings.length}. Query the data: chDB folder ${dataDir}.`);
+    console.log(
+      `False findings: ${score.falseFindings.length}. Query the data: chDB folder ${dataDir}, job ${simulation.opts.job}.`,
+    );
     return 0;
   },
 };
+
+/** This job's rows in each table the demo writes (the folder may hold other runs). */
+async function jobCounts(store: Store, job: string): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const t of ['events', 'steps', 'mfu', 'step_rollups', 'findings']) {
+    const [row] = await store.query<{ n: string }>(
+      `SELECT count() AS n FROM ${t} FINAL WHERE job = {job:String}`,
+      {
+        job,
+      },
+    );
+    out[t] = Number(row?.n ?? 0);
+  }
+  return out;
+}

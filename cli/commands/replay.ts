@@ -6,6 +6,7 @@ import { parseEventLine } from '../../schema/validate.js';
 import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../store/rows.js';
 import { type Command, parse } from '../args.js';
 import { LineWriter, readLineChunks } from '../jsonl.js';
+import { ExpiredCount } from '../retention.js';
 import { openStore, STORE_FLAGS } from '../store-options.js';
 import { storedReports } from './report.js';
 
@@ -15,10 +16,11 @@ export const replay: Command = {
   name: 'replay',
   usage: `rankwatch replay FILE|- [--findings OUT.jsonl] [options]
 
-Reads v1 events (JSON lines) from FILE or stdin, runs every detector with event time as the
+Reads v1 events (JSON lines, plain or gzip: detected by its first bytes) from FILE or stdin, runs every detector with event time as the
 clock, and writes each finding event (open, update, resolved) as one JSON line. The same input
 gives the same findings, every time. Malformed lines are counted, the first few reported with
-their line numbers, and the rest of the input is still processed.
+their line numbers, and the rest of the input is still processed. Input without a single valid
+event exits 1.
 
   --findings FILE      where findings go (default: stdout)
   --dead-letter FILE   write each malformed line with its reason as JSON lines
@@ -53,7 +55,9 @@ their line numbers, and the rest of the input is still processed.
     // Replay stores only when asked to: a folder, a server, or an explicit --store.
     const wantsStore =
       values.data !== undefined || values['clickhouse-url'] !== undefined || values.store !== undefined;
-    const store = wantsStore ? (await openStore(values)).store : undefined;
+    const opened = wantsStore ? await openStore(values) : undefined;
+    const store = opened?.store;
+    const expired = new ExpiredCount(opened?.config.schema?.rawTtlDays);
     await store?.migrate();
     const errors: string[] = [];
     const jobsSeen = new Set<string>();
@@ -102,6 +106,7 @@ their line numbers, and the rest of the input is still processed.
           if ('job' in v.event && v.event.job) jobsSeen.add(v.event.job);
           runner.push(v.event);
           if (store) {
+            expired.see(v.event.ts);
             pending.push(v.event);
             pendingLines.push(line.trim());
             if (pending.length >= 50_000) await flushStore();
@@ -139,6 +144,17 @@ their line numbers, and the rest of the input is still processed.
           `${malformed} malformed line${malformed === 1 ? '' : 's'} set aside; first ${errors.length}:\n${errors.join('\n')}\n`,
         );
       }
+    }
+    const dropped = store ? expired.message(events) : undefined;
+    if (dropped) process.stderr.write(`rankwatch replay: ${dropped}\n`);
+    if (events === 0) {
+      throw new RankwatchError(
+        'RANKWATCH_ERR_INPUT',
+        `no valid event in ${positionals[0] === '-' ? 'stdin' : positionals[0]}` +
+          (malformed > 0
+            ? ` (${malformed} malformed line${malformed === 1 ? '' : 's'}${errors[0] ? `; ${errors[0].trim()}` : ''})`
+            : ' (it is empty)'),
+      );
     }
     return 0;
   },

@@ -1,4 +1,5 @@
-import { writeFileSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
+import { RankwatchError } from '../../core/errors.js';
 import { ClusterSim, SIM_DEFAULTS } from '../../sim/cluster.js';
 import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
 import { MODELS } from '../../sim/models.js';
@@ -19,9 +20,9 @@ export const simOptions = {
   start: { type: 'string' },
 } as const;
 
-export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job, a multiple of 8 (default ${SIM_DEFAULTS.ranks})
+export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1 to 8, or a multiple of 8 (default ${SIM_DEFAULTS.ranks})
   --steps N            optimizer steps (default ${SIM_DEFAULTS.steps})
-  --seed N             random seed; same seed, same events (default ${SIM_DEFAULTS.seed})
+  --seed N             random seed; same seed and --start, same events (default ${SIM_DEFAULTS.seed})
   --job ID             job id (default sim-SEED)
   --step-ms MS         typical step time (default ${SIM_DEFAULTS.stepMs})
   --model NAME         ${Object.keys(MODELS).join(', ')} (default ${SIM_DEFAULTS.model})
@@ -33,23 +34,48 @@ export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job, a
                        e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
   --no-telemetry       leave out the 1 Hz gpu samples
   --no-collectives     leave out collective events
-  --start ISO|MS       event time of the first event (default 2026-01-01T00:00:00Z)`;
+  --start ISO|MS       event time of the first event (default: now, to the minute, so a store keeps
+                       the events: raw data older than its retention, 30 days by default, is
+                       dropped at insert). Give one to get the same events on every run.`;
+
+/** The first event's time: --start (ISO or epoch ms), or now to the minute. */
+export function startFrom(start: string | undefined): number {
+  if (start === undefined) return Math.floor(Date.now() / 60_000) * 60_000;
+  const ts = /^\d+$/.test(start) ? Number(start) : Date.parse(start);
+  if (!Number.isFinite(ts))
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `--start needs an ISO time or epoch milliseconds, got "${start}"`,
+    );
+  return ts;
+}
 
 export function simFromFlags(v: Record<string, unknown>): ClusterSim {
   const s = (k: string) => v[k] as string | undefined;
-  const start = s('start');
+  const ranks = num(s('ranks'), 'ranks', SIM_DEFAULTS.ranks, { min: 1 });
+  if (ranks > 8 && ranks % 8 !== 0)
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `--ranks needs 1 to 8 or a multiple of 8 (8 GPUs a host), got ${ranks}`,
+    );
+  const model = s('model');
+  if (model !== undefined && !(model in MODELS))
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `--model "${model}" is not one of ${Object.keys(MODELS).join(', ')}`,
+    );
   return new ClusterSim({
-    ranks: num(s('ranks'), 'ranks', SIM_DEFAULTS.ranks),
-    steps: num(s('steps'), 'steps', SIM_DEFAULTS.steps),
+    ranks,
+    steps: num(s('steps'), 'steps', SIM_DEFAULTS.steps, { min: 1 }),
     seed: num(s('seed'), 'seed', SIM_DEFAULTS.seed),
     job: s('job'),
-    stepMs: num(s('step-ms'), 'step-ms', SIM_DEFAULTS.stepMs),
-    model: s('model'),
+    stepMs: num(s('step-ms'), 'step-ms', SIM_DEFAULTS.stepMs, { min: 0, exclusiveMin: true }),
+    model,
     gpuModel: s('gpu-model'),
     faults: ((v.fault as string[] | undefined) ?? []).map(parseFault),
     telemetry: !v['no-telemetry'],
     collectives: !v['no-collectives'],
-    startTs: start === undefined ? undefined : /^\d+$/.test(start) ? Number(start) : Date.parse(start),
+    startTs: startFrom(s('start')),
   });
 }
 
@@ -74,10 +100,15 @@ ${SIM_FLAGS_HELP}
       return 0;
     }
     const simulation = simFromFlags(values);
+    // Both outputs are opened before the first event, so a bad path fails before any work.
+    const truth = values.truth === undefined ? undefined : openSync(values.truth, 'w');
     const out = new LineWriter(values.out);
     for (const e of simulation.events()) await out.write(JSON.stringify(e));
     await out.close();
-    if (values.truth) writeFileSync(values.truth, `${JSON.stringify(simulation.faults, null, 2)}\n`);
+    if (truth !== undefined) {
+      writeFileSync(truth, `${JSON.stringify(simulation.faults, null, 2)}\n`);
+      closeSync(truth);
+    }
     return 0;
   },
 };

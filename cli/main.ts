@@ -47,6 +47,16 @@ export const COMMANDS: { name: string; summary: string; load: () => Promise<Comm
     summary: 'run the node collector: dcgm-exporter, nvidia-smi, kernel XIDs, training logs → the bus',
     load: async () => (await import('./commands/collect.js')).collect,
   },
+  {
+    name: 'checkpoint',
+    summary: 'checkpoint-interval advice (Young, Daly) from a save time and MTBF, or from a recorded job',
+    load: async () => (await import('./commands/checkpoint.js')).checkpoint,
+  },
+  {
+    name: 'failures',
+    summary: 'recorded failure rates per cause/host/GPU model with 95% intervals, and MTBF for N GPUs',
+    load: async () => (await import('./commands/failures.js')).failures,
+  },
 ];
 
 function help(): string {

@@ -74,15 +74,18 @@ export function jobAdviceInputs(
       if (t.interruptions.some((x) => x.ts > a && x.ts < b)) continue;
       gaps.push((b - a - ok[i].dur_ms) / 1000);
     }
-    intervalS = gaps.length
-      ? {
-          value: median(gaps),
-          source: `median of ${gaps.length} gap(s) between consecutive saves, minus the save`,
-        }
-      : {
-          source:
-            'fewer than two consecutive saves recorded: the current interval is unknown (or --interval-s)',
-        };
+    const m = gaps.length ? median(gaps) : undefined;
+    intervalS =
+      m === undefined
+        ? {
+            source:
+              'fewer than two consecutive saves recorded: the current interval is unknown (or --interval-s)',
+          }
+        : m > 0
+          ? { value: m, source: `median of ${gaps.length} gap(s) between consecutive saves, minus the save` }
+          : {
+              source: `saves last longer than the time between them (median gap minus save ${r1(m)} s): a save's dur_ms or the event times are likely wrong, so the current interval is left out`,
+            };
   }
 
   let restartS: SourcedInput;

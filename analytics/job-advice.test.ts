@@ -53,7 +53,7 @@ describe('jobAdvice inputs', () => {
     // M lies in [3 / 5.5716, 3 / 0.0253] = [0.5, 118.5] h.
     expect(a.inputs.mtbfS.value).toBe(3 * 3600);
     expect(a.inputs.mtbfS.source).toMatch(
-      /^the job's own 1 interruption\(s\) over 3 h up \(95%: 0\.8–118\.5 h\); few events/,
+      /^the job's own 1 interruption\(s\) over 3 h up \(95%: 0\.5–118\.5 h\); few events/,
     );
     expect(a.advice.ok).toBe(true);
   });

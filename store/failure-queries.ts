@@ -179,7 +179,8 @@ export async function failuresReport(store: Store, q: FailuresQuery = {}): Promi
 
 export interface JobAdviceResult extends JobAdvice {
   timeline: JobTimeline;
-  fleet: FailureReport;
+  /** The fleet's rates, read only when the job has no interruption of its own (else null). */
+  fleet: FailureReport | null;
 }
 
 /** Checkpoint advice for one job from its own record (fleet rate as fallback); null if the job is unknown. */
@@ -192,9 +193,14 @@ export async function jobCheckpointAdvice(
   const [rec] = await jobRecords(store, { ...opts, job });
   if (!rec) return null;
   const timeline = jobTimeline(rec, now);
-  const fleetTimelines = (await jobRecords(store, { from: opts.from, to: opts.to })).map((r) =>
-    jobTimeline(r, now),
-  );
-  const fleet = failureRates(fleetTimelines, 'cause', timeline.gpus || undefined);
-  return { ...jobAdvice(timeline, rec.saves, fleet, opts.given), timeline, fleet };
+  // Reading every job is the expensive part: only when the job's own failures cannot give a rate.
+  const needFleet = timeline.interruptions.length === 0 && opts.given?.mtbfS === undefined;
+  const fleet = needFleet
+    ? failureRates(
+        (await jobRecords(store, { from: opts.from, to: opts.to })).map((r) => jobTimeline(r, now)),
+        'cause',
+        timeline.gpus || undefined,
+      )
+    : null;
+  return { ...jobAdvice(timeline, rec.saves, fleet ?? undefined, opts.given), timeline, fleet };
 }

@@ -102,6 +102,32 @@ describe('jobTimeline', () => {
     expect(t.notes.join(' ')).toMatch(/before any completed save/);
   });
 
+  it('does not count work twice when a job fails again before its next save', () => {
+    const t = jobTimeline(
+      {
+        job: 'j',
+        hosts: [],
+        lifecycle: [
+          life(0, 'config'),
+          life(0, 'start'),
+          life(50, 'interrupted'),
+          life(60, 'restart'),
+          life(70, 'interrupted'),
+          life(80, 'restart'),
+          life(200, 'finished'),
+        ],
+        faults: [],
+        saves: [save(40, 40)],
+      },
+      at(300),
+    );
+    // First: 50 − 40 = 10 min redone + 10 down. Second: 70 − 60 (the restart, not the save at 40) + 10 down.
+    expect(t.interruptions.map((i) => [i.rework_ms / MIN, i.lost_ms / MIN])).toEqual([
+      [10, 20],
+      [10, 20],
+    ]);
+  });
+
   it('counts a save reported by every rank once, with the slowest rank', () => {
     const rows = [0, 1, 2, 3].map((rank) => ({
       ts: at(10) + rank,

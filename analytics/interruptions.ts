@@ -180,7 +180,7 @@ export function jobTimeline(
   found.sort((a, b) => a.ts - b.ts);
 
   const hosts = new Set(rec.hosts);
-  const interruptions: Interruption[] = found.map((f) => {
+  const interruptions: Interruption[] = found.map((f, k) => {
     let cause = normalizeCause(f.cause);
     let from: Interruption['cause_from'] = cause ? 'job_event' : 'none';
     const fault = closestFault(rec, hosts, f.ts, cfg);
@@ -190,7 +190,10 @@ export function jobTimeline(
     }
     if (!cause) cause = 'unknown';
     const last = lastBefore(saves, f.ts);
-    const rework = f.ts - (last?.ts ?? start);
+    // Work redone is what ran since the later of the last save and the previous restart: work
+    // before that restart was already counted against the previous interruption.
+    const prevRestart = k > 0 ? (found[k - 1].restart ?? start) : start;
+    const rework = f.ts - Math.max(last?.ts ?? start, prevRestart);
     const down = f.restart === null ? null : Math.max(0, f.restart - f.ts);
     return {
       ts: f.ts,

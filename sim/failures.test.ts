@@ -67,6 +67,15 @@ describe('failure simulator at the scale of the Llama 3 run', () => {
     expect(mtbfInside).toBeGreaterThanOrEqual(17);
   });
 
+  it("measures the ETTR Daly's efficiency model predicts for the simulated saves, restarts and rate", () => {
+    const { sim, timelines } = llamaRun(1);
+    const o = sim.opts;
+    // τ = 1800 s, δ = 30 s, R = 600 s, M = 3.09 h: E = 1800 / (M·e^(R/M)·(e^((τ+δ)/M) − 1)) = 0.8575.
+    const model = efficiency(o.intervalS, o.saveS, sim.truth().job_mtbf_h * 3600, o.restartS);
+    expect(model).toBeCloseTo(0.8575, 3);
+    expect(Math.abs(timelines[0].ettr! - model)).toBeLessThan(0.015);
+  });
+
   it('attributes causes from the faults on the job hosts when the job_event names none', () => {
     const withCause = llamaRun(3, true).timelines[0];
     const fromFaults = llamaRun(3, false).timelines[0];

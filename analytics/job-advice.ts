@@ -48,7 +48,7 @@ export function jobAdviceInputs(
   given: Overrides = {},
 ): JobAdviceInputs {
   const ok = saves.filter((s) => s.ok).sort((a, b) => a.ts - b.ts);
-  const cli = 'given on the command line';
+  const cli = 'the command line';
 
   let saveS: SourcedInput;
   if (given.saveS !== undefined) saveS = { value: given.saveS, source: cli };

@@ -68,6 +68,16 @@ export const COMMANDS: { name: string; summary: string; load: () => Promise<Comm
     summary: 'list findings, newest first (--job, --open)',
     load: async () => (await import('./commands/findings.js')).findings,
   },
+  {
+    name: 'checkpoint',
+    summary: 'checkpoint-interval advice (Young, Daly) from a save time and MTBF, or from a recorded job',
+    load: async () => (await import('./commands/checkpoint.js')).checkpoint,
+  },
+  {
+    name: 'failures',
+    summary: 'recorded failure rates per cause/host/GPU model with 95% intervals, and MTBF for N GPUs',
+    load: async () => (await import('./commands/failures.js')).failures,
+  },
 ];
 
 function help(): string {

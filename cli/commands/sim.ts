@@ -5,6 +5,7 @@ import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
 import { MODELS } from '../../sim/models.js';
 import { type Command, num, parse } from '../args.js';
 import { LineWriter } from '../jsonl.js';
+import { runFailureSim, SIM_FAILURES_HELP, simFailureOptions } from './sim-failures.js';
 
 export const simOptions = {
   ranks: { type: 'string' },
@@ -88,17 +89,20 @@ its v1 events, one JSON object per line, in event-time order.
 
 ${SIM_FLAGS_HELP}
   --truth FILE         also write what was injected (hosts, GPUs, onset, true cost) as JSON
-  -o, --out FILE       write here instead of stdout`,
+  -o, --out FILE       write here instead of stdout
+${SIM_FAILURES_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       ...simOptions,
       truth: { type: 'string' },
       out: { type: 'string', short: 'o' },
+      ...simFailureOptions,
     });
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
+    if (values.failures) return runFailureSim(values);
     const simulation = simFromFlags(values);
     // Both outputs are opened before the first event, so a bad path fails before any work.
     const truth = values.truth === undefined ? undefined : openSync(values.truth, 'w');

@@ -1,0 +1,125 @@
+import { adviseCheckpoint } from '../../analytics/checkpoint.js';
+import { RankwatchError } from '../../core/errors.js';
+import {
+  CHECKPOINT_INTERVAL_DEFAULTS,
+  checkpointIntervalFinding,
+} from '../../detectors/checkpoint/interval.js';
+import { type Command, num, parse } from '../args.js';
+import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
+import { adviceLines, dur, parseSince, pct } from './research-format.js';
+
+const opt = (v: unknown, flag: string, scale = 1) =>
+  v === undefined ? undefined : num(v as string, flag) * scale;
+
+export const checkpoint: Command = {
+  name: 'checkpoint',
+  usage: `rankwatch checkpoint --save-s S --mtbf-h H [--restart-s R] [--interval-s I] [--save-total-s T] [--json]
+rankwatch checkpoint --job ID (--data DIR | --clickhouse-url URL) [--since WHEN] [--json]
+
+Checkpoint-interval advice: Young's √(2δM) and Daly's higher-order interval (M when δ ≥ 2M),
+the expected efficiency at the current and the recommended interval, and how both move when the
+failure rate is halved or doubled. Intervals are compute time between saves (N steps × step time).
+
+  --save-s S         blocking part of one save, seconds (δ)
+  --save-total-s T   the whole save when it is asynchronous (the rest is counted as rollback)
+  --mtbf-h H         mean time between failures of the job at its size, hours (M)
+  --restart-s R      time from a failure until training runs again, seconds (default 0)
+  --interval-s I     the interval in use, compute seconds between saves
+  --job ID           advise a recorded job from its own saves, restarts and interruptions
+                     (the fleet's rate for its size when it has none); the flags above override
+  --since WHEN       only what was recorded since (ISO time, epoch ms, or 7d / 36h / 90m)
+  --max-loss-pct P   a checkpoint_interval finding when the current interval gives up more than
+                     P% of goodput (default ${CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct})
+  --json             print JSON
+${STORE_FLAGS_HELP}`,
+  async run(argv) {
+    const { values } = parse(argv, {
+      ...STORE_FLAGS,
+      'save-s': { type: 'string' },
+      'save-total-s': { type: 'string' },
+      'mtbf-h': { type: 'string' },
+      'restart-s': { type: 'string' },
+      'interval-s': { type: 'string' },
+      job: { type: 'string' },
+      since: { type: 'string' },
+      'max-loss-pct': { type: 'string' },
+      json: { type: 'boolean' },
+    });
+    if (values.help) {
+      console.log(this.usage);
+      return 0;
+    }
+    const given = {
+      saveS: opt(values['save-s'], 'save-s'),
+      mtbfS: opt(values['mtbf-h'], 'mtbf-h', 3600),
+      restartS: opt(values['restart-s'], 'restart-s'),
+      intervalS: opt(values['interval-s'], 'interval-s'),
+    };
+    const cfg = {
+      maxLossPct: num(values['max-loss-pct'], 'max-loss-pct', CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct),
+    };
+    if (values.job === undefined) {
+      if (given.saveS === undefined || given.mtbfS === undefined)
+        throw new RankwatchError(
+          'RANKWATCH_ERR_USAGE',
+          'give --save-s and --mtbf-h, or --job ID with --data/--clickhouse-url',
+        );
+      const advice = adviseCheckpoint({ ...given, saveTotalS: opt(values['save-total-s'], 'save-total-s') });
+      if (values.json) console.log(JSON.stringify({ advice }, null, 2));
+      else console.log(adviceLines(advice).join('\n'));
+      return advice.ok ? 0 : 1;
+    }
+    const now = Date.now();
+    const { store, where } = await openStore(values);
+    try {
+      await store.migrate();
+      const { jobCheckpointAdvice } = await import('../../store/failure-queries.js');
+      const r = await jobCheckpointAdvice(store, values.job, {
+        now,
+        from: values.since === undefined ? undefined : parseSince(values.since, now),
+        given,
+      });
+      if (!r)
+        throw new RankwatchError(
+          'RANKWATCH_ERR_INPUT',
+          `no job "${values.job}" recorded in ${where}; check the id and --data/--clickhouse-url`,
+        );
+      const finding = r.advice.ok
+        ? checkpointIntervalFinding(r.job, r.advice, r.timeline.end_ts, cfg)
+        : undefined;
+      if (values.json) {
+        console.log(
+          JSON.stringify(
+            {
+              job: r.job,
+              inputs: r.inputs,
+              advice: r.advice,
+              timeline: r.timeline,
+              finding: finding ?? null,
+            },
+            null,
+            2,
+          ),
+        );
+        return r.advice.ok ? 0 : 1;
+      }
+      const t = r.timeline;
+      const lostS = t.interruptions.reduce((s, i) => s + i.lost_ms, 0) / 1000;
+      const lines = [
+        `Job ${r.job} (${where}): ${t.gpus} GPUs ${t.gpu_model}, up ${dur(t.up_ms / 1000)}, ${t.interruptions.length} interruption(s), ${t.saves} save(s), time lost ${dur(lostS)}, ETTR ${t.ettr === null ? '-' : pct(t.ettr)}`,
+        'Inputs:',
+        `  save δ      ${dur(r.inputs.saveS.value).padEnd(10)} from ${r.inputs.saveS.source}`,
+        `  MTBF M      ${dur(r.inputs.mtbfS.value).padEnd(10)} from ${r.inputs.mtbfS.source}`,
+        `  restart R   ${dur(r.inputs.restartS.value ?? 0).padEnd(10)} from ${r.inputs.restartS.source}`,
+        `  current τ   ${(r.inputs.intervalS.value === undefined ? '-' : dur(r.inputs.intervalS.value)).padEnd(10)} from ${r.inputs.intervalS.source}`,
+        ...adviceLines(r.advice),
+      ];
+      if (finding) lines.push(`finding checkpoint_interval: ${finding.summary}`);
+      for (const n of t.notes) lines.push(`note: ${n}`);
+      console.log(lines.join('\n'));
+      return r.advice.ok ? 0 : 1;
+    } finally {
+      await store.close();
+    }
+  },
+};

@@ -1,0 +1,220 @@
+// `rankwatch sim --failures | replay --data` then `checkpoint --job` and `failures` on what was
+// stored (chDB, the real engine). Needs dist/: `npm run --silent build` first.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { poissonInterval } from '../analytics/poisson.js';
+
+const run = promisify(execFile);
+const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-research-'));
+const data = join(dir, 'data');
+
+async function rankwatch(...args: string[]) {
+  try {
+    const r = await run('node', [bin, ...args], { cwd: dir, maxBuffer: 64 << 20 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+type Ev = Record<string, unknown> & {
+  kind: string;
+  ts: number;
+  job?: string;
+  event?: string;
+  phase?: string;
+};
+const events = () =>
+  readFileSync(join(dir, 'fleet.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Ev);
+
+// Recent event times: raw events (the job's host list) are kept 30 days by default.
+const start = Date.now() - 20 * 86_400_000;
+
+beforeAll(async () => {
+  const sim = await rankwatch(
+    'sim',
+    '--failures',
+    '--nodes',
+    '64',
+    '--days',
+    '14',
+    '--rate-per-node-day',
+    '0.05',
+    '--seed',
+    '4',
+    '--start',
+    String(start),
+    '--interval-s',
+    '1800',
+    '--save-s',
+    '45',
+    '--restart-s',
+    '900',
+    '--truth',
+    join(dir, 'truth.json'),
+    '-o',
+    join(dir, 'fleet.jsonl'),
+  );
+  expect(sim.code, sim.stderr).toBe(0);
+  // A small job whose every rank reports each save (4 ranks × 3 saves) and which has no failure yet.
+  const t = start + 3_600_000;
+  const tiny: Ev[] = [
+    {
+      v: 1,
+      kind: 'job',
+      ts: t,
+      job: 'tiny',
+      world_size: 32,
+      gpu_model: 'H100-SXM',
+      dtype: 'bf16',
+      parallel: { tp: 8, pp: 1, dp: 4 },
+      flops_per_step: 1e15,
+      hosts: ['t0', 't1', 't2', 't3'],
+    },
+    { v: 1, kind: 'job_event', ts: t, job: 'tiny', event: 'start' },
+    ...[1, 2, 3].flatMap((k) =>
+      [0, 1, 2, 3].map((rank) => ({
+        v: 1,
+        kind: 'checkpoint',
+        ts: t + k * 600_000 + rank,
+        job: 'tiny',
+        rank,
+        step: k * 100,
+        phase: 'save',
+        dur_ms: 20_000 + rank * 1000,
+        ok: true,
+      })),
+    ),
+  ];
+  writeFileSync(join(dir, 'tiny.jsonl'), `${tiny.map((e) => JSON.stringify(e)).join('\n')}\n`);
+  const nosave: Ev[] = [
+    {
+      v: 1,
+      kind: 'job',
+      ts: t,
+      job: 'nosave',
+      world_size: 8,
+      gpu_model: 'H100-SXM',
+      dtype: 'bf16',
+      parallel: { tp: 8, pp: 1, dp: 1 },
+      flops_per_step: 1e15,
+    },
+    { v: 1, kind: 'job_event', ts: t, job: 'nosave', event: 'start' },
+  ];
+  writeFileSync(join(dir, 'nosave.jsonl'), `${nosave.map((e) => JSON.stringify(e)).join('\n')}\n`);
+  for (const f of ['fleet.jsonl', 'tiny.jsonl', 'nosave.jsonl']) {
+    const r = await rankwatch('replay', join(dir, f), '--data', data);
+    expect(r.code, r.stderr).toBe(0);
+  }
+}, 180_000);
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('rankwatch checkpoint --job on a replayed job', () => {
+  it("uses the job's own saves, restarts and failures, and says where each came from", async () => {
+    const ev = events();
+    const saves = ev.filter((e) => e.kind === 'checkpoint' && e.phase === 'save').length;
+    const interrupted = ev.filter((e) => e.kind === 'job_event' && e.event === 'interrupted').length;
+    const text = await rankwatch('checkpoint', '--job', 'fleet-0', '--data', data);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain(`from mean of the job's ${saves} successful save(s)`);
+    expect(text.stdout).toContain(`from the job's own ${interrupted} interruption(s)`);
+    expect(text.stdout).toMatch(/restart R +15\.0 min +from mean of the job's \d+ restart\(s\)/);
+    expect(text.stdout).toMatch(
+      /current τ +30\.0 min +from median of \d+ gap\(s\) between consecutive saves/,
+    );
+
+    const r = JSON.parse(
+      (await rankwatch('checkpoint', '--job', 'fleet-0', '--data', data, '--json')).stdout,
+    );
+    expect(r.inputs.saveS.value).toBeCloseTo(45, 6);
+    expect(r.inputs.restartS.value).toBeCloseTo(900, 6);
+    expect(r.inputs.intervalS.value).toBeCloseTo(1800, 6);
+    // MTBF from the job's own record: up time / interruptions, and the true MTBF inside its interval.
+    const truth = JSON.parse(readFileSync(join(dir, 'truth.json'), 'utf8'));
+    const upH = r.timeline.up_ms / 3_600_000;
+    expect(r.inputs.mtbfS.value / 3600).toBeCloseTo(upH / interrupted, 6);
+    const ci = poissonInterval(interrupted);
+    expect(truth.job_mtbf_h).toBeGreaterThan(upH / ci.hi);
+    expect(truth.job_mtbf_h).toBeLessThan(upH / ci.lo);
+    // 14 days, less the downtime of each restart (15 min) and the unrestarted tail, if any.
+    expect(upH).toBeGreaterThan(14 * 24 - (interrupted * 15) / 60 - 1);
+    expect(r.advice.ok).toBe(true);
+  });
+
+  it('counts a save reported by every rank once, and says the failure rate comes from the fleet', async () => {
+    const r = JSON.parse((await rankwatch('checkpoint', '--job', 'tiny', '--data', data, '--json')).stdout);
+    expect(r.timeline.saves).toBe(3);
+    // The slowest rank's part: 20 s + 3 × 1 s.
+    expect(r.inputs.saveS.value).toBeCloseTo(23, 6);
+    expect(r.inputs.mtbfS.source).toMatch(/no interruption of tiny yet: the fleet's \d+ interruption\(s\)/);
+  });
+
+  it('says what is missing for a job with no save, without dividing by zero', async () => {
+    const r = await rankwatch('checkpoint', '--job', 'nosave', '--data', data);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('No advice yet: missing save time.');
+    expect(r.stdout).toContain('no successful save recorded for nosave');
+    expect(r.stdout).not.toMatch(/NaN|Infinity/);
+  });
+
+  it('refuses an unknown job with one line saying what to check', async () => {
+    const r = await rankwatch('checkpoint', '--job', 'nope', '--data', data);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/no job "nope" recorded/);
+  });
+});
+
+describe('rankwatch failures', () => {
+  it('counts every recorded interruption over the exposure the jobs were up, per cause and per host', async () => {
+    const ev = events();
+    const interrupted = ev.filter((e) => e.kind === 'job_event' && e.event === 'interrupted').length;
+    const r = JSON.parse((await rankwatch('failures', '--data', data, '--json', '--gpus', '512')).stdout);
+    expect(r.fleet.count).toBe(interrupted);
+    expect(r.rows.reduce((s: number, x: { count: number }) => s + x.count, 0)).toBe(interrupted);
+    expect(r.mtbf.gpus).toBe(512);
+    const byHost = JSON.parse((await rankwatch('failures', '--data', data, '--json', '--by', 'host')).stdout);
+    // 64 fleet hosts + 4 of the tiny job, each with exposure from the job's host list.
+    expect(byHost.rows.length).toBe(68);
+    expect(byHost.rows.every((x: { node_days: number }) => x.node_days > 0)).toBe(true);
+    const text = await rankwatch('failures', '--data', data, '--by', 'group');
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/MTBF for a job of 512 GPUs: [\d.]+ h \[95%: [\d.]+ h, [\d.]+ h\]/);
+  });
+
+  it('rejects an unknown --by with the choices', async () => {
+    const r = await rankwatch('failures', '--data', data, '--by', 'rack');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--by takes cause, group, host, gpu_model/);
+  });
+});
+
+describe('rankwatch checkpoint from the formula alone', () => {
+  it('prints Young, Daly and the sensitivity; refuses missing inputs', async () => {
+    const r = await rankwatch(
+      'checkpoint',
+      '--save-s',
+      '60',
+      '--mtbf-h',
+      '3',
+      '--restart-s',
+      '600',
+      '--json',
+    );
+    const a = JSON.parse(r.stdout).advice;
+    expect(a.dalyS).toBeCloseTo(1098.77, 1);
+    expect(a.sensitivity.map((s: { rateFactor: number }) => s.rateFactor)).toEqual([0.5, 2]);
+    const bad = await rankwatch('checkpoint', '--save-s', '60');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/give --save-s and --mtbf-h/);
+  });
+});

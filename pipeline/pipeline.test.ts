@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { RankwatchError } from '../core/errors.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -209,5 +208,75 @@ describe('embedded pipeline', () => {
     const raws = await chdb.query<{ raw: string }>('SELECT raw FROM dead_letters FINAL');
     expect(raws.map((r) => JSON.parse(r.raw).host)).toEqual(['poison', 'poison']);
     expect(pipeline.counters()).toMatchObject({ events: 298, dead_letters: 2 });
+  });
+});
+
+describe('per-message deduplication (Kafka deliveries)', () => {
+  it('counts a message once in raw tables and every rollup, however it was batched with others', async () => {
+    await chdb.migrate();
+    const events = [...job().events()].slice(0, 3000);
+    const msg = (k: number) => events.slice(k * 1000, (k + 1) * 1000);
+    // Offsets 10, 11, 12; the first owner wrote 10+11 in one delivery and crashed before committing,
+    // the next owner re-batched 11 with 12.
+    const delivery = (first: number, ks: number[]) => ({
+      key: 'sim-2',
+      partition: 3,
+      offset: first + ks.length - 1,
+      topic: 'rw.events',
+      events: ks.flatMap(msg),
+      messages: ks.map((k) => ({ offset: first + ks.indexOf(k), events: 1000, undecodable: 0 })),
+    });
+    const first = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    await first.handle(delivery(10, [0, 1]));
+    const next = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    await next.handle(delivery(11, [1, 2]));
+    const [r] = await chdb.query<Record<string, string>>(
+      `SELECT (SELECT countMerge(steps) FROM rank_minute) AS rank_steps,
+         (SELECT countMerge(rows) FROM job_minute) AS job_rows,
+         (SELECT count() FROM steps FINAL) AS steps,
+         (SELECT count() FROM events FINAL) AS events`,
+    );
+    const steps = events.filter((e) => (e as { kind: string }).kind === 'step').length;
+    expect(Number(r.events)).toBe(3000);
+    expect(Number(r.steps)).toBe(steps);
+    expect(Number(r.rank_steps)).toBe(steps);
+    expect(Number(r.job_rows)).toBe(steps);
+  });
+
+  it('gives each delivery its own dead letters, with the offset of the message each came from', async () => {
+    await chdb.migrate();
+    const good = [...job().events()].slice(0, 40);
+    const bad = { v: 1, kind: 'step', ts: 1 };
+    const pipeline = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    const a = pipeline.handle({
+      key: 'sim-2',
+      partition: 1,
+      offset: 21,
+      topic: 'rw.events',
+      events: [...good.slice(0, 10), ...good.slice(10, 20), bad],
+      undecodable: [{ raw: 'garbage', reason: 'line 2: not JSON' }],
+      messages: [
+        { offset: 20, events: 10, undecodable: 0 },
+        { offset: 21, events: 11, undecodable: 1 },
+      ],
+    });
+    const b = pipeline.handle({
+      key: 'sim-2',
+      partition: 1,
+      offset: 22,
+      topic: 'rw.events',
+      events: [bad, ...good.slice(20)],
+      messages: [{ offset: 22, events: 21, undecodable: 0 }],
+    });
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(ra.deadLetters.map((d) => [d.reason, d.partition, d.offset])).toEqual([
+      ['line 2: not JSON', 1, 21],
+      ['step: missing field: job', 1, 21],
+    ]);
+    expect(rb.deadLetters.map((d) => [d.reason, d.offset])).toEqual([['step: missing field: job', 22]]);
+    // The counters equal the tables.
+    const counts = await tableCounts(chdb);
+    expect(pipeline.counters()).toMatchObject({ events: counts.events, dead_letters: 3 });
+    expect(counts.events).toBe(40);
   });
 });

@@ -211,38 +211,7 @@ describe('embedded pipeline', () => {
   });
 });
 
-describe('per-message deduplication (Kafka deliveries)', () => {
-  it('counts a message once in raw tables and every rollup, however it was batched with others', async () => {
-    await chdb.migrate();
-    const events = [...job().events()].slice(0, 3000);
-    const msg = (k: number) => events.slice(k * 1000, (k + 1) * 1000);
-    // Offsets 10, 11, 12; the first owner wrote 10+11 in one delivery and crashed before committing,
-    // the next owner re-batched 11 with 12.
-    const delivery = (first: number, ks: number[]) => ({
-      key: 'sim-2',
-      partition: 3,
-      offset: first + ks.length - 1,
-      topic: 'rw.events',
-      events: ks.flatMap(msg),
-      messages: ks.map((k) => ({ offset: first + ks.indexOf(k), events: 1000, undecodable: 0 })),
-    });
-    const first = new Pipeline({ transport: new MemoryTransport(), store: chdb });
-    await first.handle(delivery(10, [0, 1]));
-    const next = new Pipeline({ transport: new MemoryTransport(), store: chdb });
-    await next.handle(delivery(11, [1, 2]));
-    const [r] = await chdb.query<Record<string, string>>(
-      `SELECT (SELECT countMerge(steps) FROM rank_minute) AS rank_steps,
-         (SELECT countMerge(rows) FROM job_minute) AS job_rows,
-         (SELECT count() FROM steps FINAL) AS steps,
-         (SELECT count() FROM events FINAL) AS events`,
-    );
-    const steps = events.filter((e) => (e as { kind: string }).kind === 'step').length;
-    expect(Number(r.events)).toBe(3000);
-    expect(Number(r.steps)).toBe(steps);
-    expect(Number(r.rank_steps)).toBe(steps);
-    expect(Number(r.job_rows)).toBe(steps);
-  });
-
+describe('Kafka deliveries', () => {
   it('gives each delivery its own dead letters, with the offset of the message each came from', async () => {
     await chdb.migrate();
     const good = [...job().events()].slice(0, 40);

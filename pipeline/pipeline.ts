@@ -64,12 +64,14 @@ export interface StoreHealth {
   retries: number;
 }
 
-/** A range of a delivery's valid events that came from one bus message (token and offset set) or from all. */
+/** A delivery's valid events [start, end), with its dedup token and each event's bus offset when it has them. */
 interface Group {
   start: number;
   end: number;
   token?: string;
-  offset?: number;
+  offsets?: number[];
+  topic?: string;
+  partition?: number;
 }
 
 /** The store refuses these rows themselves: the only failure that sets events aside. */
@@ -197,14 +199,17 @@ export class Pipeline {
     const good: RankwatchEvent[] = [];
     const goodLines: (string | undefined)[] = [];
     const bad: DeadLetter[] = [];
-    const groups: Group[] = [];
+    const goodOffsets: number[] = [];
     const now = Date.now();
     const undecodable = d.undecodable ?? [];
-    // Per bus message (Kafka): its rows go in under a token naming the message, so a message
-    // batched differently after a crash is still recognised; without, one group and content hashes.
+    // Per bus message (Kafka): where each event and dead letter came from. The rows go in under
+    // one token naming the delivery's offset range (topic/partition/first-last): a new owner
+    // rebuilds the same ranges (stream/kafka.ts, boundaries), so a stored stretch is recognised
+    // however the fetches fell; without messages, the engine hashes the content.
     const msgs = d.messages;
     const fits =
       msgs !== undefined &&
+      msgs.length > 0 &&
       msgs.reduce((n, m) => n + m.events, 0) === d.events.length &&
       msgs.reduce((n, m) => n + m.undecodable, 0) === undecodable.length;
     const parts = fits
@@ -222,13 +227,13 @@ export class Pipeline {
           raw: undecodable[u].raw,
           ...at(m.offset),
         });
-      const start = good.length;
       for (let k = 0; k < m.events; k++, i++) {
         const value = d.events[i];
         const v = validateEvent(value);
         if (v.ok) {
           good.push(v.event);
           goodLines.push(d.lines?.[i]);
+          goodOffsets.push(m.offset);
           this.runner.push(v.event);
         } else {
           bad.push({
@@ -240,14 +245,17 @@ export class Pipeline {
           });
         }
       }
-      groups.push({
-        start,
-        end: good.length,
-        ...(fits ? { token: `${d.topic ?? ''}/${d.partition}/${m.offset}`, offset: m.offset } : {}),
-      });
     }
+    const group: Group = {
+      start: 0,
+      end: good.length,
+      ...(fits
+        ? { token: `${d.topic ?? ''}/${d.partition}/${msgs[0].offset}-${msgs[msgs.length - 1].offset}` }
+        : {}),
+      ...(fits ? { offsets: goodOffsets, topic: d.topic, partition: d.partition } : {}),
+    };
     const out = this.runner.take();
-    const dead = await this.write(good, bad, out, d.lines ? goodLines : undefined, d.key, groups);
+    const dead = await this.write(good, bad, out, d.lines ? goodLines : undefined, d.key, [group]);
     this.c.batches++;
     return { deadLetters: dead, findings: out.findings };
   }
@@ -351,7 +359,9 @@ export class Pipeline {
           source: g.source,
           reason: `the store refused it: ${(err as Error).message.slice(0, 500)}`,
           raw: lines?.[from] ?? JSON.stringify(events[from]),
-          ...(g.offset === undefined ? {} : { offset: g.offset }),
+          ...(g.offsets === undefined
+            ? {}
+            : { topic: g.topic, partition: g.partition, offset: g.offsets[from] }),
         });
         return;
       }

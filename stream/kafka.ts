@@ -38,6 +38,16 @@ export interface KafkaTransportDeps {
    * before the window is opened again under a new id. Unset: replay everything retained.
    */
   replayMaxAgeMs?: number;
+  /**
+   * Records each delivery's offset range before its handler runs and, on assignment, gives back
+   * the ranges recorded past the committed offset: a new owner then batches that stretch exactly
+   * as the last owner did, so the store's insert tokens (topic/partition/first-last) match and
+   * nothing counts twice (store/delivery-ranges.ts).
+   */
+  boundaries?: {
+    record(topic: string, partition: number, first: number, last: number): Promise<void>;
+    load(topic: string, partition: number, from: number): Promise<Map<number, number>>;
+  };
 }
 
 export interface KafkaCounters extends TransportCounters {
@@ -152,6 +162,8 @@ export class KafkaTransport implements Transport {
   private readonly next = new Map<number, number>();
   /** Committed offsets of the group when each partition was assigned to this process. */
   private committedAtJoin = new Map<number, Promise<number>>();
+  /** Per partition: delivery ranges (first → last) the last owner recorded past the committed offset. */
+  private recorded = new Map<number, Promise<Map<number, number>>>();
   /** With replayMaxAgeMs: per partition, the first offset young enough to replay. */
   private replayFrom = new Map<number, Promise<number>>();
   private readonly c: KafkaCounters = {
@@ -482,6 +494,14 @@ export class KafkaTransport implements Transport {
     }
     this.committedAtJoin = committed;
     this.replayFrom = replayFrom;
+    const b = this.deps.boundaries;
+    this.recorded = new Map();
+    for (const p of b ? partitions : []) {
+      const loaded = committed.get(p)!.then((c) => b!.load(this.config.topic, p, c));
+      // Read again by the batch, which fails (and is fetched again) when this failed.
+      loaded.catch((err) => this.log('warn', `reading recorded delivery ranges: ${(err as Error).message}`));
+      this.recorded.set(p, loaded);
+    }
   }
 
   /**
@@ -501,6 +521,9 @@ export class KafkaTransport implements Transport {
     const p = batch.partition;
     const committed = (await this.committedAtJoin.get(p)) ?? 0;
     const replayFrom = (await this.replayFrom.get(p)) ?? 0;
+    const recorded = (await this.recorded.get(p)) ?? new Map<number, number>();
+    /** Inside a range the last owner recorded: its last offset; the delivery must end exactly there. */
+    let pinnedTo: number | undefined;
     let commitTo = -1;
     let ok = true;
     const inflight: { done: Promise<boolean>; last: string }[] = [];
@@ -544,16 +567,31 @@ export class KafkaTransport implements Transport {
         advance(m.offset);
       } else {
         const d = this.delivery(m, p);
-        if (
+        const pin = pinnedTo === undefined ? recorded.get(off) : undefined;
+        if (pin !== undefined) {
+          // The last owner started a delivery here (and may have stored it): batch it the same way.
+          await flush();
+          pinnedTo = pin;
+        } else if (
+          pinnedTo === undefined &&
           merge.length &&
-          (merge[0].key !== d.key || mergeEvents + d.events.length > this.config.mergeEvents)
+          (merge[0].key !== d.key ||
+            mergeEvents + d.events.length > this.config.mergeEvents ||
+            recorded.has(off))
         )
           await flush();
         merge.push(d);
         mergeEvents += d.events.length;
+        if (pinnedTo !== undefined && off >= pinnedTo) {
+          pinnedTo = undefined;
+          await flush();
+        }
       }
       await heartbeat();
     }
+    // A recorded range cut by the end of this fetch is not handled in part: left unresolved, it is
+    // fetched again from its first offset with what follows.
+    if (pinnedTo !== undefined) merge = [];
     if (ok && isRunning() && !isStale()) await flush();
     while (inflight.length) await settleOldest();
     if (commitTo > 0) {
@@ -601,9 +639,12 @@ export class KafkaTransport implements Transport {
     heartbeat: () => Promise<void>,
     isRunning: () => boolean,
   ): Promise<boolean> {
+    const first = d.messages?.[0]?.offset ?? d.offset;
     for (let attempt = 1; ; attempt++) {
       const beat = setInterval(() => void heartbeat().catch(() => {}), this.config.heartbeatIntervalMs);
       try {
+        // The range goes on record before the store write it names (see deps.boundaries).
+        await this.deps.boundaries?.record(this.config.topic, d.partition, first, d.offset);
         await this.handler!(d);
         this.c.delivered_batches++;
         return true;

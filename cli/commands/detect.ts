@@ -1,5 +1,6 @@
 import { RankwatchError } from '../../core/errors.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
+import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { KafkaTransport } from '../../stream/kafka.js';
 import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
 import { type Command, num, parse } from '../args.js';
@@ -63,6 +64,8 @@ ${STORE_FLAGS_HELP}`,
       log,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
       replayMaxAgeMs,
+      // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
+      boundaries: new DeliveryRanges(store),
     });
     let paused = false;
     pipeline = new Pipeline({

@@ -82,9 +82,13 @@ ${STORE_FLAGS_HELP}`,
     const p = pipeline;
 
     await store.migrate();
+    const stored = new WeakMap<object, Awaited<ReturnType<typeof p.handle>>>();
     await transport.consume(async (d) => {
-      // This delivery's own dead letters and findings (several are in flight at once).
-      const { deadLetters: dl, findings: fs } = await p.handle(d);
+      // This delivery's own dead letters and findings (several are in flight at once). A retry
+      // after a failed dead-letter send (same delivery object) sends again without storing again.
+      const handled = stored.get(d) ?? (await p.handle(d));
+      stored.set(d, handled);
+      const { deadLetters: dl, findings: fs } = handled;
       if (paused) {
         transport.resume();
         paused = false;

@@ -55,6 +55,10 @@ export const ERRORS = {
     retriable: false,
     hint: 'Another rankwatch process holds this chDB folder: stop it, or give each process its own --data.',
   },
+  RANKWATCH_ERR_STORE_REFUSED: {
+    retriable: false,
+    hint: 'The store refused this data itself (a type or parse error); it is set aside with the reason.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -89,6 +93,8 @@ export interface RetryOptions {
   /** Attempts in all (Infinity: until stopped by `signal`). */
   attempts?: number;
   signal?: AbortSignal;
+  /** Which errors to try again (default: those marked retriable). */
+  retryIf?: (err: unknown) => boolean;
   onRetry?: (err: unknown, attempt: number, delayMs: number) => void;
 }
 
@@ -117,7 +123,7 @@ export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): P
     try {
       return await fn();
     } catch (err) {
-      if (!isRetriable(err) || attempt >= attempts || opts.signal?.aborted) throw err;
+      if (!(opts.retryIf ?? isRetriable)(err) || attempt >= attempts || opts.signal?.aborted) throw err;
       const delay = Math.min(max, base * 2 ** (attempt - 1));
       opts.onRetry?.(err, attempt, delay);
       // An abort ends the retries at once, also in the middle of a backoff wait.

@@ -180,12 +180,13 @@ describe('embedded pipeline', () => {
   });
 
   it('sets aside the events the store refuses for good, with its reason, and stores the rest', async () => {
-    // A store that refuses (not "is away") any insert holding an event from host "poison".
+    // A store that refuses (not "is away") any insert holding an event from host "poison", with
+    // the engine's own refusal: a row it cannot parse, sent to the real chDB and classified there.
     const refusing = new SwitchableStore(chdb);
     const insert = refusing.insert.bind(refusing);
     refusing.insert = async (batches) => {
       if (batches.some((b) => b.table === 'events' && b.rows.some((r) => r.includes('"host":"poison"'))))
-        throw new RankwatchError('RANKWATCH_ERR_STORE_QUERY', 'Code: 27. Cannot parse input');
+        await chdb.insert([{ table: 'steps', rows: ['{"step":"not a number"}'] }]);
       return insert(batches);
     };
     const dead: string[] = [];
@@ -204,10 +205,9 @@ describe('embedded pipeline', () => {
     const counts = await tableCounts(chdb);
     expect(counts.events).toBe(298);
     expect(counts.dead_letters).toBe(2);
-    expect(dead).toEqual([
-      'the store refused it: Code: 27. Cannot parse input',
-      'the store refused it: Code: 27. Cannot parse input',
-    ]);
+    expect(dead).toHaveLength(2);
+    for (const reason of dead)
+      expect(reason).toMatch(/^the store refused it: chDB at .*: insert into steps failed: Code: 27\./);
     const raws = await chdb.query<{ raw: string }>('SELECT raw FROM dead_letters FINAL');
     expect(raws.map((r) => JSON.parse(r.raw).host)).toEqual(['poison', 'poison']);
     expect(pipeline.counters()).toMatchObject({ events: 298, dead_letters: 2 });
@@ -258,5 +258,44 @@ describe('embedded pipeline', () => {
     expect(resolved[0].ts).toBeGreaterThan(lastStep);
     expect(resolved[0].ts).toBeLessThan(lastStep + 1_000);
     await pipeline.stop();
+  });
+});
+
+describe('Kafka deliveries', () => {
+  it('gives each delivery its own dead letters, with the offset of the message each came from', async () => {
+    await chdb.migrate();
+    const good = [...job().events()].slice(0, 40);
+    const bad = { v: 1, kind: 'step', ts: 1 };
+    const pipeline = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    const a = pipeline.handle({
+      key: 'sim-2',
+      partition: 1,
+      offset: 21,
+      topic: 'rw.events',
+      events: [...good.slice(0, 10), ...good.slice(10, 20), bad],
+      undecodable: [{ raw: 'garbage', reason: 'line 2: not JSON' }],
+      messages: [
+        { offset: 20, events: 10, undecodable: 0 },
+        { offset: 21, events: 11, undecodable: 1 },
+      ],
+    });
+    const b = pipeline.handle({
+      key: 'sim-2',
+      partition: 1,
+      offset: 22,
+      topic: 'rw.events',
+      events: [bad, ...good.slice(20)],
+      messages: [{ offset: 22, events: 21, undecodable: 0 }],
+    });
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(ra.deadLetters.map((d) => [d.reason, d.partition, d.offset])).toEqual([
+      ['line 2: not JSON', 1, 21],
+      ['step: missing field: job', 1, 21],
+    ]);
+    expect(rb.deadLetters.map((d) => [d.reason, d.offset])).toEqual([['step: missing field: job', 22]]);
+    // The counters equal the tables.
+    const counts = await tableCounts(chdb);
+    expect(pipeline.counters()).toMatchObject({ events: counts.events, dead_letters: 3 });
+    expect(counts.events).toBe(40);
   });
 });

@@ -4,7 +4,7 @@
  * acknowledge. A store that is down is retried with backoff while the batch is held, so the bus
  * stops delivering and producers feel the backpressure; nothing is dropped.
  */
-import { isRetriable, RankwatchError, retry } from '../core/errors.js';
+import { RankwatchError, retry } from '../core/errors.js';
 import { type DetectorOutput, DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
@@ -54,6 +54,36 @@ export interface PipelineCounters {
   store_retries: number;
 }
 
+/** What one delivery produced, once stored. */
+export interface Handled {
+  deadLetters: DeadLetter[];
+  findings: Finding[];
+}
+
+export interface StoreHealth {
+  /** Epoch ms of the first failure of the write in hand; undefined while writes go through. */
+  failingSince: number | undefined;
+  /** The last failure's message while failing. */
+  reason: string | undefined;
+  /** Store write retries since start. */
+  retries: number;
+}
+
+/** A delivery's valid events [start, end), with its dedup token and each event's bus offset when it has them. */
+interface Group {
+  start: number;
+  end: number;
+  token?: string;
+  offsets?: number[];
+  topic?: string;
+  partition?: number;
+}
+
+/** The store refuses these rows themselves: the only failure that sets events aside. */
+function refusal(err: unknown): boolean {
+  return err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STORE_REFUSED';
+}
+
 export class Pipeline {
   readonly runner: DetectorRunner;
   private readonly c: PipelineCounters = {
@@ -69,13 +99,14 @@ export class Pipeline {
   private stopping = false;
   private stopped: Promise<void> | undefined;
   private closed: Promise<void> | undefined;
-  private readonly inflight = new Set<Promise<void>>();
+  private readonly inflight = new Set<Promise<unknown>>();
   /** When the write in hand first failed; unset while the store takes writes. */
   private failingSince: number | undefined;
   /** Latest event time delivered, and when (wall clock): an idle bus advances event time from there. */
   private eventTime = 0;
   private deliveredAt = Date.now();
   private idleTimer: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
 
   constructor(private readonly o: PipelineOptions) {
     this.runner = o.runner ?? new DetectorRunner();
@@ -86,7 +117,9 @@ export class Pipeline {
     if (this.started) return;
     this.started = true;
     await this.o.store?.migrate();
-    await this.o.transport.consume((d) => this.handle(d));
+    await this.o.transport.consume(async (d) => {
+      await this.handle(d);
+    });
     const idle = this.o.idleAdvanceMs ?? 30_000;
     if (idle > 0) this.idleTimer = setInterval(() => this.advanceIdle(idle), idle).unref();
   }
@@ -165,7 +198,12 @@ export class Pipeline {
     return { ...this.c };
   }
 
-  handle(d: Delivery): Promise<void> {
+  /**
+   * Processes one delivery; resolves, once it is stored, with that delivery's own dead letters and
+   * findings (a transport that forwards them, e.g. Kafka's dead-letter topic, sends these and no
+   * other delivery's).
+   */
+  handle(d: Delivery): Promise<Handled> {
     const p = this.process(d);
     this.inflight.add(p);
     const forget = () => this.inflight.delete(p);
@@ -173,34 +211,80 @@ export class Pipeline {
     return p;
   }
 
-  private async process(d: Delivery): Promise<void> {
+  /** The store's state for health reports: since when writes fail and why (unset while they go through). */
+  storeHealth(): StoreHealth {
+    return {
+      failingSince: this.failingSince,
+      reason: this.failingSince === undefined ? undefined : this.lastError,
+      retries: this.c.store_retries,
+    };
+  }
+
+  private async process(d: Delivery): Promise<Handled> {
     const good: RankwatchEvent[] = [];
     const goodLines: (string | undefined)[] = [];
     const bad: DeadLetter[] = [];
+    const goodOffsets: number[] = [];
     const now = Date.now();
-    for (const raw of d.undecodable ?? [])
-      bad.push({ ts: now, source: d.key, reason: raw.reason, raw: raw.raw });
-    for (let i = 0; i < d.events.length; i++) {
-      const value = d.events[i];
-      const v = validateEvent(value);
-      if (v.ok) {
-        good.push(v.event);
-        if (v.event.ts > this.eventTime) this.eventTime = v.event.ts;
-        goodLines.push(d.lines?.[i]);
-        this.runner.push(v.event);
-      } else {
+    const undecodable = d.undecodable ?? [];
+    // Per bus message (Kafka): where each event and dead letter came from. The rows go in under
+    // one token naming the delivery's offset range (topic/partition/first-last): a new owner
+    // rebuilds the same ranges (stream/kafka.ts, boundaries), so a stored stretch is recognised
+    // however the fetches fell; without messages, the engine hashes the content.
+    const msgs = d.messages;
+    const fits =
+      msgs !== undefined &&
+      msgs.length > 0 &&
+      msgs.reduce((n, m) => n + m.events, 0) === d.events.length &&
+      msgs.reduce((n, m) => n + m.undecodable, 0) === undecodable.length;
+    const parts = fits
+      ? msgs
+      : [{ offset: d.offset, events: d.events.length, undecodable: undecodable.length }];
+    const at = (offset: number) => (fits ? { topic: d.topic, partition: d.partition, offset } : {});
+    let i = 0;
+    let u = 0;
+    for (const m of parts) {
+      for (let k = 0; k < m.undecodable; k++, u++)
         bad.push({
           ts: now,
           source: d.key,
-          reason: v.reason,
-          raw: d.lines?.[i] ?? JSON.stringify(value) ?? String(value),
+          reason: undecodable[u].reason,
+          raw: undecodable[u].raw,
+          ...at(m.offset),
         });
+      for (let k = 0; k < m.events; k++, i++) {
+        const value = d.events[i];
+        const v = validateEvent(value);
+        if (v.ok) {
+          good.push(v.event);
+          if (v.event.ts > this.eventTime) this.eventTime = v.event.ts;
+          goodLines.push(d.lines?.[i]);
+          goodOffsets.push(m.offset);
+          this.runner.push(v.event);
+        } else {
+          bad.push({
+            ts: now,
+            source: d.key,
+            reason: v.reason,
+            raw: d.lines?.[i] ?? JSON.stringify(value) ?? String(value),
+            ...at(m.offset),
+          });
+        }
       }
     }
     this.deliveredAt = Date.now();
+    const group: Group = {
+      start: 0,
+      end: good.length,
+      ...(fits
+        ? { token: `${d.topic ?? ''}/${d.partition}/${msgs[0].offset}-${msgs[msgs.length - 1].offset}` }
+        : {}),
+      ...(fits ? { offsets: goodOffsets, topic: d.topic, partition: d.partition } : {}),
+    };
+    const out = this.runner.take();
+    const dead = await this.write(good, bad, out, d.lines ? goodLines : undefined, d.key, [group]);
     this.c.batches++;
-    this.c.events += good.length;
-    await this.write(good, bad, this.runner.take(), d.lines ? goodLines : undefined, d.key);
+    return { deadLetters: dead, findings: out.findings };
   }
 
   /**
@@ -216,62 +300,101 @@ export class Pipeline {
     this.runner.take();
   }
 
+  /**
+   * Stores a batch; resolves with every dead letter it set aside. Counters move only once the
+   * store holds the rows, so they equal the tables.
+   */
   private async write(
     good: RankwatchEvent[],
     bad: DeadLetter[],
     out: DetectorOutput,
     lines?: (string | undefined)[],
     source = '',
-  ): Promise<void> {
-    this.c.dead_letters += bad.length;
-    this.c.findings += out.findings.length;
-    this.c.mfu_points += out.mfu.length;
-    if (bad.length) this.o.onDeadLetters?.(bad);
+    groups: Group[] = [{ start: 0, end: good.length }],
+  ): Promise<DeadLetter[]> {
+    let dead = bad;
     if (this.o.store) {
       try {
-        await this.insert([...this.eventBatches(good, lines), ...deadLetterRows(bad), ...outputRows(out)]);
+        await this.insert([
+          ...this.eventBatches(good, lines, groups),
+          ...deadLetterRows(bad),
+          ...outputRows(out),
+        ]);
       } catch (err) {
-        if (isRetriable(err) || this.abort.signal.aborted || good.length === 0) throw err;
-        // Refused for good, not an outage: find the events the store refuses, set them aside with
-        // its reason, and store the rest, so one bad event cannot hold its batch forever.
+        if (!refusal(err) || this.abort.signal.aborted || good.length === 0) throw err;
+        // The store refuses some rows themselves (not an outage: those are retried above): find
+        // the events it refuses, set them aside with its reason, and store the rest, so one bad
+        // event cannot hold its batch forever.
         const refused: DeadLetter[] = [];
-        await this.storeOrSetAside(good, lines, source, refused);
-        this.c.dead_letters += refused.length;
-        this.c.events -= refused.length;
-        if (refused.length) this.o.onDeadLetters?.(refused);
-        await this.insert([...deadLetterRows([...bad, ...refused]), ...outputRows(out)]);
+        for (const g of groups)
+          await this.storeOrSetAside(good, lines, { ...g, source }, g.start, g.end, refused);
+        dead = [...bad, ...refused];
+        await this.insert([...deadLetterRows(dead), ...outputRows(out)]);
       }
     }
+    const refusedCount = dead.length - bad.length;
+    this.c.events += good.length - refusedCount;
+    this.c.dead_letters += dead.length;
+    this.c.findings += out.findings.length;
+    this.c.mfu_points += out.mfu.length;
+    if (dead.length) this.o.onDeadLetters?.(dead);
     if (out.findings.length) this.o.onFindings?.(out.findings);
+    return dead;
   }
 
-  private eventBatches(events: RankwatchEvent[], lines?: (string | undefined)[]): InsertBatch[] {
-    return this.o.storeEvents === false ? [stepRows(events)] : eventRows(events, lines);
+  /** Raw events and steps, one insert per group (per bus message when there are several). */
+  private eventBatches(
+    events: RankwatchEvent[],
+    lines: (string | undefined)[] | undefined,
+    groups: Group[],
+  ): InsertBatch[] {
+    if (groups.length === 1 && groups[0].token === undefined) return this.rowsOf(events, lines, undefined);
+    return groups.flatMap((g) =>
+      g.end > g.start ? this.rowsOf(events.slice(g.start, g.end), lines?.slice(g.start, g.end), g.token) : [],
+    );
   }
 
-  /** Halves a refused batch until each event the store refuses stands alone, then sets it aside. */
+  private rowsOf(events: RankwatchEvent[], lines?: (string | undefined)[], token?: string): InsertBatch[] {
+    const batches = this.o.storeEvents === false ? [stepRows(events)] : eventRows(events, lines);
+    return token === undefined ? batches : batches.map((b) => ({ ...b, token }));
+  }
+
+  /**
+   * Halves a refused range of events [from, to) until each event the store refuses stands alone,
+   * then sets it aside. Sub-ranges of a bus message get tokens naming the range, so the same
+   * message refused again after a crash is split, and deduplicated, the same way.
+   */
   private async storeOrSetAside(
     events: RankwatchEvent[],
     lines: (string | undefined)[] | undefined,
-    source: string,
+    g: Group & { source: string },
+    from: number,
+    to: number,
     refused: DeadLetter[],
   ): Promise<void> {
+    if (to <= from) return;
+    const whole = from === g.start && to === g.end;
+    const token =
+      g.token === undefined ? undefined : whole ? g.token : `${g.token}#${from - g.start}-${to - g.start}`;
     try {
-      await this.insert(this.eventBatches(events, lines));
+      await this.insert(this.rowsOf(events.slice(from, to), lines?.slice(from, to), token));
     } catch (err) {
-      if (isRetriable(err) || this.abort.signal.aborted) throw err;
-      if (events.length === 1) {
+      if (!refusal(err) || this.abort.signal.aborted) throw err;
+      if (to - from === 1) {
         refused.push({
           ts: Date.now(),
-          source,
+          source: g.source,
           reason: `the store refused it: ${(err as Error).message.slice(0, 500)}`,
-          raw: lines?.[0] ?? JSON.stringify(events[0]),
+          raw: lines?.[from] ?? JSON.stringify(events[from]),
+          ...(g.offsets === undefined
+            ? {}
+            : { topic: g.topic, partition: g.partition, offset: g.offsets[from] }),
         });
         return;
       }
-      const half = events.length >> 1;
-      await this.storeOrSetAside(events.slice(0, half), lines?.slice(0, half), source, refused);
-      await this.storeOrSetAside(events.slice(half), lines?.slice(half), source, refused);
+      const half = from + ((to - from) >> 1);
+      await this.storeOrSetAside(events, lines, g, from, half, refused);
+      await this.storeOrSetAside(events, lines, g, half, to, refused);
     }
   }
 
@@ -281,8 +404,13 @@ export class Pipeline {
     await retry(() => store.insert(batches), {
       attempts: Number.POSITIVE_INFINITY,
       signal: this.abort.signal,
+      // Everything but a refusal of the rows is about the store (disk, permissions, network,
+      // a statement it cannot run now, unknown): hold the batch and try again.
+      retryIf: (err) =>
+        !refusal(err) && !(err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STOPPED'),
       onRetry: (err, attempt) => {
         this.c.store_retries++;
+        this.lastError = (err as Error)?.message ?? String(err);
         this.failingSince ??= Date.now();
         if (this.stopping && Date.now() - this.failingSince >= this.grace()) this.abort.abort();
         this.o.onStoreRetry?.(err, attempt);

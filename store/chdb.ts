@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Session } from 'chdb';
 import { RankwatchError } from '../core/errors.js';
+import { classifyStoreError } from './clickhouse-errors.js';
 import { applyMigrations } from './migrate.js';
 import { type InsertBatch, insertBody } from './rows.js';
 import { INSERT_SETTINGS, type SchemaOptions } from './schema.js';
@@ -19,6 +20,17 @@ export interface ChdbStoreConfig {
 }
 
 let openPath: string | undefined;
+
+/**
+ * What an engine failure means (store/clickhouse-errors.ts, shared with the server driver): disk
+ * full, I/O and errno trouble, memory, too many parts or anything unknown is an outage (retried);
+ * only a refusal of the rows themselves is STORE_REFUSED.
+ */
+function failure(err: unknown, what: string, insert: boolean): RankwatchError {
+  const e = err as { message?: unknown; code?: unknown };
+  const errno = typeof e?.code === 'string' && /^E[A-Z]+$/.test(e.code) ? ` (${e.code})` : '';
+  return classifyStoreError(err, `${what}: ${String(e?.message ?? err).trim()}${errno}`, insert);
+}
 
 export class ChdbStore implements Store {
   readonly type = 'chdb';
@@ -48,15 +60,12 @@ export class ChdbStore implements Store {
       if (b.rows.length === 0) continue;
       try {
         const { format, body } = insertBody(b);
-        await s.insert({ table: b.table, values: body, format, settings: INSERT_SETTINGS });
+        const settings = b.token
+          ? { ...INSERT_SETTINGS, insert_deduplication_token: b.token }
+          : INSERT_SETTINGS;
+        await s.insert({ table: b.table, values: body, format, settings });
       } catch (err) {
-        throw new RankwatchError(
-          'RANKWATCH_ERR_STORE_QUERY',
-          `chDB insert into ${b.table} failed: ${(err as Error).message}`,
-          {
-            cause: err,
-          },
-        );
+        throw failure(err, `chDB at ${this.path}: insert into ${b.table} failed`, true);
       }
     }
   }
@@ -76,9 +85,7 @@ export class ChdbStore implements Store {
             .map((l) => JSON.parse(l) as T)
         : [];
     } catch (err) {
-      throw new RankwatchError('RANKWATCH_ERR_STORE_QUERY', `chDB query failed: ${(err as Error).message}`, {
-        cause: err,
-      });
+      throw failure(err, `chDB at ${this.path}: query failed`, false);
     }
   }
 
@@ -86,13 +93,7 @@ export class ChdbStore implements Store {
     try {
       await this.live().queryAsync(sql);
     } catch (err) {
-      throw new RankwatchError(
-        'RANKWATCH_ERR_STORE_QUERY',
-        `chDB statement failed: ${(err as Error).message}`,
-        {
-          cause: err,
-        },
-      );
+      throw failure(err, `chDB at ${this.path}: statement failed`, false);
     }
   }
 

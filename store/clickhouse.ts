@@ -145,14 +145,14 @@ export class ClickHouseStore implements Store {
   }
 
   /** Retries transient failures, then raises a classified RankwatchError naming the endpoint. */
-  private call<T>(what: string, fn: (c: ClickHouseClient) => Promise<T>): Promise<T> {
+  private call<T>(what: string, fn: (c: ClickHouseClient) => Promise<T>, insert = false): Promise<T> {
     const client = this.live();
     return retry(
       async () => {
         try {
           return await fn(client);
         } catch (err) {
-          throw storeError(err, what, this.where);
+          throw storeError(err, what, this.where, insert);
         }
       },
       { attempts: this.config.attempts ?? 3, baseDelayMs: this.config.retryBaseMs ?? 100, maxDelayMs: 2_000 },
@@ -193,14 +193,20 @@ export class ClickHouseStore implements Store {
       // The rows are encoded already: send them as the body as they are. `exec` with a raw stream
       // avoids client.insert's JSON.stringify of every row (rows would have to be parsed first).
       const { format, body } = insertBody(b);
-      await this.call(`insert into ${b.table} (${b.rows.length} rows)`, async (c) => {
-        const r = await c.exec({
-          query: `INSERT INTO ${b.table} FORMAT ${format}`,
-          values: Readable.from([body]),
-          clickhouse_settings: this.insertSettings,
-        });
-        await drainStream(r.stream);
-      });
+      await this.call(
+        `insert into ${b.table} (${b.rows.length} rows)`,
+        async (c) => {
+          const r = await c.exec({
+            query: `INSERT INTO ${b.table} FORMAT ${format}`,
+            values: Readable.from([body]),
+            clickhouse_settings: b.token
+              ? { ...this.insertSettings, insert_deduplication_token: b.token }
+              : this.insertSettings,
+          });
+          await drainStream(r.stream);
+        },
+        true,
+      );
     }
   }
 

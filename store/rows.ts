@@ -16,6 +16,10 @@ export interface DeadLetter {
   source: string;
   reason: string;
   raw: string;
+  /** Where it was read on the bus, when the bus has positions (Kafka). Not stored in the table. */
+  topic?: string;
+  partition?: number;
+  offset?: number;
 }
 
 export interface InsertBatch {
@@ -23,6 +27,13 @@ export interface InsertBatch {
   rows: string[];
   /** TabSeparated rows name their columns here (matched by name, so column order may change). */
   columns?: readonly string[];
+  /**
+   * Insert deduplication token (ClickHouse `insert_deduplication_token`): rows inserted again under
+   * the same token are dropped whole, before any materialized view sees them. Set from where the
+   * rows came from on the bus (topic/partition/offset), so the same message counts once however it
+   * is batched; unset, the engine hashes the block's content.
+   */
+  token?: string;
 }
 
 /** The body and format a driver sends for one batch. */
@@ -119,5 +130,10 @@ export function outputRows(out: DetectorOutput): InsertBatch[] {
 }
 
 export function deadLetterRows(rows: DeadLetter[]): InsertBatch[] {
-  return [{ table: 'dead_letters', rows: rows.map((d) => JSON.stringify({ ...d, ts: ms(d.ts) })) }];
+  return [
+    {
+      table: 'dead_letters',
+      rows: rows.map((d) => JSON.stringify({ ts: ms(d.ts), source: d.source, reason: d.reason, raw: d.raw })),
+    },
+  ];
 }

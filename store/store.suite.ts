@@ -24,7 +24,7 @@ import {
   tableCounts,
 } from './queries.js';
 import { eventRows, findingRow, outputRows } from './rows.js';
-import { MIGRATIONS, SCHEMA_DEFAULTS } from './schema.js';
+import { MIGRATIONS, SCHEMA_DEFAULTS, SCHEMA_OBJECTS } from './schema.js';
 import type { Store } from './store.js';
 
 const NASTY = `x'); DROP TABLE findings; -- \\ "quoted" \\' \t{tab} \n line ?? $1 %s`;
@@ -105,6 +105,31 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect(q.get('events')).toMatch(/toIntervalDay\(7\)/);
       expect(q.get('rank_minute')).toMatch(/toIntervalDay\(90\)/);
       await applyMigrations(db, SCHEMA_DEFAULTS);
+    });
+
+    it('applies and records each migration once when two starts race (the migration lock)', async () => {
+      const s = await make();
+      for (const t of SCHEMA_OBJECTS) await s.exec(`DROP TABLE IF EXISTS ${t}`);
+      // Two starters on the same store, each counting the statements it runs.
+      const ran: string[] = [];
+      const starter = (who: string) => ({
+        exec: (sql: string) => {
+          if (/^CREATE TABLE IF NOT EXISTS (events|job_minute) /.test(sql))
+            ran.push(`${who}:${sql.split(' ')[5]}`);
+          return s.exec(sql);
+        },
+        query: s.query.bind(s),
+        insert: s.insert.bind(s),
+      });
+      const [a, b] = await Promise.all([applyMigrations(starter('a')), applyMigrations(starter('b'))]);
+      expect([...a, ...b].sort()).toEqual(MIGRATIONS.map((m) => m.version));
+      expect(ran).toHaveLength(2); // events (migration 1) and job_minute (migration 2), by one starter
+      const recorded = await s.query<{ version: number }>(
+        'SELECT version FROM schema_migrations ORDER BY version',
+      );
+      expect(recorded.map((r) => n(r.version))).toEqual(MIGRATIONS.map((m) => m.version));
+      // And the lock is free again for the next start.
+      expect(await applyMigrations(s)).toEqual([]);
     });
 
     it('keeps one copy of a batch inserted twice, in raw, derived and rollup tables', async () => {

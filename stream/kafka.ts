@@ -12,6 +12,7 @@
  * comes to this process, the batches another owner already committed are handed to `onReplay`
  * (detector state rebuilt, output dropped) before live delivery resumes at the committed offset.
  */
+import { createHash } from 'node:crypto';
 import type { Admin, Consumer, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
 import { CompressionTypes, Partitioners } from 'kafkajs';
 import { RankwatchError } from '../core/errors.js';
@@ -37,6 +38,16 @@ export interface KafkaTransportDeps {
    * before the window is opened again under a new id. Unset: replay everything retained.
    */
   replayMaxAgeMs?: number;
+  /**
+   * Records each delivery's offset range before its handler runs and, on assignment, gives back
+   * the ranges recorded past the committed offset: a new owner then batches that stretch exactly
+   * as the last owner did, so the store's insert tokens (topic/partition/first-last) match and
+   * nothing counts twice (store/delivery-ranges.ts).
+   */
+  boundaries?: {
+    record(topic: string, partition: number, first: number, last: number): Promise<void>;
+    load(topic: string, partition: number, from: number): Promise<Map<number, number>>;
+  };
 }
 
 export interface KafkaCounters extends TransportCounters {
@@ -46,6 +57,8 @@ export interface KafkaCounters extends TransportCounters {
   skipped_batches: number;
   commits: number;
   dead_letters_sent: number;
+  /** Dead letters the broker refused for good (kept in the store only). */
+  dead_letters_rejected: number;
 }
 
 interface Pending {
@@ -61,6 +74,10 @@ export interface DeadLetterRecord {
   source: string;
   reason: string;
   raw: string;
+  /** Where the event was read; wins over the `origin` given to deadLetter(). */
+  topic?: string;
+  partition?: number;
+  offset?: number;
 }
 
 /** Consecutive deliveries of one key and partition as one. */
@@ -73,7 +90,42 @@ function mergeDeliveries(ds: Delivery[]): Delivery {
     events: ds.flatMap((d) => d.events),
     ...(ds.every((d) => d.lines) ? { lines: ds.flatMap((d) => d.lines!) } : {}),
     ...(undecodable.length ? { undecodable } : {}),
+    topic: ds[0].topic,
+    messages: ds.flatMap((d) => d.messages ?? []),
   };
+}
+
+/**
+ * The most of a raw line a dead-letter record carries: far under the broker's 1 MiB message limit
+ * (a record holds the line JSON-escaped, up to 6 bytes per character, plus the reason), so a
+ * record is never refused for its size. A longer line is cut, with its size and SHA-256 kept.
+ */
+export const DEAD_LETTER_RAW_CHARS = 64 * 1024;
+
+/** A dead letter as the record sent to the dead-letter topic (value JSON). */
+export function deadLetterValue(
+  r: DeadLetterRecord,
+  topic: string,
+  origin?: { partition: number; offset: number },
+): string {
+  const long = r.raw.length > DEAD_LETTER_RAW_CHARS;
+  return JSON.stringify({
+    ts: r.ts,
+    source: r.source,
+    reason: r.reason.slice(0, 4096),
+    raw: long ? r.raw.slice(0, DEAD_LETTER_RAW_CHARS) : r.raw,
+    ...(long
+      ? {
+          raw_truncated: true,
+          raw_bytes: Buffer.byteLength(r.raw),
+          raw_sha256: createHash('sha256').update(r.raw).digest('hex'),
+        }
+      : {}),
+    topic: r.topic ?? topic,
+    ...(r.partition !== undefined && r.offset !== undefined
+      ? { partition: r.partition, offset: r.offset }
+      : origin),
+  });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -110,6 +162,8 @@ export class KafkaTransport implements Transport {
   private readonly next = new Map<number, number>();
   /** Committed offsets of the group when each partition was assigned to this process. */
   private committedAtJoin = new Map<number, Promise<number>>();
+  /** Per partition: delivery ranges (first → last) the last owner recorded past the committed offset. */
+  private recorded = new Map<number, Promise<Map<number, number>>>();
   /** With replayMaxAgeMs: per partition, the first offset young enough to replay. */
   private replayFrom = new Map<number, Promise<number>>();
   private readonly c: KafkaCounters = {
@@ -123,6 +177,7 @@ export class KafkaTransport implements Transport {
     skipped_batches: 0,
     commits: 0,
     dead_letters_sent: 0,
+    dead_letters_rejected: 0,
   };
 
   constructor(
@@ -151,15 +206,30 @@ export class KafkaTransport implements Transport {
     this.c.published_events += events;
   }
 
-  /** Sends malformed events to the dead-letter topic, each with its reason (header and value). */
+  /**
+   * Sends malformed events to the dead-letter topic, each with its reason (header and value) and
+   * the topic/partition/offset it was read at. A refusal by the broker (TRANSPORT_REJECTED: topic
+   * missing, not authorized...) is logged and counted, not thrown: trying again cannot fix it, and
+   * the store's dead_letters table already holds these rows. An outage still throws (retried).
+   */
   async deadLetter(rows: DeadLetterRecord[], origin?: { partition: number; offset: number }): Promise<void> {
     if (rows.length === 0) return;
     const messages: Message[] = rows.map((r) => ({
       key: r.source,
-      value: JSON.stringify({ ...r, topic: this.config.topic, ...origin }),
+      value: deadLetterValue(r, this.config.topic, origin),
       headers: { reason: r.reason.slice(0, 1000) },
     }));
-    await this.enqueue(this.config.deadLetterTopic, messages);
+    try {
+      await this.enqueue(this.config.deadLetterTopic, messages);
+    } catch (err) {
+      if (!(err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_TRANSPORT_REJECTED')) throw err;
+      this.c.dead_letters_rejected += rows.length;
+      this.log(
+        'error',
+        `the broker refused ${rows.length} dead letter(s) for ${this.config.deadLetterTopic}; they stay in the store's dead_letters table: ${err.message}`,
+      );
+      return;
+    }
     this.c.dead_letters_sent += rows.length;
   }
 
@@ -424,6 +494,14 @@ export class KafkaTransport implements Transport {
     }
     this.committedAtJoin = committed;
     this.replayFrom = replayFrom;
+    const b = this.deps.boundaries;
+    this.recorded = new Map();
+    for (const p of b ? partitions : []) {
+      const loaded = committed.get(p)!.then((c) => b!.load(this.config.topic, p, c));
+      // Read again by the batch, which fails (and is fetched again) when this failed.
+      loaded.catch((err) => this.log('warn', `reading recorded delivery ranges: ${(err as Error).message}`));
+      this.recorded.set(p, loaded);
+    }
   }
 
   /**
@@ -443,6 +521,9 @@ export class KafkaTransport implements Transport {
     const p = batch.partition;
     const committed = (await this.committedAtJoin.get(p)) ?? 0;
     const replayFrom = (await this.replayFrom.get(p)) ?? 0;
+    const recorded = (await this.recorded.get(p)) ?? new Map<number, number>();
+    /** Inside a range the last owner recorded: its last offset; the delivery must end exactly there. */
+    let pinnedTo: number | undefined;
     let commitTo = -1;
     let ok = true;
     const inflight: { done: Promise<boolean>; last: string }[] = [];
@@ -486,16 +567,31 @@ export class KafkaTransport implements Transport {
         advance(m.offset);
       } else {
         const d = this.delivery(m, p);
-        if (
+        const pin = pinnedTo === undefined ? recorded.get(off) : undefined;
+        if (pin !== undefined) {
+          // The last owner started a delivery here (and may have stored it): batch it the same way.
+          await flush();
+          pinnedTo = pin;
+        } else if (
+          pinnedTo === undefined &&
           merge.length &&
-          (merge[0].key !== d.key || mergeEvents + d.events.length > this.config.mergeEvents)
+          (merge[0].key !== d.key ||
+            mergeEvents + d.events.length > this.config.mergeEvents ||
+            recorded.has(off))
         )
           await flush();
         merge.push(d);
         mergeEvents += d.events.length;
+        if (pinnedTo !== undefined && off >= pinnedTo) {
+          pinnedTo = undefined;
+          await flush();
+        }
       }
       await heartbeat();
     }
+    // A recorded range cut by the end of this fetch is not handled in part: left unresolved, it is
+    // fetched again from its first offset with what follows.
+    if (pinnedTo !== undefined) merge = [];
     if (ok && isRunning() && !isStale()) await flush();
     while (inflight.length) await settleOldest();
     if (commitTo > 0) {
@@ -508,13 +604,17 @@ export class KafkaTransport implements Transport {
 
   private delivery(m: KafkaMessage, partition: number): Delivery {
     const key = m.key?.toString() ?? '';
+    const offset = Number(m.offset);
+    const topic = this.config.topic;
     if (!m.value || m.value.length === 0)
       return {
         key,
         partition,
-        offset: Number(m.offset),
+        offset,
         events: [],
         undecodable: [{ raw: '', reason: 'empty message' }],
+        topic,
+        messages: [{ offset, events: 0, undecodable: 1 }],
       };
     const d = decodeBatch(m.value);
     const undecodable = d.undecodable.map((u) => ({
@@ -524,10 +624,12 @@ export class KafkaTransport implements Transport {
     return {
       key,
       partition,
-      offset: Number(m.offset),
+      offset,
       events: d.events,
       lines: d.lines,
       ...(undecodable.length ? { undecodable } : {}),
+      topic,
+      messages: [{ offset, events: d.events.length, undecodable: undecodable.length }],
     };
   }
 
@@ -537,9 +639,12 @@ export class KafkaTransport implements Transport {
     heartbeat: () => Promise<void>,
     isRunning: () => boolean,
   ): Promise<boolean> {
+    const first = d.messages?.[0]?.offset ?? d.offset;
     for (let attempt = 1; ; attempt++) {
       const beat = setInterval(() => void heartbeat().catch(() => {}), this.config.heartbeatIntervalMs);
       try {
+        // The range goes on record before the store write it names (see deps.boundaries).
+        await this.deps.boundaries?.record(this.config.topic, d.partition, first, d.offset);
         await this.handler!(d);
         this.c.delivered_batches++;
         return true;

@@ -23,6 +23,14 @@ export interface Delivery {
   lines?: string[];
   /** Payloads the transport could not decode, with the reason, for the dead-letter sink. */
   undecodable?: { raw: string; reason: string }[];
+  /**
+   * The bus messages this delivery holds, in order (Kafka): each one's offset and how many of
+   * `events` and `undecodable` came from it. The store deduplicates per message, so a message
+   * batched with others after a crash never counts twice.
+   */
+  messages?: { offset: number; events: number; undecodable: number }[];
+  /** The topic the messages were read from. */
+  topic?: string;
 }
 
 export type DeliveryHandler = (delivery: Delivery) => Promise<void>;

@@ -1,4 +1,5 @@
 /** The Kafka transport on a real broker: the shared conformance suite, topics, dead letters, config. */
+import { createHash } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KafkaTransport } from '../stream/kafka.js';
 import { kafkaConfigFrom } from '../stream/kafka-config.js';
@@ -81,6 +82,56 @@ describe.skipIf(brokers().length === 0)('kafka transport', () => {
     const dl = await readTopic(brokers(), t.config.deadLetterTopic, (n) => n >= 1);
     expect(dl[0].headers.reason).toMatch(/not valid JSON/);
     expect(JSON.parse(dl[0].value)).toMatchObject({ raw: 'not json at all', source: 'job-x' });
+  });
+
+  it('sends a dead letter of a 2 MB line cut under the limit, with its size, hash and offset', async () => {
+    const t = make('dl-big');
+    const line = `{"v":1,"kind":"step","note":"${'\u00e9x'.repeat(700_000)}"}`;
+    await t.deadLetter([
+      { ts: 1, source: 'job-big', reason: 'step: missing field: job', raw: line, partition: 2, offset: 41 },
+    ]);
+    const [dl] = await readTopic(brokers(), t.config.deadLetterTopic, (n) => n >= 1);
+    expect(Buffer.byteLength(dl.value)).toBeLessThan(512 * 1024);
+    const v = JSON.parse(dl.value);
+    expect(v).toMatchObject({
+      raw_truncated: true,
+      raw_bytes: Buffer.byteLength(line),
+      raw_sha256: createHash('sha256').update(line).digest('hex'),
+      topic: t.config.topic,
+      partition: 2,
+      offset: 41,
+    });
+    expect(line.startsWith(v.raw)).toBe(true);
+  });
+
+  it('does not retry dead letters the broker refuses for good: counts and logs them', async () => {
+    const logs: string[] = [];
+    const n = names('dl-refused');
+    topics.push(n.topic, n.deadLetterTopic);
+    const { Kafka, logLevel } = await import('kafkajs');
+    const admin = new Kafka({ brokers: brokers(), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    await admin.createTopics({
+      topics: [
+        {
+          topic: n.deadLetterTopic,
+          numPartitions: 1,
+          configEntries: [{ name: 'max.message.bytes', value: '2000' }],
+        },
+      ],
+      waitForLeaders: true,
+    });
+    await admin.disconnect();
+    const t = new KafkaTransport(
+      { brokers: brokers(), ...n, partitions: 1, sessionTimeoutMs: 10_000 },
+      { log: (_l, m) => logs.push(m) },
+    );
+    made.push(t);
+    const started = Date.now();
+    await t.deadLetter([{ ts: 1, source: 'job-x', reason: 'r', raw: 'x'.repeat(10_000) }]);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(t.counters()).toMatchObject({ dead_letters_rejected: 1, dead_letters_sent: 0 });
+    expect(logs.join('\n')).toMatch(/broker refused 1 dead letter/);
   });
 
   it('keeps its partitions while a slow store holds a batch longer than the session timeout', async () => {

@@ -1,7 +1,6 @@
 import { RankwatchError } from '../../core/errors.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
-import type { Finding } from '../../schema/finding.js';
-import type { DeadLetter } from '../../store/rows.js';
+import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { KafkaTransport } from '../../stream/kafka.js';
 import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
 import { type Command, num, parse } from '../args.js';
@@ -65,16 +64,14 @@ ${STORE_FLAGS_HELP}`,
       log,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
       replayMaxAgeMs,
+      // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
+      boundaries: new DeliveryRanges(store),
     });
-    let deadLetters: DeadLetter[] = [];
-    let findings: Finding[] = [];
     let paused = false;
     pipeline = new Pipeline({
       transport,
       store,
       storeEvents: values['no-events'] !== true,
-      onFindings: (fs) => findings.push(...fs),
-      onDeadLetters: (rows) => deadLetters.push(...rows),
       onStoreRetry: (err, attempt) => {
         // The store is behind or away: stop fetching until it takes this batch.
         if (!paused) transport.pause();
@@ -85,18 +82,19 @@ ${STORE_FLAGS_HELP}`,
     const p = pipeline;
 
     await store.migrate();
+    const stored = new WeakMap<object, Awaited<ReturnType<typeof p.handle>>>();
     await transport.consume(async (d) => {
-      await p.handle(d);
+      // This delivery's own dead letters and findings (several are in flight at once). A retry
+      // after a failed dead-letter send (same delivery object) sends again without storing again.
+      const handled = stored.get(d) ?? (await p.handle(d));
+      stored.set(d, handled);
+      const { deadLetters: dl, findings: fs } = handled;
       if (paused) {
         transport.resume();
         paused = false;
       }
       // Dead letters and findings go out before the offset is committed: at least once as well.
-      const dl = deadLetters;
-      deadLetters = [];
       if (dl.length) await transport.deadLetter(dl, { partition: d.partition, offset: d.offset });
-      const fs = findings;
-      findings = [];
       if (out && fs.length) {
         for (const f of fs) await out.write(JSON.stringify(f));
         await out.flush();

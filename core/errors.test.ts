@@ -30,6 +30,7 @@ describe('RankwatchError', () => {
       expect(isRetriable(err)).toBe(ERRORS[code].retriable);
     }
     expect(codes.filter((c) => ERRORS[c].retriable).sort()).toEqual([
+      'RANKWATCH_ERR_API_UNAVAILABLE',
       'RANKWATCH_ERR_STORE_UNAVAILABLE',
       'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
     ]);

@@ -3,7 +3,8 @@
  * Content-Encoding). Good events are published even when some lines are bad; the reply says how
  * many were accepted and, for a 400, which lines were rejected and why. A bearer token is
  * required when one is configured. The reply waits for the bus, so a busy pipeline slows
- * producers down instead of dropping their events.
+ * producers down instead of dropping their events. A 2xx means the events are durable (in
+ * `rankwatch up`: fsynced to its write-ahead log); a failed publish is a 500 with its code.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { Type } from '@sinclair/typebox';

@@ -1,9 +1,11 @@
+import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
+import { WalTransport } from '../../stream/wal.js';
 import { type Command, num, parse } from '../args.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
@@ -13,6 +15,11 @@ export interface UpOptions {
   /** The store to write to (opened, not yet migrated); the pipeline migrates it at start. */
   store: Store;
   token?: string;
+  /**
+   * Write-ahead log folder: ingest is answered only once its events are fsynced there, and what a
+   * crashed process left is replayed at start before the port opens. Absent: no log (tests).
+   */
+  walDir?: string;
   onFindings?: (findings: Finding[]) => void;
   log?: (line: string) => void;
 }
@@ -29,7 +36,10 @@ export interface Up {
 /** The embedded pipeline behind the HTTP API: ingest → in-process bus → detectors → chDB. */
 export async function startUp(o: UpOptions): Promise<Up> {
   const { store } = o;
-  const transport = new MemoryTransport({ maxQueuedBatches: 64 });
+  // One partition: the log is acknowledged from its head, in delivery order.
+  const bus = new MemoryTransport({ maxQueuedBatches: 64, partitions: 1 });
+  const wal = o.walDir ? new WalTransport(bus, { dir: o.walDir }) : undefined;
+  const transport = wal ?? bus;
   const pipeline = new Pipeline({
     transport,
     store,
@@ -38,6 +48,11 @@ export async function startUp(o: UpOptions): Promise<Up> {
       o.log?.(`store write failed (attempt ${attempt}): ${(err as Error).message}`),
   });
   await pipeline.start();
+  if (wal) {
+    const r = await wal.recover();
+    if (r.batches > 0)
+      o.log?.(`replaying ${r.events} event(s) in ${r.batches} batch(es) left in ${o.walDir} by the last run`);
+  }
   const app = await buildApp({
     publisher: transport,
     auth: { ingestToken: o.token },
@@ -51,6 +66,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
       try {
         await pipeline.stop();
       } finally {
+        await wal?.close();
         await store.close();
       }
     })());
@@ -68,6 +84,9 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
 
   --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
   --port N         port (default 7070; 0 picks a free one, printed at start)
+  --wal DIR        write-ahead log: ingest is answered 2xx only once its events are fsynced here,
+                   and a restart replays what was not yet stored (default DATA/ingest-wal, DATA
+                   being --data or ./data)
   --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
@@ -75,6 +94,7 @@ ${STORE_FLAGS_HELP}`,
       host: { type: 'string' },
       port: { type: 'string' },
       token: { type: 'string' },
+      wal: { type: 'string' },
       ...STORE_FLAGS,
     });
     if (values.help) {
@@ -93,6 +113,7 @@ ${STORE_FLAGS_HELP}`,
       port: num(values.port, 'port', 7070),
       store,
       token: token || undefined,
+      walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
       log: (l) => console.error(`rankwatch up: ${l}`),
       onFindings: (fs) => {
         for (const f of fs) {

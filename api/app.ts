@@ -4,6 +4,8 @@
  * query API (jobs, MFU, findings, nodes) joins the same app later.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Health } from '../core/health.js';
+import type { Metrics } from '../core/metrics.js';
 import type { Publisher } from '../stream/transport.js';
 import { healthRoutes } from './routes/healthz.js';
 import { ingestRoutes } from './routes/ingest.js';
@@ -23,6 +25,10 @@ export interface AppDeps {
   maxInflatedBytes?: number;
   /** Extra figures for GET /healthz (pipeline counters, store state). */
   health?: () => Record<string, unknown>;
+  /** Health checks: /healthz answers 503 with the reasons while one fails. */
+  checks?: Health;
+  /** Served on GET /metrics (Prometheus text). */
+  metrics?: Metrics;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -30,7 +36,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger: deps.logger ?? false,
     bodyLimit: deps.bodyLimit ?? 32 << 20,
   });
-  await app.register(healthRoutes, { health: deps.health });
+  await app.register(healthRoutes, { health: deps.health, checks: deps.checks, metrics: deps.metrics });
   await app.register(ingestRoutes, {
     publisher: deps.publisher,
     token: deps.auth?.ingestToken,

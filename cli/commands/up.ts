@@ -1,6 +1,9 @@
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
+import { Health } from '../../core/health.js';
+import { createLogger, type Logger, silentLogger } from '../../core/log.js';
+import { Metrics } from '../../core/metrics.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { Store } from '../../store/store.js';
@@ -21,7 +24,8 @@ export interface UpOptions {
    */
   walDir?: string;
   onFindings?: (findings: Finding[]) => void;
-  log?: (line: string) => void;
+  /** Runtime log (default: silent). */
+  logger?: Logger;
 }
 
 export interface Up {
@@ -29,6 +33,7 @@ export interface Up {
   app: FastifyInstance;
   pipeline: Pipeline;
   store: Store;
+  health: Health;
   /** Idempotent: stops taking requests, drains the pipeline, closes the store. */
   close(): Promise<void>;
 }
@@ -40,23 +45,63 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const bus = new MemoryTransport({ maxQueuedBatches: 64, partitions: 1 });
   const wal = o.walDir ? new WalTransport(bus, { dir: o.walDir }) : undefined;
   const transport = wal ?? bus;
+  const log = o.logger ?? silentLogger();
+  const health = new Health(log);
+  health.ok('store');
   const pipeline = new Pipeline({
     transport,
     store,
     onFindings: o.onFindings,
-    onStoreRetry: (err, attempt) =>
-      o.log?.(`store write failed (attempt ${attempt}): ${(err as Error).message}`),
+    // One line when the store starts failing and one when it is back (Health logs transitions).
+    onStoreRetry: (err) =>
+      health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`),
+    onStoreRecovered: () => health.ok('store'),
   });
   await pipeline.start();
   if (wal) {
     const r = await wal.recover();
     if (r.batches > 0)
-      o.log?.(`replaying ${r.events} event(s) in ${r.batches} batch(es) left in ${o.walDir} by the last run`);
+      log.info(
+        `replaying ${r.events} event(s) in ${r.batches} batch(es) left in ${o.walDir} by the last run`,
+      );
   }
+  const metrics = new Metrics()
+    .health(health)
+    .counters(
+      'rankwatch_pipeline',
+      {
+        events: 'valid events processed',
+        dead_letters: 'events set aside with a reason (table dead_letters)',
+        findings: 'findings emitted',
+        store_retries: 'failed store writes retried',
+      },
+      () => ({ ...pipeline.counters() }),
+    )
+    .counters(
+      'rankwatch_bus',
+      {
+        published_events: 'events accepted by ingest',
+        redelivered_batches: 'batches delivered again after a failure',
+      },
+      () => ({ ...transport.counters() }),
+    )
+    .gauges(
+      'rankwatch_wal',
+      {
+        bytes: 'bytes in the write-ahead log not yet stored',
+        recovered_events: 'events replayed from the log at start',
+      },
+      () => {
+        const c = wal?.counters();
+        return { bytes: c?.wal_bytes, recovered_events: c?.wal_recovered_events };
+      },
+    );
   const app = await buildApp({
     publisher: transport,
     auth: { ingestToken: o.token },
     health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
+    checks: health,
+    metrics,
   });
   const address = await app.listen({ host: o.host, port: o.port });
   let closing: Promise<void> | undefined;
@@ -70,7 +115,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
         await store.close();
       }
     })());
-  return { url: address, app, pipeline, store, close };
+  return { url: address, app, pipeline, store, health, close };
 }
 
 export const up: Command = {
@@ -101,12 +146,11 @@ ${STORE_FLAGS_HELP}`,
       console.log(this.usage);
       return 0;
     }
+    const log = createLogger('rankwatch up');
     const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
     const host = values.host ?? '127.0.0.1';
     if (!token && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
-      console.error(
-        'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
-      );
+      log.warn('listening beyond loopback without --token: anyone who can reach it can ingest');
     const { store, where } = await openStore(values);
     const server = await startUp({
       host,
@@ -114,7 +158,7 @@ ${STORE_FLAGS_HELP}`,
       store,
       token: token || undefined,
       walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
-      log: (l) => console.error(`rankwatch up: ${l}`),
+      logger: log,
       onFindings: (fs) => {
         for (const f of fs) {
           if (f.state === 'update') continue;
@@ -126,11 +170,11 @@ ${STORE_FLAGS_HELP}`,
       },
     });
     console.log(
-      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz); storing in ${where}`,
+      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /healthz, GET /metrics); storing in ${where}`,
     );
     const failed = await new Promise<unknown>((done) => {
       const stop = (sig: string) => {
-        console.error(`rankwatch up: ${sig}: draining and closing`);
+        log.info(`${sig}: draining and closing`);
         server.close().then(() => done(undefined), done);
       };
       process.once('SIGINT', () => stop('SIGINT'));

@@ -12,7 +12,7 @@ import { RankwatchError } from '../core/errors.js';
 import { publishIsolating } from '../stream/isolate.js';
 import { type Batch, batchByKey, type Publisher } from '../stream/transport.js';
 import type { ParseProblem } from './parsers/problems.js';
-import type { Logger, Source, SourceDeps } from './source.js';
+import { backoffMs, type Logger, type Source, type SourceDeps } from './source.js';
 
 export interface CollectorOptions {
   publisher: Publisher;
@@ -43,6 +43,9 @@ export class Collector {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private stopped = false;
+  /** Failed publishes in a row: the next attempt waits flushMs · 2^n (at most 30 s). */
+  private failuresInRow = 0;
+  private retryAt = 0;
   private readonly flushMs: number;
   private readonly maxBatch: number;
   private readonly maxBuffered: number;
@@ -157,7 +160,8 @@ export class Collector {
       this.buffer.splice(0, over);
       this.drop('buffer_full', over);
     }
-    if (this.buffer.length >= this.maxBatch && !this.flushing) void this.flush();
+    if (this.buffer.length >= this.maxBatch && !this.flushing && Date.now() >= this.retryAt)
+      void this.flush();
   }
 
   private async flushOnce(): Promise<void> {
@@ -167,6 +171,8 @@ export class Collector {
       const refusedBefore = this.c.dropped_by_reason.refused_by_bus ?? 0;
       try {
         await publishIsolating(this.o.publisher, batches, (e, reason) => this.refuse(e, reason));
+        this.failuresInRow = 0;
+        this.retryAt = 0;
         this.c.events_sent +=
           events.length - ((this.c.dropped_by_reason.refused_by_bus ?? 0) - refusedBefore);
       } catch (err) {
@@ -176,8 +182,10 @@ export class Collector {
           this.o.logger.warn(`publisher stopped, dropped ${events.length} events`);
           return;
         }
-        // Whatever the failure (bus away, 5xx, a refused token), keep them (bounded) for the next
-        // flush; the publisher's health check names the reason, logged once when it starts.
+        // Whatever the failure (bus away, 5xx, a refused token), keep them (bounded) and try again
+        // after a growing wait; the publisher's health check names the reason, logged once.
+        this.failuresInRow++;
+        this.retryAt = Date.now() + backoffMs(this.failuresInRow, this.flushMs);
         this.buffer.unshift(...events);
         const over = this.buffer.length - this.maxBuffered;
         if (over > 0) {
@@ -217,9 +225,12 @@ export class Collector {
 
   private schedule(): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.flush().finally(() => this.schedule());
-    }, this.flushMs);
+    this.timer = setTimeout(
+      () => {
+        void this.flush().finally(() => this.schedule());
+      },
+      Math.max(this.flushMs, this.retryAt - Date.now()),
+    );
     this.timer.unref?.();
   }
 }

@@ -1,4 +1,9 @@
+import Fastify from 'fastify';
+import { healthRoutes } from '../../api/routes/healthz.js';
 import { RankwatchError } from '../../core/errors.js';
+import { Health } from '../../core/health.js';
+import { createLogger } from '../../core/log.js';
+import { Metrics } from '../../core/metrics.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { DeadLetter } from '../../store/rows.js';
@@ -28,8 +33,13 @@ uncommitted for the next owner instead of holding shutdown).
   --no-replay               on a new partition, start at the committed offset without rebuilding state
   --replay-max-age MIN      rebuild state from the last MIN minutes only (default: all retained);
                             an incident open since before then is opened again under a new id
-  --stats-interval S        print counters on stderr every S seconds, 0 = never (default 10)
-  --quiet                   no log lines on stderr
+  --stats-interval S        log counters every S seconds, 0 = never (default 10)
+  --health-port N           serve GET /healthz (503 with the reason while the store or the bus
+                            fails) and GET /metrics (Prometheus) on --health-host:N (0: any port)
+  --health-host ADDR        address of that port (default 127.0.0.1)
+  --quiet                   log errors only
+Exits 1, naming the reason, when it stopped without finishing its work (a batch left
+uncommitted because the store kept failing).
 ${KAFKA_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
@@ -42,14 +52,32 @@ ${STORE_FLAGS_HELP}`,
       'no-events': { type: 'boolean' },
       'stats-interval': { type: 'string' },
       quiet: { type: 'boolean' },
+      'health-port': { type: 'string' },
+      'health-host': { type: 'string' },
     });
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
-    const quiet = values.quiet === true;
-    const log = (level: string, message: string) => {
-      if (!quiet || level === 'error') process.stderr.write(`detect ${level}: ${message}\n`);
+    const logger = createLogger('rankwatch detect', values.quiet === true ? { level: 'error' } : {});
+    const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
+    const health = new Health(logger);
+    health.ok('store');
+    // The bus: failing from a kafkajs error until a batch is handled again, or 90 s without errors
+    // (kafkajs lines are rate-limited over 60 s windows, so a quieter spell means it is back).
+    let busError: { since: number; at: number; reason: string } | undefined;
+    let lastHandled = 0;
+    health.probe('bus', () => {
+      if (!busError || lastHandled > busError.at || Date.now() - busError.at > 90_000) return undefined;
+      return { failingSince: busError.since, reason: busError.reason };
+    });
+    const kafkaLog = (level: 'info' | 'warn' | 'error', message: string) => {
+      if (level === 'error') {
+        const t = Date.now();
+        const open = busError && lastHandled <= busError.at && t - busError.at <= 90_000;
+        busError = { since: open && busError ? busError.since : t, at: t, reason: message };
+      }
+      log(level, message);
     };
     const config = kafkaConfigFrom(values, process.env);
     const statsEvery = num(values['stats-interval'], 'stats-interval', 10);
@@ -62,7 +90,7 @@ ${STORE_FLAGS_HELP}`,
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
-      log,
+      log: kafkaLog,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
       replayMaxAgeMs,
     });
@@ -75,18 +103,21 @@ ${STORE_FLAGS_HELP}`,
       storeEvents: values['no-events'] !== true,
       onFindings: (fs) => findings.push(...fs),
       onDeadLetters: (rows) => deadLetters.push(...rows),
-      onStoreRetry: (err, attempt) => {
+      onStoreRetry: (err) => {
         // The store is behind or away: stop fetching until it takes this batch.
         if (!paused) transport.pause();
         paused = true;
-        log('warn', `store write failed (attempt ${attempt}), retrying: ${(err as Error).message}`);
+        // Logged once when the failure starts and once when it ends, not per attempt.
+        health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`);
       },
+      onStoreRecovered: () => health.ok('store'),
     });
     const p = pipeline;
 
     await store.migrate();
     await transport.consume(async (d) => {
       await p.handle(d);
+      lastHandled = Date.now();
       if (paused) {
         transport.resume();
         paused = false;
@@ -107,23 +138,24 @@ ${STORE_FLAGS_HELP}`,
       `joined group ${transport.config.group} on ${transport.config.topic} at ${transport.config.brokers.join(',')}; storing in ${where}`,
     );
 
-    const stats = () => {
+    const figures = () => {
       const t = transport.counters();
       const c = p.counters();
-      log(
-        'info',
-        JSON.stringify({
-          batches: c.batches,
-          events: c.events,
-          findings: c.findings,
-          dead_letters: c.dead_letters,
-          replayed_batches: t.replayed_batches,
-          replay_skipped_batches: t.replay_skipped_batches,
-          commits: t.commits,
-          store_retries: c.store_retries,
-        }),
-      );
+      return {
+        batches: c.batches,
+        events: c.events,
+        findings: c.findings,
+        dead_letters: c.dead_letters,
+        dead_letters_sent: t.dead_letters_sent,
+        replayed_batches: t.replayed_batches,
+        replay_skipped_batches: t.replay_skipped_batches,
+        commits: t.commits,
+        store_retries: c.store_retries,
+      };
     };
+    const stats = () => logger.info({ counters: figures() }, 'counters');
+    const server = await healthServer(values['health-host'], values['health-port'], health, figures);
+    if (server) log('info', `health on ${server.url}/healthz, ${server.url}/metrics`);
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
     await new Promise<void>((done) => {
@@ -141,6 +173,41 @@ ${STORE_FLAGS_HELP}`,
     await out?.close();
     await store.close();
     stats();
+    await server?.close();
+    const store_ = health.report().checks.store;
+    if (store_ && !store_.ok) {
+      logger.error(
+        `stopped without finishing: ${store_.reason}; the batch in hand stays uncommitted for the next owner`,
+      );
+      return 1;
+    }
     return 0;
   },
 };
+
+/** GET /healthz and GET /metrics on their own port, when asked for. */
+async function healthServer(
+  host: string | undefined,
+  port: string | undefined,
+  health: Health,
+  figures: () => Record<string, number>,
+): Promise<{ url: string; close(): Promise<void> } | undefined> {
+  if (port === undefined) return undefined;
+  const metrics = new Metrics().health(health).counters(
+    'rankwatch_detect',
+    {
+      batches: 'batches handled',
+      events: 'valid events processed',
+      findings: 'findings emitted',
+      dead_letters: 'events set aside with a reason (table dead_letters)',
+      dead_letters_sent: 'dead-letter records sent to the dead-letter topic',
+      commits: 'offset commits',
+      store_retries: 'failed store writes retried',
+    },
+    figures,
+  );
+  const app = Fastify({ logger: false });
+  await app.register(healthRoutes, { checks: health, metrics, health: () => ({ counters: figures() }) });
+  const url = await app.listen({ host: host ?? '127.0.0.1', port: num(port, 'health-port') });
+  return { url, close: () => app.close() };
+}

@@ -63,19 +63,20 @@ ${STORE_FLAGS_HELP}`,
     const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
     const health = new Health(logger);
     health.ok('store');
-    // The bus: failing from a kafkajs error until a batch is handled again, or 90 s without errors
-    // (kafkajs lines are rate-limited over 60 s windows, so a quieter spell means it is back).
+    // The bus: failing from a kafkajs line that says the broker cannot be reached until a batch is
+    // handled again or 90 s pass without one (its lines are rate-limited over 60 s windows, so a
+    // longer quiet spell means it is back). Protocol errors kafkajs retries itself do not count.
     let busError: { since: number; at: number; reason: string } | undefined;
     let lastHandled = 0;
-    health.probe('bus', () => {
-      if (!busError || lastHandled > busError.at || Date.now() - busError.at > 90_000) return undefined;
-      return { failingSince: busError.since, reason: busError.reason };
-    });
+    const busOpen = (t: number) =>
+      busError !== undefined && lastHandled <= busError.at && t - busError.at <= 90_000;
+    health.probe('bus', () =>
+      busError && busOpen(Date.now()) ? { failingSince: busError.since, reason: busError.reason } : undefined,
+    );
     const kafkaLog = (level: 'info' | 'warn' | 'error', message: string) => {
-      if (level === 'error') {
+      if (level === 'error' && UNREACHABLE.test(message)) {
         const t = Date.now();
-        const open = busError && lastHandled <= busError.at && t - busError.at <= 90_000;
-        busError = { since: open && busError ? busError.since : t, at: t, reason: message };
+        busError = { since: busOpen(t) && busError ? busError.since : t, at: t, reason: message };
       }
       log(level, message);
     };
@@ -184,6 +185,10 @@ ${STORE_FLAGS_HELP}`,
     return 0;
   },
 };
+
+/** kafkajs lines that mean the brokers cannot be reached (as kafkajs words them, tulios/kafkajs#267, #1557). */
+const UNREACHABLE =
+  /ECONNREFUSED|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|Connection timeout|socket hang up|Failed to connect|NumberOfRetriesExceeded|Closed connection/i;
 
 /** GET /healthz and GET /metrics on their own port, when asked for. */
 async function healthServer(

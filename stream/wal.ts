@@ -11,6 +11,7 @@
  * crash is at least once: a batch stored just before the crash is stored again, and the store's
  * idempotent writes (ReplacingMergeTree, read with FINAL) keep one copy.
  */
+import { RankwatchError } from '../core/errors.js';
 import { DiskSpool } from './spool.js';
 import type { Batch, Transport, TransportCounters } from './transport.js';
 
@@ -32,6 +33,7 @@ export interface WalCounters {
 export class WalTransport implements Transport {
   readonly type: string;
   private readonly log: DiskSpool;
+  private readonly dir: string;
   /** Append then publish, one publish at a time: journal order is bus order. */
   private chain: Promise<unknown> = Promise.resolve();
   private readonly c = {
@@ -46,6 +48,7 @@ export class WalTransport implements Transport {
     opts: WalOptions,
   ) {
     this.type = `wal(${inner.type})`;
+    this.dir = opts.dir;
     // No size cap: a write-ahead log never drops what it acknowledged.
     this.log = new DiskSpool({ dir: opts.dir, maxBytes: Number.MAX_SAFE_INTEGER, fsync: opts.fsync ?? true });
   }
@@ -56,7 +59,13 @@ export class WalTransport implements Transport {
    * once all are queued (the bus's backpressure paces it).
    */
   async recover(): Promise<{ batches: number; events: number }> {
-    const left = await this.log.read(Number.POSITIVE_INFINITY);
+    const left = await this.log.read(Number.POSITIVE_INFINITY).catch((err: Error) => {
+      throw new RankwatchError(
+        'RANKWATCH_ERR_CONFIG',
+        `write-ahead log ${this.dir}: cannot use it (${err.message}); give --wal a writable folder`,
+        { cause: err },
+      );
+    });
     const run = async () => {
       for (const b of left) {
         await this.inner.publish([b]);

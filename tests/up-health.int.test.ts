@@ -4,7 +4,7 @@
  * failure starts and one when it ends, not one per retry. Real HTTP, the real chDB engine behind a
  * switch that makes it unreachable (tests/helpers.ts SwitchableStore), events through ingest.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -78,4 +78,20 @@ describe('rankwatch up health', () => {
       await chdb.close();
     }
   }, 180_000);
+
+  it('a write-ahead log it cannot use stops the start with one clear error naming the folder', async () => {
+    const chdb = new ChdbStore({ path: join(dir, 'data') });
+    const notADir = join(dir, 'wal-is-a-file');
+    writeFileSync(notADir, 'x');
+    try {
+      const err = await startUp({ host: '127.0.0.1', port: 0, store: chdb, walDir: notADir }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code: 'RANKWATCH_ERR_CONFIG' });
+      expect((err as Error).message).toMatch(/write-ahead log .*wal-is-a-file.*--wal/);
+    } finally {
+      await chdb.close();
+    }
+  }, 60_000);
 });

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
+import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger, type Logger, silentLogger } from '../../core/log.js';
 import { Metrics } from '../../core/metrics.js';
@@ -8,6 +9,7 @@ import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
+import type { Publisher, Transport } from '../../stream/transport.js';
 import { WalTransport } from '../../stream/wal.js';
 import { type Command, num, parse } from '../args.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
@@ -59,7 +61,10 @@ export async function startUp(o: UpOptions): Promise<Up> {
   });
   await pipeline.start();
   if (wal) {
-    const r = await wal.recover();
+    const r = await wal.recover().catch(async (err) => {
+      await pipeline.close();
+      throw err;
+    });
     if (r.batches > 0)
       log.info(
         `replaying ${r.events} event(s) in ${r.batches} batch(es) left in ${o.walDir} by the last run`,
@@ -97,7 +102,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
       },
     );
   const app = await buildApp({
-    publisher: transport,
+    publisher: wal ? logged(transport, health) : transport,
     auth: { ingestToken: o.token },
     health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
     checks: health,
@@ -116,6 +121,25 @@ export async function startUp(o: UpOptions): Promise<Up> {
       }
     })());
   return { url: address, app, pipeline, store, health, close };
+}
+
+/** Ingest through the log, reporting a log that cannot be written (disk full, unwritable) as `wal`. */
+function logged(transport: Transport, health: Health): Publisher {
+  health.ok('wal');
+  return {
+    type: transport.type,
+    async publish(batches) {
+      try {
+        await transport.publish(batches);
+      } catch (err) {
+        if (!(err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STOPPED'))
+          health.fail('wal', `ingest answers 500, nothing accepted: ${(err as Error).message}`);
+        throw err;
+      }
+      health.ok('wal');
+    },
+    stop: () => transport.stop(),
+  };
 }
 
 export const up: Command = {

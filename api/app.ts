@@ -5,6 +5,8 @@
  * it needs (api/auth.ts). docs/api.md describes them.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Health } from '../core/health.js';
+import type { Metrics } from '../core/metrics.js';
 import type { Store } from '../store/store.js';
 import type { Publisher } from '../stream/transport.js';
 import { type AuthToken, authTokens, installAuth } from './auth.js';
@@ -35,6 +37,10 @@ export interface AppDeps {
   maxInflatedBytes?: number;
   /** Extra figures for GET /healthz (pipeline counters, store state). */
   health?: () => Record<string, unknown>;
+  /** Health checks: /healthz answers 503 with the reasons while one fails. */
+  checks?: Health;
+  /** Served on GET /metrics (Prometheus text). */
+  metrics?: Metrics;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -45,7 +51,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installAuth(app, [...(deps.auth?.tokens ?? []), ...authTokens({ token: deps.auth?.ingestToken })]);
   app.setErrorHandler(errorHandler(app.initialConfig.bodyLimit ?? 32 << 20));
   await installDocs(app);
-  await app.register(healthRoutes, { health: deps.health });
+  await app.register(healthRoutes, { health: deps.health, checks: deps.checks, metrics: deps.metrics });
   if (deps.publisher)
     await app.register(ingestRoutes, {
       publisher: deps.publisher,

@@ -5,8 +5,11 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../api/app.js';
+import { RankwatchError } from '../core/errors.js';
+import { Health } from '../core/health.js';
 import { HttpPublisher } from '../stream/http.js';
 import { MemoryTransport } from '../stream/memory.js';
+import type { Batch, Publisher } from '../stream/transport.js';
 import { Collector } from './collector.js';
 import { loadCollectorConfig } from './config.js';
 import { renderMetrics, startHealthServer } from './health.js';
@@ -25,13 +28,13 @@ async function until(what: string, fn: () => boolean, timeoutMs = 30_000): Promi
   }
 }
 
-async function ingest(port = 0) {
+async function ingest(port = 0, ingestToken?: string) {
   const bus = new MemoryTransport();
   const events: unknown[] = [];
   await bus.consume(async (d) => {
     events.push(...d.events);
   });
-  const app = await buildApp({ publisher: bus });
+  const app = await buildApp({ publisher: bus, auth: { ingestToken } });
   const url = await app.listen({ host: '127.0.0.1', port });
   const close = async () => {
     await app.close();
@@ -191,5 +194,136 @@ describe('Collector', () => {
         deps,
       ),
     ).toThrow(/sources\[0\]\.intervalMs[\s\S]*sources\[1\]\.type[\s\S]*sources\[2\]/);
+  });
+
+  it('keeps what a wrong token cannot deliver (spool and memory), says so on /healthz, and delivers it with the right token', async () => {
+    const rx = await ingest(0, 'right');
+    const gpuEvent = (i: number) => ({
+      v: 1,
+      kind: 'gpu',
+      ts: 1,
+      host: 'n1',
+      gpu: i,
+      sm_clock_mhz: 1980,
+      throttle_reasons: 0,
+    });
+    const spool = { dir: join(dir, 'spool-token'), maxBytes: 1 << 20 };
+    const start = async (token: string, withSpool: boolean) => {
+      const cfg = loadCollectorConfig(
+        undefined,
+        { bus: rx.url, host: 'n1', token, ...(withSpool ? { spool } : {}) },
+        [],
+      );
+      const health = new Health();
+      const { publisher, counters } = await publisherFor(cfg, quiet, health);
+      const c = new Collector({ publisher, logger: quiet, flushMs: 50, extraCounters: counters });
+      const server = await startHealthServer('127.0.0.1', 0, {
+        counters: () => c.counters(),
+        ingest: () => {},
+        health,
+      });
+      c.start([]);
+      return { c, deps: c.deps('n1'), server, health };
+    };
+    const healthz = async (url: string) => {
+      const r = await fetch(`${url}/healthz`);
+      return {
+        status: r.status,
+        body: (await r.json()) as { checks: Record<string, { ok: boolean; reason?: string }> },
+      };
+    };
+
+    // Without a spool: kept in memory, retried, not-ok.
+    const mem = await start('wrong', false);
+    mem.deps.emit([gpuEvent(0), gpuEvent(1)]);
+    await until('a refused publish', () => mem.c.counters().publish_errors >= 2);
+    const h = await healthz(mem.server.url);
+    expect(h.status).toBe(503);
+    expect(h.body.checks.credentials).toMatchObject({
+      ok: false,
+      reason: expect.stringMatching(/refused the token \(HTTP 401\)/),
+    });
+    expect(mem.c.counters()).toMatchObject({ buffered: 2, events_dropped: 0 });
+    expect(await mem.c.stop()).toBe(2); // abandoned, and said so
+    await mem.server.close();
+
+    // With a spool: on disk, and a restart with the rotated token delivers it.
+    const a = await start('wrong', true);
+    a.deps.emit([gpuEvent(2), gpuEvent(3), gpuEvent(4)]);
+    await until('the batch spooled', () => Number(a.c.counters().spooled_batches) >= 1);
+    await until('the credentials check failing', () => a.health.report().checks.credentials?.ok === false);
+    expect((await healthz(a.server.url)).status).toBe(503);
+    expect(a.c.counters().events_dropped).toBe(0);
+    expect(await a.c.stop()).toBe(0);
+    await a.server.close();
+    expect(rx.events).toHaveLength(0);
+
+    const b = await start('right', true);
+    await until('the spooled events delivered', () => rx.events.length === 3);
+    await until('ok again', () => b.health.report().ok);
+    expect((await healthz(b.server.url)).status).toBe(200);
+    await b.c.stop();
+    await b.server.close();
+    await rx.close();
+  });
+
+  it('one event the bus refuses on its own costs only itself: the rest of its batch of 5,000 is delivered', async () => {
+    // The broker's rule (max.message.bytes, 1 MiB) in front of a real bus: a publish whose
+    // batches encode past it is refused with TRANSPORT_REJECTED, as stream/kafka.ts reports it.
+    const bus = new MemoryTransport({ maxQueuedBatches: 100_000 });
+    const got: unknown[] = [];
+    await bus.consume(async (d) => {
+      got.push(...d.events);
+    });
+    const limited: Publisher = {
+      type: 'limited',
+      async publish(batches: Batch[]) {
+        const bytes = batches.reduce((n, b) => n + Buffer.byteLength(JSON.stringify(b.events)), 0);
+        if (bytes > 1 << 20)
+          throw new RankwatchError(
+            'RANKWATCH_ERR_TRANSPORT_REJECTED',
+            `message of ${bytes} bytes is over max.message.bytes`,
+          );
+        await bus.publish(batches);
+      },
+      stop: async () => {},
+    };
+    const warnings: string[] = [];
+    const c = new Collector({
+      publisher: limited,
+      logger: { info: () => {}, warn: (m) => warnings.push(m) },
+      flushMs: 50,
+      maxBatchEvents: 5000,
+    });
+    const deps = c.deps('n1');
+    c.start([]);
+    const events: Record<string, unknown>[] = Array.from({ length: 5000 }, (_, i) => ({
+      v: 1,
+      kind: 'step',
+      ts: 1,
+      job: 'j',
+      rank: i,
+      host: 'n1',
+      gpu: 0,
+      step: 1,
+      step_ms: 100,
+      compute_ms: 90,
+    }));
+    events[1234] = { ...events[1234], note: 'x'.repeat(2 << 20) };
+    deps.emit(events);
+    await until('the batch delivered', () => got.length === 4999);
+    await bus.drain();
+    expect(new Set((got as { rank: number }[]).map((e) => e.rank)).has(1234)).toBe(false);
+    expect(c.counters()).toMatchObject({
+      events_sent: 4999,
+      events_dropped: 1,
+      dropped_by_reason: { refused_by_bus: 1 },
+    });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(
+      /dropped one event of \d{7} bytes the bus refuses: message of \d+ bytes is over max.message.bytes/,
+    );
+    await c.stop();
+    await bus.stop();
   });
 });

@@ -4,11 +4,15 @@
  * publisher (HTTP to `rankwatch up`, Kafka, each usually wrapped in the disk spool). Memory is
  * bounded by `maxBufferedEvents`: past it the oldest events are dropped and counted. Every source
  * problem is counted and the first of each kind logged, never fatal to the others.
+ * A publish that fails keeps its events (the bus is away, overloaded, or refuses the token: the
+ * publisher's health says which); only an event the bus refuses on its own is dropped, counted as
+ * `refused_by_bus`, and the rest of its batch delivered.
  */
-import { isRetriable } from '../core/errors.js';
+import { RankwatchError } from '../core/errors.js';
+import { publishIsolating } from '../stream/isolate.js';
 import { type Batch, batchByKey, type Publisher } from '../stream/transport.js';
 import type { ParseProblem } from './parsers/problems.js';
-import type { Logger, Source, SourceDeps } from './source.js';
+import { backoffMs, type Logger, type Source, type SourceDeps } from './source.js';
 
 export interface CollectorOptions {
   publisher: Publisher;
@@ -41,6 +45,9 @@ export class Collector {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private stopped = false;
+  /** Failed publishes in a row: the next attempt waits flushMs · 2^n (at most 30 s). */
+  private failuresInRow = 0;
+  private retryAt = 0;
   private readonly flushMs: number;
   private readonly maxBatch: number;
   private readonly maxBuffered: number;
@@ -110,15 +117,28 @@ export class Collector {
     }
   }
 
-  /** Idempotent: stops sources first, sends what they produced, then stops the publisher. */
-  async stop(): Promise<void> {
-    if (this.stopped) return;
+  /**
+   * Idempotent: stops sources first, sends what they produced, then stops the publisher. Resolves
+   * with the events it had to abandon (the bus refused them to the end and no spool took them),
+   * counted as `abandoned_at_stop`; a caller exits non-zero when there are any.
+   */
+  async stop(): Promise<number> {
+    if (this.stopped) return 0;
     this.stopped = true;
     clearTimeout(this.timer);
     await Promise.allSettled(this.sources.map((s) => s.stop()));
     await this.flushing;
-    for (let tries = 0; this.buffer.length > 0 && tries < 3; tries++) await this.flush();
+    for (let tries = 0; this.buffer.length > 0 && tries < 3; tries++) {
+      if (tries > 0) await new Promise((r) => setTimeout(r, 200 * tries));
+      await this.flush();
+    }
+    const abandoned = this.buffer.length;
+    if (abandoned > 0) {
+      this.buffer = [];
+      this.drop('abandoned_at_stop', abandoned);
+    }
     await this.o.publisher.stop();
+    return abandoned;
   }
 
   counters(): CollectorCounters {
@@ -151,36 +171,62 @@ export class Collector {
       this.buffer.splice(0, over);
       this.drop('buffer_full', over);
     }
-    if (this.buffer.length >= this.maxBatch && !this.flushing) void this.flush();
+    if (this.buffer.length >= this.maxBatch && !this.flushing && Date.now() >= this.retryAt)
+      void this.flush();
   }
 
   private async flushOnce(): Promise<void> {
     while (this.buffer.length > 0) {
       const events = this.buffer.splice(0, this.maxBatch);
       const batches: Batch[] = batchByKey(events);
+      const refusedBefore = this.c.dropped_by_reason.refused_by_bus ?? 0;
       try {
-        await this.o.publisher.publish(batches);
-        this.c.events_sent += events.length;
+        await publishIsolating(this.o.publisher, batches, (e, reason) => this.refuse(e, reason));
+        this.failuresInRow = 0;
+        this.retryAt = 0;
+        this.c.events_sent +=
+          events.length - ((this.c.dropped_by_reason.refused_by_bus ?? 0) - refusedBefore);
       } catch (err) {
         this.c.publish_errors++;
-        if (isRetriable(err) && !this.stopped) {
-          // The bus is away and no spool took them: keep them (bounded) for the next flush.
-          this.buffer.unshift(...events);
-          const over = this.buffer.length - this.maxBuffered;
-          if (over > 0) {
-            this.buffer.splice(0, over);
-            this.drop('buffer_full', over);
-          }
-          if (this.c.publish_errors <= 5 || Number.isInteger(Math.log10(this.c.publish_errors)))
-            this.o.logger.warn(
-              `publish failed, keeping ${this.buffer.length} events in memory: ${(err as Error).message}`,
-            );
+        if (err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STOPPED') {
+          this.drop('publisher_stopped', events.length);
+          this.o.logger.warn(`publisher stopped, dropped ${events.length} events`);
           return;
         }
-        this.drop(((err as { code?: string }).code ?? 'publish_error').toLowerCase(), events.length);
-        this.o.logger.warn(`publish failed, dropped ${events.length} events: ${(err as Error).message}`);
+        // Whatever the failure (bus away, 5xx, a refused token), keep them (bounded) and try again
+        // after a growing wait; the publisher's health check names the reason, logged once.
+        this.failuresInRow++;
+        this.retryAt = Date.now() + backoffMs(this.failuresInRow, this.flushMs);
+        this.buffer.unshift(...events);
+        const over = this.buffer.length - this.maxBuffered;
+        if (over > 0) {
+          this.buffer.splice(0, over);
+          this.drop('buffer_full', over);
+        }
+        return;
       }
     }
+  }
+
+  /** An event the bus refuses on its own: dropped with one clear, counted reason. */
+  refuse(event: unknown, reason: string): void {
+    this.drop('refused_by_bus', 1);
+    const n = this.c.dropped_by_reason.refused_by_bus;
+    if (n <= 5 || Number.isInteger(Math.log10(n))) {
+      const bytes = Buffer.byteLength(JSON.stringify(event) ?? '');
+      this.o.logger.warn(`dropped one event of ${bytes} bytes the bus refuses: ${reason} [${n} so far]`);
+    }
+  }
+
+  /**
+   * Events from a local sender (a training hook) that is answered once they are handed off:
+   * through `durable` (the spool) when given, so the answer means "on disk"; else into the buffer.
+   */
+  async handOff(events: unknown[], durable?: (batches: Batch[]) => Promise<void>): Promise<void> {
+    if (!durable) return this.accept(events);
+    this.c.events_read += events.length;
+    await durable(batchByKey(events));
+    this.c.events_sent += events.length;
   }
 
   private drop(reason: string, n: number): void {
@@ -190,9 +236,12 @@ export class Collector {
 
   private schedule(): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.flush().finally(() => this.schedule());
-    }, this.flushMs);
+    this.timer = setTimeout(
+      () => {
+        void this.flush().finally(() => this.schedule());
+      },
+      Math.max(this.flushMs, this.retryAt - Date.now()),
+    );
     this.timer.unref?.();
   }
 }

@@ -6,6 +6,7 @@
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { checkIngestBody } from '../api/routes/ingest.js';
+import type { Health } from '../core/health.js';
 import type { CollectorCounters } from './collector.js';
 
 /** Largest ingest body the local port takes. */
@@ -64,8 +65,13 @@ const BASE = { events_read: 1, events_sent: 1, events_dropped: 1, publish_errors
 
 export interface LocalServerDeps {
   counters: () => CollectorCounters;
-  /** Where events POSTed to /v1/ingest go (the collector's buffer). */
-  ingest: (events: unknown[]) => void;
+  /**
+   * Where events POSTed to /v1/ingest go; the 200 waits for it (with a spool: on disk). A
+   * rejection answers 503, nothing accepted, and the sender keeps its events.
+   */
+  ingest: (events: unknown[]) => void | Promise<void>;
+  /** Health checks: GET /healthz is 503 with the failing checks' reasons while one fails. */
+  health?: Health;
   /** Who may POST: loopback peers only (default: the port carries no token), anyone, or no one. */
   ingestFrom?: 'loopback' | 'any' | 'off';
 }
@@ -94,25 +100,44 @@ export async function startHealthServer(
           const r = checkIngestBody(body);
           if ('message' in r)
             return res.writeHead(400).end(JSON.stringify({ accepted: 0, rejected: 1, message: r.message }));
-          if (r.good.length) deps.ingest(r.good);
           const reply = {
             accepted: r.good.length,
             rejected: r.rejected,
             ...(r.rejected ? { errors: r.errors } : {}),
           };
-          res
-            .writeHead(r.rejected ? 400 : 200, { 'content-type': 'application/json' })
-            .end(JSON.stringify(reply));
+          Promise.resolve(r.good.length ? deps.ingest(r.good) : undefined).then(
+            () =>
+              res
+                .writeHead(r.rejected ? 400 : 200, { 'content-type': 'application/json' })
+                .end(JSON.stringify(reply)),
+            (err: Error) =>
+              res.writeHead(503, { 'content-type': 'application/json' }).end(
+                JSON.stringify({
+                  accepted: 0,
+                  rejected: 0,
+                  message: `not accepted, send again: ${err.message}`,
+                }),
+              ),
+          );
         },
         (err: Error) =>
           res.writeHead(413).end(JSON.stringify({ accepted: 0, rejected: 0, message: err.message })),
       );
     } else if (req.url === '/metrics') {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(renderMetrics(deps.counters()));
-    } else if (req.url === '/healthz') {
+      const checks = Object.entries(deps.health?.report().checks ?? {}).map(
+        ([name, c]) => `rankwatch_collector_health_check_ok{check="${name}"} ${c.ok ? 1 : 0}`,
+      );
+      const health = checks.length
+        ? `# HELP rankwatch_collector_health_check_ok health checks: 1 ok, 0 failing (reason on /healthz)\n# TYPE rankwatch_collector_health_check_ok gauge\n${checks.join('\n')}\n`
+        : '';
       res
-        .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ ok: true, ...deps.counters() }));
+        .writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
+        .end(renderMetrics(deps.counters()) + health);
+    } else if (req.url === '/healthz') {
+      const h = deps.health?.report();
+      res
+        .writeHead(h && !h.ok ? 503 : 200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ ok: h?.ok ?? true, ...(h ? { checks: h.checks } : {}), ...deps.counters() }));
     } else res.writeHead(404).end('GET /metrics, GET /healthz, POST /v1/ingest\n');
   });
   await new Promise<void>((resolve, reject) => {

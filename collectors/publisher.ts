@@ -4,18 +4,37 @@
  * configured, so an unreachable bus delays events instead of losing them.
  */
 import { RankwatchError } from '../core/errors.js';
+import type { Health } from '../core/health.js';
 import { HttpPublisher } from '../stream/http.js';
+import { isRefusal } from '../stream/isolate.js';
 import { DiskSpool, SpoolingPublisher } from '../stream/spool.js';
-import type { Publisher } from '../stream/transport.js';
+import type { Batch, Publisher } from '../stream/transport.js';
 import type { CollectorConfig } from './config.js';
 import type { Logger } from './source.js';
 
+export interface CollectorPublisher {
+  publisher: Publisher;
+  counters: () => Record<string, number>;
+  /** With a spool: puts events on disk and resolves (a durable hand-off for local senders). */
+  enqueue?: (batches: Batch[]) => Promise<void>;
+}
+
+/**
+ * Every failure to deliver keeps the batch (in the spool when there is one, else the collector's
+ * memory) and is retried: an unreachable or failing bus, 429, 5xx, and also a refused token
+ * (401/403: it may be rotated) or an unexpected answer. Only an event the bus refuses on its own
+ * (TRANSPORT_REJECTED, HTTP 413 alone) is set aside, counted, and the rest delivered. `health`
+ * shows `bus` and `credentials` failing, with the reason, until a delivery succeeds.
+ */
 export async function publisherFor(
   cfg: CollectorConfig,
   logger: Logger,
-): Promise<{ publisher: Publisher; counters: () => Record<string, number> }> {
-  const inner = await busPublisher(cfg, logger);
-  const own = () => (inner as { counters?: () => Record<string, number> }).counters?.() ?? {};
+  health?: Health,
+  onRefused?: (event: unknown, reason: string) => void,
+): Promise<CollectorPublisher> {
+  const bus = await busPublisher(cfg, logger, onRefused);
+  const inner = health ? reporting(bus, health) : bus;
+  const own = () => (bus as { counters?: () => Record<string, number> }).counters?.() ?? {};
   if (!cfg.spool) return { publisher: inner, counters: own };
   const spool = new DiskSpool({
     dir: cfg.spool.dir,
@@ -23,26 +42,55 @@ export async function publisherFor(
     onDropOldest: (bytes) =>
       logger.warn(`spool over ${cfg.spool!.maxBytes} bytes: dropped the oldest ${bytes} bytes`),
   });
-  let failures = 0;
-  const publisher = new SpoolingPublisher(inner, spool, {
-    onReplayError: (err, attempt) => {
-      failures++;
-      if (attempt === 1 || Number.isInteger(Math.log10(failures)))
-        logger.warn(`bus unreachable, spooling to ${cfg.spool!.dir}: ${(err as Error).message}`);
-    },
-  });
+  // Health logs when delivery starts and stops failing; no line per replay attempt.
+  const publisher = new SpoolingPublisher(inner, spool, { isRetriable: keepsBatch, onRefused });
   return {
     publisher,
+    enqueue: (batches) => publisher.enqueue(batches),
     counters: () => ({ ...own(), ...publisher.counters(), spool_bytes: publisher.spooledBytes() }),
   };
 }
 
-async function busPublisher(cfg: CollectorConfig, logger: Logger): Promise<Publisher> {
+/** Every failure but a refused event or a stopped publisher: the batch is kept and retried. */
+export function keepsBatch(err: unknown): boolean {
+  return !isRefusal(err) && !(err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STOPPED');
+}
+
+/** The bus publisher, reporting each attempt to the health checks. */
+function reporting(inner: Publisher, health: Health): Publisher {
+  health.ok('bus');
+  health.ok('credentials');
+  return {
+    type: inner.type,
+    async publish(batches) {
+      try {
+        await inner.publish(batches);
+      } catch (err) {
+        if (!isRefusal(err)) {
+          const auth = err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_UNAUTHORIZED';
+          health.fail(auth ? 'credentials' : 'bus', `${(err as Error).message}; events kept and retried`);
+        }
+        throw err;
+      }
+      health.ok('bus');
+      health.ok('credentials');
+    },
+    stop: () => inner.stop(),
+    counters: (inner as { counters?: () => Record<string, number> }).counters?.bind(inner),
+  } as Publisher;
+}
+
+async function busPublisher(
+  cfg: CollectorConfig,
+  logger: Logger,
+  onRefused?: (event: unknown, reason: string) => void,
+): Promise<Publisher> {
   const url = new URL(cfg.bus);
   if (url.protocol === 'http:' || url.protocol === 'https:')
     return new HttpPublisher({
       url: cfg.bus,
       token: cfg.token,
+      onRefused,
       onRejected: (n, errors) =>
         logger.warn(
           `ingest rejected ${n} event(s): ${errors

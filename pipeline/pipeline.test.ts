@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { RankwatchError } from '../core/errors.js';
 import { LIFECYCLE_DEFAULTS } from '../detectors/findings.js';
 import { DetectorRunner } from '../detectors/runner.js';
 import { ClusterSim } from '../sim/cluster.js';

@@ -33,6 +33,8 @@ export interface PipelineOptions {
   onFindings?: (findings: Finding[]) => void;
   onDeadLetters?: (rows: DeadLetter[]) => void;
   onStoreRetry?: (err: unknown, attempt: number) => void;
+  /** Told when a store write succeeds after failed attempts (the end of an outage). */
+  onStoreRecovered?: () => void;
   /**
    * Once stopping, a store write that has kept failing this long is abandoned: its batch stays
    * unacknowledged (Kafka delivers it again to the next owner) and shutdown goes on (default 10 s).
@@ -416,6 +418,7 @@ export class Pipeline {
         this.o.onStoreRetry?.(err, attempt);
       },
     });
+    if (this.failingSince !== undefined) this.o.onStoreRecovered?.();
     this.failingSince = undefined;
   }
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer } from 'node:net';
@@ -146,18 +147,33 @@ describe('HttpPublisher: bad answers from the endpoint', () => {
     expect(p.counters()).toMatchObject({ requests: 7, sent_events: 10, rejected_events: 0 });
   });
 
-  it('413 for a single event cannot be split: a non-retriable RANKWATCH_ERR_CONFIG', async () => {
-    let calls = 0;
-    server = await serve((_events, _req, res) => {
-      calls++;
-      send(res, 413, { message: 'body too large' });
+  it('an event over the body limit on its own is refused alone, counted with its reason; the rest arrive', async () => {
+    // The real ingest app with a small body limit: fastify itself answers 413.
+    const bus = new MemoryTransport();
+    const got: unknown[] = [];
+    await bus.consume(async (d) => {
+      got.push(...d.events);
     });
-    const p = new HttpPublisher({ url: server.url });
-    const err = await failure(p.publish([{ key: 'k', events: [gpu(1)] }]));
-    expect(err).toBeInstanceOf(RankwatchError);
-    expect(err).toMatchObject({ code: 'RANKWATCH_ERR_CONFIG', retriable: false });
-    expect(err?.message).toMatch(/HTTP 413/);
-    expect(calls).toBe(1);
+    const app = await buildApp({ publisher: bus, bodyLimit: 64 << 10 });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const refused: string[] = [];
+      const p = new HttpPublisher({ url, onRefused: (_e, reason) => refused.push(reason) });
+      const events: Record<string, unknown>[] = Array.from({ length: 40 }, (_, i) => gpu(i));
+      // Random bytes do not compress: this one event is over the limit even gzipped.
+      events[17] = { ...gpu(17), note: randomBytes(200 << 10).toString('base64') };
+      await p.publish([{ key: 'host:h1', events }]);
+      await bus.drain();
+      expect((got as { gpu: number }[]).map((e) => e.gpu)).toEqual(
+        Array.from({ length: 40 }, (_, i) => i).filter((i) => i !== 17),
+      );
+      expect(refused).toHaveLength(1);
+      expect(refused[0]).toMatch(/HTTP 413/);
+      expect(p.counters()).toMatchObject({ sent_events: 39, refused_events: 1 });
+    } finally {
+      await app.close();
+      await bus.stop();
+    }
   });
 
   for (const status of [429, 500, 502, 503]) {

@@ -3,7 +3,8 @@
  * bearer token when one is set. An endpoint that is down, overloaded (429) or failing (5xx)
  * raises a retriable RANKWATCH_ERR_TRANSPORT_UNAVAILABLE, so a SpoolingPublisher keeps the batch
  * on disk and replays it; a 400 means some lines were bad: the server kept the good ones, so the
- * batch counts as sent and the rejected lines are reported, never retried.
+ * batch counts as sent and the rejected lines are reported, never retried. A 413 halves the
+ * request until it fits; an event over the limit on its own is refused alone (onRefused).
  */
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
@@ -23,12 +24,16 @@ export interface HttpPublisherConfig {
   maxEventsPerRequest?: number;
   /** Told about lines the server rejected (with their reasons), e.g. to log and count them. */
   onRejected?: (rejected: number, errors: { line: number; reason: string }[]) => void;
+  /** Told about an event the server refuses on its own (413: over its body limit); the rest go on. */
+  onRefused?: (event: unknown, reason: string) => void;
 }
 
 export interface HttpPublisherCounters {
   requests: number;
   sent_events: number;
   rejected_events: number;
+  /** Events refused one by one (each alone over the server's body limit). */
+  refused_events: number;
   failed_requests: number;
   bytes_sent: number;
 }
@@ -41,6 +46,7 @@ export class HttpPublisher implements Publisher {
     requests: 0,
     sent_events: 0,
     rejected_events: 0,
+    refused_events: 0,
     failed_requests: 0,
     bytes_sent: 0,
   };
@@ -122,6 +128,15 @@ export class HttpPublisher implements Publisher {
       const half = Math.ceil(events.length / 2);
       await this.post(events.slice(0, half));
       await this.post(events.slice(half));
+      return;
+    }
+    if (res.status === 413) {
+      // One event alone over the limit: retrying cannot help, and it must not hold the others.
+      this.c.refused_events++;
+      this.cfg.onRefused?.(
+        events[0],
+        `ingest ${this.endpoint} refused an event of ${body.length} bytes gzipped (HTTP 413: over its body limit)`,
+      );
       return;
     }
     if (res.status === 429 || res.status >= 500)

@@ -89,8 +89,46 @@ export function resolveKafkaConfig(c: KafkaTransportConfig): ResolvedKafkaConfig
 
 export type KafkaLog = (level: 'info' | 'warn' | 'error', message: string) => void;
 
-/** A kafkajs client whose log lines go to the injected logger (warnings and errors only). */
-export function kafkaClient(c: ResolvedKafkaConfig, log: KafkaLog): Kafka {
+/**
+ * kafkajs logs every failed connection attempt of every broker connection: a 50 s broker outage
+ * was ~565 error lines. This passes the first line of each kind (digits ignored) and at most
+ * `max` lines per window, then says how many it held back once the next window opens.
+ */
+export function limitKafkaLog(
+  log: KafkaLog,
+  o: { windowMs?: number; max?: number } = {},
+  now: () => number = Date.now,
+): KafkaLog {
+  const windowMs = o.windowMs ?? 60_000;
+  const max = o.max ?? 5;
+  let start = Number.NEGATIVE_INFINITY;
+  let shown = 0;
+  let held = 0;
+  const seen = new Set<string>();
+  return (level, message) => {
+    const t = now();
+    if (t - start >= windowMs) {
+      if (held > 0)
+        log('warn', `kafkajs: ${held} more line(s) like the above held back in ${windowMs / 1000} s`);
+      start = t;
+      shown = 0;
+      held = 0;
+      seen.clear();
+    }
+    const kind = message.replace(/\d+/g, '#');
+    if (seen.has(kind) || shown >= max) {
+      held++;
+      return;
+    }
+    seen.add(kind);
+    shown++;
+    log(level, message);
+  };
+}
+
+/** A kafkajs client whose log lines go to the injected logger (warnings and errors, rate-limited). */
+export function kafkaClient(c: ResolvedKafkaConfig, rawLog: KafkaLog): Kafka {
+  const log = limitKafkaLog(rawLog);
   const cfg: KafkaConfig = {
     clientId: c.clientId,
     brokers: c.brokers,

@@ -4,8 +4,11 @@
  * replays the spool, oldest first, once `inner` works again. While the spool holds anything, new
  * batches go behind it, so the bus sees them in the order they were published.
  * Delivery is at least once: a batch whose publish failed after the bus took it comes again.
+ * An event the bus refuses on its own (TRANSPORT_REJECTED) is isolated and handed to `onRefused`,
+ * so it neither costs its batch nor holds the spool forever.
  */
 import { isRetriable, RankwatchError } from '../core/errors.js';
+import { publishIsolating } from './isolate.js';
 import type { DiskSpool } from './spool.js';
 import type { Batch, Publisher } from './transport.js';
 
@@ -19,6 +22,8 @@ export interface SpoolingPublisherOptions {
   isRetriable?: (err: unknown) => boolean;
   /** Told about each failed replay attempt (for a log line or a counter). */
   onReplayError?: (err: unknown, attempt: number) => void;
+  /** Told about each event the bus refused on its own, with its reason (it is not retried). */
+  onRefused?: (event: unknown, reason: string) => void;
 }
 
 export interface SpoolingCounters {
@@ -26,12 +31,14 @@ export interface SpoolingCounters {
   spooled_batches: number;
   replayed_batches: number;
   replay_errors: number;
+  /** Events the bus refused on their own, set aside (onRefused). */
+  refused_by_bus: number;
 }
 
 export class SpoolingPublisher implements Publisher {
   readonly type: string;
-  private readonly o: Required<Omit<SpoolingPublisherOptions, 'onReplayError'>> &
-    Pick<SpoolingPublisherOptions, 'onReplayError'>;
+  private readonly o: Required<Omit<SpoolingPublisherOptions, 'onReplayError' | 'onRefused'>> &
+    Pick<SpoolingPublisherOptions, 'onReplayError' | 'onRefused'>;
   /** Publishes run one after another: that is what keeps their order across an outage. */
   private chain: Promise<unknown> = Promise.resolve();
   private loop: Promise<void> | undefined;
@@ -42,6 +49,11 @@ export class SpoolingPublisher implements Publisher {
     spooled_batches: 0,
     replayed_batches: 0,
     replay_errors: 0,
+    refused_by_bus: 0,
+  };
+  private readonly refused = (event: unknown, reason: string) => {
+    this.c.refused_by_bus++;
+    this.o.onRefused?.(event, reason);
   };
 
   constructor(
@@ -56,6 +68,7 @@ export class SpoolingPublisher implements Publisher {
       maxBackoffMs: opts.maxBackoffMs ?? 5_000,
       isRetriable: opts.isRetriable ?? isRetriable,
       onReplayError: opts.onReplayError,
+      onRefused: opts.onRefused,
     };
     // Opens the spool before the first publish, so a journal left by an earlier process is
     // known (and replayed first) before anything new can overtake it.
@@ -73,13 +86,31 @@ export class SpoolingPublisher implements Publisher {
       // Spooled bytes are acknowledged only once sent, so 0 means nothing older is waiting.
       if (this.spool.bytes() === 0) {
         try {
-          await this.inner.publish(batches);
+          await publishIsolating(this.inner, batches, this.refused);
           this.c.direct_batches += batches.length;
           return;
         } catch (err) {
           if (!this.o.isRetriable(err)) throw err;
         }
       }
+      await this.spool.append(batches);
+      this.c.spooled_batches += batches.length;
+      this.ensureLoop();
+    };
+    const p = this.chain.then(run, run);
+    this.chain = p.catch(() => {});
+    return p;
+  }
+
+  /**
+   * Puts batches straight on the disk spool, behind anything earlier; the replay loop sends them.
+   * Resolves once they are on disk: what a local sender (a training hook) is acknowledged with.
+   */
+  enqueue(batches: Batch[]): Promise<void> {
+    const run = async () => {
+      if (this.stopped)
+        throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped spooling publisher');
+      if (batches.length === 0) return;
       await this.spool.append(batches);
       this.c.spooled_batches += batches.length;
       this.ensureLoop();
@@ -128,7 +159,7 @@ export class SpoolingPublisher implements Publisher {
       const batches = await this.spool.read(this.o.replayBatches);
       if (batches.length === 0) return;
       try {
-        await this.inner.publish(batches);
+        await publishIsolating(this.inner, batches, this.refused);
       } catch (err) {
         if (this.stopped) return;
         attempt++;

@@ -93,6 +93,20 @@ describe('DiskSpool', () => {
     await b.close();
   });
 
+  it('never appends after a torn line: what a restarted process appends is read back whole', async () => {
+    const dir = tempDir();
+    const a = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    await a.append([batch(1)]);
+    await a.close();
+    const seg = readdirSync(dir).find((n) => n.startsWith('seg-'))!;
+    appendFileSync(join(dir, seg), '{"key":"job-1","events":[{"v":1');
+    const b = new DiskSpool({ dir, maxBytes: 1 << 20, fsync: true });
+    await b.append([batch(2)]);
+    await b.append([batch(3)]);
+    expect(ids(await b.read())).toEqual([1, 2, 3]);
+    await b.close();
+  });
+
   it('after close, append, read and ack reject with RANKWATCH_ERR_STOPPED and the journal is kept', async () => {
     const dir = tempDir();
     const s = new DiskSpool({ dir, maxBytes: 1 << 20 });

@@ -5,11 +5,24 @@
  * A size cap keeps a long outage from filling the disk: past it, whole oldest segments are
  * dropped, and `onDropOldest` (a warning on stderr by default) says how many bytes went.
  *
- * Not fsynced per append: a machine crash can lose the last writes (a torn last line is
- * skipped on read), a process crash loses nothing the OS had accepted.
+ * Durability: an append that resolved survives a crash of the process (SIGKILL) either way: the
+ * bytes are in the OS page cache. With `fsync` on, each append is also flushed to the device
+ * (fdatasync) before it resolves, so it survives a machine crash or power loss too; without it a
+ * machine crash can lose the last writes (a torn last line is skipped on read). The cursor is not
+ * fsynced: a lost cursor replays batches already acknowledged (at least once, never lost).
  */
 import { existsSync } from 'node:fs';
-import { appendFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  appendFile,
+  mkdir,
+  open as openFile,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { RankwatchError } from '../core/errors.js';
 import type { Batch } from './transport.js';
@@ -25,6 +38,8 @@ export interface DiskSpoolConfig {
   onDropOldest?: (droppedBytes: number) => void;
   /** Segment size before a new file is started (default: min(8 MiB, maxBytes / 4)). */
   segmentBytes?: number;
+  /** fdatasync each append before it resolves (machine-crash safe; default false). */
+  fsync?: boolean;
 }
 
 interface Segment {
@@ -51,6 +66,8 @@ export class DiskSpool {
   /** Serializes every operation: appends, reads and acks never interleave. */
   private chain: Promise<unknown> = Promise.resolve();
   private closed = false;
+  /** The tail left by an earlier process may end in a torn line: never append after it. */
+  private tailSealed = true;
   /** Head segment, parsed, so repeated reads do not reparse it. */
   private headCache: { seq: number; lines: { batch?: Batch; bytes: number }[] } | undefined;
 
@@ -77,12 +94,15 @@ export class DiskSpool {
       for (const b of batches) text += `${JSON.stringify({ key: b.key, events: b.events })}\n`;
       if (!text) return;
       let tail = this.segments.at(-1);
-      if (!tail || tail.bytes >= this.segmentBytes) {
-        tail = { seq: (tail?.seq ?? this.cursor.seq - 1) + 1, bytes: 0 };
+      if (!tail || tail.bytes >= this.segmentBytes || this.tailSealed) {
+        tail = { seq: Math.max(tail?.seq ?? -1, this.cursor.seq - 1) + 1, bytes: 0 };
         this.segments.push(tail);
+        this.tailSealed = false;
       }
       const bytes = Buffer.byteLength(text);
-      await appendFile(join(this.cfg.dir, segName(tail.seq)), text);
+      const file = join(this.cfg.dir, segName(tail.seq));
+      if (this.cfg.fsync) await appendSynced(file, text, tail.bytes === 0 ? this.cfg.dir : undefined);
+      else await appendFile(file, text);
       tail.bytes += bytes;
       await this.enforceCap();
     });
@@ -227,5 +247,24 @@ export class DiskSpool {
     const file = join(this.cfg.dir, 'cursor.json');
     await writeFile(`${file}.tmp`, JSON.stringify(this.cursor));
     await rename(`${file}.tmp`, file);
+  }
+}
+
+/** Appends and fdatasyncs; a new file also fsyncs its folder, so the file itself survives. */
+async function appendSynced(file: string, text: string, newInDir?: string): Promise<void> {
+  const fh = await openFile(file, 'a');
+  try {
+    await fh.appendFile(text);
+    await fh.datasync();
+  } finally {
+    await fh.close();
+  }
+  if (newInDir) {
+    const dh = await openFile(newInDir, 'r');
+    try {
+      await dh.sync();
+    } finally {
+      await dh.close();
+    }
   }
 }

@@ -111,15 +111,15 @@ function detectArgs(n: ReturnType<typeof names>, id: string) {
   ];
 }
 
-/** The counters a detect instance prints when it stops. */
+/** The counters a detect instance logs when it stops (`… INFO rankwatch detect: counters counters={…}`). */
 const lastStats = (log: string) =>
   JSON.parse(
     log
       .trim()
       .split('\n')
-      .filter((l) => l.startsWith('detect info: {'))
+      .filter((l) => l.includes(' INFO rankwatch detect: counters counters={'))
       .at(-1)!
-      .slice(13),
+      .split(' counters=')[1],
   ) as Record<string, number>;
 
 const findingKeys = (dumps: StoreDump[]) =>

@@ -2,8 +2,9 @@
  * POST /v1/ingest: a batch of v1 events as JSON lines (gzip by magic number or
  * Content-Encoding). Good events are published even when some lines are bad; the reply says how
  * many were accepted and, for a 400, which lines were rejected and why. A bearer token is
- * (ingest scope, api/auth.ts) is required when tokens are configured. The reply waits for the bus, so a busy pipeline slows
- * producers down instead of dropping their events.
+ * (ingest scope, api/auth.ts) is required when tokens are configured. The reply waits for the bus,
+ * so a busy pipeline slows producers down instead of dropping their events. A 2xx means the events
+ * are durable (in `rankwatch up`: fsynced to its write-ahead log); a failed publish is a 500 with its code.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';

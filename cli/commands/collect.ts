@@ -3,8 +3,9 @@ import { loadCollectorConfig } from '../../collectors/config.js';
 import { startHealthServer } from '../../collectors/health.js';
 import { createSources, SOURCES } from '../../collectors/index.js';
 import { publisherFor } from '../../collectors/publisher.js';
-import type { Logger } from '../../collectors/source.js';
 import { RankwatchError } from '../../core/errors.js';
+import { Health } from '../../core/health.js';
+import { createLogger } from '../../core/log.js';
 import { type Command, num, parse } from '../args.js';
 
 export const collect: Command = {
@@ -121,13 +122,13 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         'nothing to collect: give --dcgm, --nvidia-smi, --kernel-log, --megatron-log, … or a --config file (or --health-port for hook ingest alone)',
       );
 
-    const stamp = () => new Date().toISOString();
-    const logger: Logger = {
-      info: (m) => console.error(`${stamp()} rankwatch collect: ${m}`),
-      warn: (m) => console.error(`${stamp()} rankwatch collect: warning: ${m}`),
-    };
-    const { publisher, counters } = await publisherFor(cfg, logger);
-    const collector = new Collector({
+    const logger = createLogger('rankwatch collect');
+    const health = new Health(logger);
+    let collector: Collector | undefined;
+    const { publisher, counters, enqueue } = await publisherFor(cfg, logger, health, (event, reason) =>
+      collector?.refuse(event, reason),
+    );
+    collector = new Collector({
       publisher,
       logger,
       flushMs: cfg.flushMs,
@@ -136,23 +137,23 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       extraCounters: counters,
     });
     const sources = createSources(cfg.sources, collector.deps(cfg.host));
-    // Events POSTed to the local port by training hooks join the same buffer (and spool).
-    const hookDeps = collector.deps(cfg.host);
-    const health =
+    const server =
       cfg.health.port >= 0
         ? await startHealthServer(cfg.health.host, cfg.health.port, {
             counters: () => collector.counters(),
-            ingest: (events) => hookDeps.emit(events),
+            // With a spool the hook's 200 means "on disk here"; without, "in this process's memory".
+            ingest: (events) => collector.handOff(events, enqueue),
+            health,
             ingestFrom: cfg.health.ingest,
           })
         : undefined;
     collector.start(sources);
     logger.info(
-      `host ${cfg.host}, ${sources.length} source(s) (${sources.map((s) => s.name).join(', ')}) → ${cfg.bus}${cfg.spool ? `, spool ${cfg.spool.dir}` : ''}${health ? `; health on ${health.url}/metrics` : ''}`,
+      `host ${cfg.host}, ${sources.length} source(s) (${sources.map((s) => s.name).join(', ')}) → ${cfg.bus}${cfg.spool ? `, spool ${cfg.spool.dir}` : ''}${server ? `; health on ${server.url}/healthz, ${server.url}/metrics` : ''}`,
     );
     const stats =
       cfg.statsEveryMs > 0
-        ? setInterval(() => logger.info(`counters ${JSON.stringify(collector.counters())}`), cfg.statsEveryMs)
+        ? setInterval(() => logger.info({ counters: collector.counters() }, 'counters'), cfg.statsEveryMs)
         : undefined;
     await new Promise<void>((resolve) => {
       process.once('SIGINT', () => resolve());
@@ -160,9 +161,15 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
     });
     clearInterval(stats);
     logger.info('stopping: sources first, then sending what is buffered');
-    await collector.stop();
-    await health?.close();
-    logger.info(`stopped; counters ${JSON.stringify(collector.counters())}`);
+    const abandoned = await collector.stop();
+    await server?.close();
+    logger.info({ counters: collector.counters() }, 'stopped');
+    if (abandoned > 0) {
+      logger.error(
+        `stopped without delivering ${abandoned} event(s): ${health.failing() ?? 'the bus refused them'}; run with --spool DIR to keep them across restarts`,
+      );
+      return 1;
+    }
     return 0;
   },
 };

@@ -1,4 +1,9 @@
+import Fastify from 'fastify';
+import { healthRoutes } from '../../api/routes/healthz.js';
 import { RankwatchError } from '../../core/errors.js';
+import { Health } from '../../core/health.js';
+import { createLogger } from '../../core/log.js';
+import { Metrics } from '../../core/metrics.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { KafkaTransport } from '../../stream/kafka.js';
@@ -27,8 +32,13 @@ uncommitted for the next owner instead of holding shutdown).
   --no-replay               on a new partition, start at the committed offset without rebuilding state
   --replay-max-age MIN      rebuild state from the last MIN minutes only (default: all retained);
                             an incident open since before then is opened again under a new id
-  --stats-interval S        print counters on stderr every S seconds, 0 = never (default 10)
-  --quiet                   no log lines on stderr
+  --stats-interval S        log counters every S seconds, 0 = never (default 10)
+  --health-port N           serve GET /healthz (503 with the reason while the store or the bus
+                            fails) and GET /metrics (Prometheus) on --health-host:N (0: any port)
+  --health-host ADDR        address of that port (default 127.0.0.1)
+  --quiet                   log errors only
+Exits 1, naming the reason, when it stopped without finishing its work (a batch left
+uncommitted because the store kept failing).
 ${KAFKA_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
@@ -41,14 +51,33 @@ ${STORE_FLAGS_HELP}`,
       'no-events': { type: 'boolean' },
       'stats-interval': { type: 'string' },
       quiet: { type: 'boolean' },
+      'health-port': { type: 'string' },
+      'health-host': { type: 'string' },
     });
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
-    const quiet = values.quiet === true;
-    const log = (level: string, message: string) => {
-      if (!quiet || level === 'error') process.stderr.write(`detect ${level}: ${message}\n`);
+    const logger = createLogger('rankwatch detect', values.quiet === true ? { level: 'error' } : {});
+    const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
+    const health = new Health(logger);
+    health.ok('store');
+    // The bus: failing from a kafkajs line that says the broker cannot be reached until a batch is
+    // handled again or 90 s pass without one (its lines are rate-limited over 60 s windows, so a
+    // longer quiet spell means it is back). Protocol errors kafkajs retries itself do not count.
+    let busError: { since: number; at: number; reason: string } | undefined;
+    let lastHandled = 0;
+    const busOpen = (t: number) =>
+      busError !== undefined && lastHandled <= busError.at && t - busError.at <= 90_000;
+    health.probe('bus', () =>
+      busError && busOpen(Date.now()) ? { failingSince: busError.since, reason: busError.reason } : undefined,
+    );
+    const kafkaLog = (level: 'info' | 'warn' | 'error', message: string) => {
+      if (level === 'error' && UNREACHABLE.test(message)) {
+        const t = Date.now();
+        busError = { since: busOpen(t) && busError ? busError.since : t, at: t, reason: message };
+      }
+      log(level, message);
     };
     const config = kafkaConfigFrom(values, process.env);
     const statsEvery = num(values['stats-interval'], 'stats-interval', 10);
@@ -61,7 +90,7 @@ ${STORE_FLAGS_HELP}`,
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
-      log,
+      log: kafkaLog,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
       replayMaxAgeMs,
       // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
@@ -72,12 +101,14 @@ ${STORE_FLAGS_HELP}`,
       transport,
       store,
       storeEvents: values['no-events'] !== true,
-      onStoreRetry: (err, attempt) => {
+      onStoreRetry: (err) => {
         // The store is behind or away: stop fetching until it takes this batch.
         if (!paused) transport.pause();
         paused = true;
-        log('warn', `store write failed (attempt ${attempt}), retrying: ${(err as Error).message}`);
+        // Logged once when the failure starts and once when it ends, not per attempt.
+        health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`);
       },
+      onStoreRecovered: () => health.ok('store'),
     });
     const p = pipeline;
 
@@ -89,6 +120,7 @@ ${STORE_FLAGS_HELP}`,
       const handled = stored.get(d) ?? (await p.handle(d));
       stored.set(d, handled);
       const { deadLetters: dl, findings: fs } = handled;
+      lastHandled = Date.now();
       if (paused) {
         transport.resume();
         paused = false;
@@ -105,23 +137,24 @@ ${STORE_FLAGS_HELP}`,
       `joined group ${transport.config.group} on ${transport.config.topic} at ${transport.config.brokers.join(',')}; storing in ${where}`,
     );
 
-    const stats = () => {
+    const figures = () => {
       const t = transport.counters();
       const c = p.counters();
-      log(
-        'info',
-        JSON.stringify({
-          batches: c.batches,
-          events: c.events,
-          findings: c.findings,
-          dead_letters: c.dead_letters,
-          replayed_batches: t.replayed_batches,
-          replay_skipped_batches: t.replay_skipped_batches,
-          commits: t.commits,
-          store_retries: c.store_retries,
-        }),
-      );
+      return {
+        batches: c.batches,
+        events: c.events,
+        findings: c.findings,
+        dead_letters: c.dead_letters,
+        dead_letters_sent: t.dead_letters_sent,
+        replayed_batches: t.replayed_batches,
+        replay_skipped_batches: t.replay_skipped_batches,
+        commits: t.commits,
+        store_retries: c.store_retries,
+      };
     };
+    const stats = () => logger.info({ counters: figures() }, 'counters');
+    const server = await healthServer(values['health-host'], values['health-port'], health, figures);
+    if (server) log('info', `health on ${server.url}/healthz, ${server.url}/metrics`);
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
     await new Promise<void>((done) => {
@@ -139,6 +172,45 @@ ${STORE_FLAGS_HELP}`,
     await out?.close();
     await store.close();
     stats();
+    await server?.close();
+    const store_ = health.report().checks.store;
+    if (store_ && !store_.ok) {
+      logger.error(
+        `stopped without finishing: ${store_.reason}; the batch in hand stays uncommitted for the next owner`,
+      );
+      return 1;
+    }
     return 0;
   },
 };
+
+/** kafkajs lines that mean the brokers cannot be reached (as kafkajs words them, tulios/kafkajs#267, #1557). */
+const UNREACHABLE =
+  /ECONNREFUSED|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|Connection timeout|socket hang up|Failed to connect|NumberOfRetriesExceeded|Closed connection/i;
+
+/** GET /healthz and GET /metrics on their own port, when asked for. */
+async function healthServer(
+  host: string | undefined,
+  port: string | undefined,
+  health: Health,
+  figures: () => Record<string, number>,
+): Promise<{ url: string; close(): Promise<void> } | undefined> {
+  if (port === undefined) return undefined;
+  const metrics = new Metrics().health(health).counters(
+    'rankwatch_detect',
+    {
+      batches: 'batches handled',
+      events: 'valid events processed',
+      findings: 'findings emitted',
+      dead_letters: 'events set aside with a reason (table dead_letters)',
+      dead_letters_sent: 'dead-letter records sent to the dead-letter topic',
+      commits: 'offset commits',
+      store_retries: 'failed store writes retried',
+    },
+    figures,
+  );
+  const app = Fastify({ logger: false });
+  await app.register(healthRoutes, { checks: health, metrics, health: () => ({ counters: figures() }) });
+  const url = await app.listen({ host: host ?? '127.0.0.1', port: num(port, 'health-port') });
+  return { url, close: () => app.close() };
+}

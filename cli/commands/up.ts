@@ -1,10 +1,17 @@
+import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.js';
 import { type AuthToken, authTokens } from '../../api/auth.js';
+import { RankwatchError } from '../../core/errors.js';
+import { Health } from '../../core/health.js';
+import { createLogger, type Logger, silentLogger } from '../../core/log.js';
+import { Metrics } from '../../core/metrics.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
+import type { Publisher, Transport } from '../../stream/transport.js';
+import { WalTransport } from '../../stream/wal.js';
 import { type Command, num, parse } from '../args.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
@@ -18,8 +25,14 @@ export interface UpOptions {
   tokens?: AuthToken[];
   /** Ingest requests per second per client (default 200; 0: no limit). */
   ingestRate?: number;
+  /**
+   * Write-ahead log folder: ingest is answered only once its events are fsynced there, and what a
+   * crashed process left is replayed at start before the port opens. Absent: no log (tests).
+   */
+  walDir?: string;
   onFindings?: (findings: Finding[]) => void;
-  log?: (line: string) => void;
+  /** Runtime log (default: silent). */
+  logger?: Logger;
 }
 
 export interface Up {
@@ -27,6 +40,7 @@ export interface Up {
   app: FastifyInstance;
   pipeline: Pipeline;
   store: Store;
+  health: Health;
   /** Idempotent: stops taking requests, drains the pipeline, closes the store. */
   close(): Promise<void>;
 }
@@ -34,21 +48,72 @@ export interface Up {
 /** The embedded pipeline behind the HTTP API: ingest → in-process bus → detectors → chDB. */
 export async function startUp(o: UpOptions): Promise<Up> {
   const { store } = o;
-  const transport = new MemoryTransport({ maxQueuedBatches: 64 });
+  // One partition: the log is acknowledged from its head, in delivery order.
+  const bus = new MemoryTransport({ maxQueuedBatches: 64, partitions: 1 });
+  const wal = o.walDir ? new WalTransport(bus, { dir: o.walDir }) : undefined;
+  const transport = wal ?? bus;
+  const log = o.logger ?? silentLogger();
+  const health = new Health(log);
+  health.ok('store');
   const pipeline = new Pipeline({
     transport,
     store,
     onFindings: o.onFindings,
-    onStoreRetry: (err, attempt) =>
-      o.log?.(`store write failed (attempt ${attempt}): ${(err as Error).message}`),
+    // One line when the store starts failing and one when it is back (Health logs transitions).
+    onStoreRetry: (err) =>
+      health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`),
+    onStoreRecovered: () => health.ok('store'),
   });
   await pipeline.start();
+  if (wal) {
+    const r = await wal.recover().catch(async (err) => {
+      await pipeline.close();
+      throw err;
+    });
+    if (r.batches > 0)
+      log.info(
+        `replaying ${r.events} event(s) in ${r.batches} batch(es) left in ${o.walDir} by the last run`,
+      );
+  }
+  const metrics = new Metrics()
+    .health(health)
+    .counters(
+      'rankwatch_pipeline',
+      {
+        events: 'valid events processed',
+        dead_letters: 'events set aside with a reason (table dead_letters)',
+        findings: 'findings emitted',
+        store_retries: 'failed store writes retried',
+      },
+      () => ({ ...pipeline.counters() }),
+    )
+    .counters(
+      'rankwatch_bus',
+      {
+        published_events: 'events accepted by ingest',
+        redelivered_batches: 'batches delivered again after a failure',
+      },
+      () => ({ ...transport.counters() }),
+    )
+    .gauges(
+      'rankwatch_wal',
+      {
+        bytes: 'bytes in the write-ahead log not yet stored',
+        recovered_events: 'events replayed from the log at start',
+      },
+      () => {
+        const c = wal?.counters();
+        return { bytes: c?.wal_bytes, recovered_events: c?.wal_recovered_events };
+      },
+    );
   const app = await buildApp({
-    publisher: transport,
+    publisher: wal ? logged(transport, health) : transport,
     store,
     auth: { ingestToken: o.token, tokens: o.tokens },
     ingestRatePerSecond: o.ingestRate,
     health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
+    checks: health,
+    metrics,
   });
   const address = await app.listen({ host: o.host, port: o.port });
   let closing: Promise<void> | undefined;
@@ -58,10 +123,30 @@ export async function startUp(o: UpOptions): Promise<Up> {
       try {
         await pipeline.stop();
       } finally {
+        await wal?.close();
         await store.close();
       }
     })());
-  return { url: address, app, pipeline, store, close };
+  return { url: address, app, pipeline, store, health, close };
+}
+
+/** Ingest through the log, reporting a log that cannot be written (disk full, unwritable) as `wal`. */
+function logged(transport: Transport, health: Health): Publisher {
+  health.ok('wal');
+  return {
+    type: transport.type,
+    async publish(batches) {
+      try {
+        await transport.publish(batches);
+      } catch (err) {
+        if (!(err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STOPPED'))
+          health.fail('wal', `ingest answers 500, nothing accepted: ${(err as Error).message}`);
+        throw err;
+      }
+      health.ok('wal');
+    },
+    stop: () => transport.stop(),
+  };
 }
 
 export const up: Command = {
@@ -79,6 +164,9 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
   --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}
                    (default: $RANKWATCH_AUTH_FILE); with neither, every route is open
   --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
+  --wal DIR        write-ahead log: ingest is answered 2xx only once its events are fsynced here,
+                   and a restart replays what was not yet stored (default DATA/ingest-wal, DATA
+                   being --data or ./data)
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
@@ -87,18 +175,20 @@ ${STORE_FLAGS_HELP}`,
       token: { type: 'string' },
       auth: { type: 'string' },
       'ingest-rate': { type: 'string' },
+      wal: { type: 'string' },
       ...STORE_FLAGS,
     });
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
+    const log = createLogger('rankwatch up');
     const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
     const host = values.host ?? '127.0.0.1';
     const tokens = authTokens({ file: values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined });
     if (!token && tokens.length === 0 && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
-      console.error(
-        'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
+      log.warn(
+        'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
     const { store, where } = await openStore(values);
     const server = await startUp({
@@ -108,7 +198,8 @@ ${STORE_FLAGS_HELP}`,
       token: token || undefined,
       tokens,
       ingestRate: num(values['ingest-rate'], 'ingest-rate', 200),
-      log: (l) => console.error(`rankwatch up: ${l}`),
+      walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
+      logger: log,
       onFindings: (fs) => {
         for (const f of fs) {
           if (f.state === 'update') continue;
@@ -120,11 +211,11 @@ ${STORE_FLAGS_HELP}`,
       },
     });
     console.log(
-      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /v1/jobs, /v1/findings, /docs, /healthz); storing in ${where}`,
+      `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /v1/jobs, /v1/findings, /docs, /healthz, /metrics); storing in ${where}`,
     );
     const failed = await new Promise<unknown>((done) => {
       const stop = (sig: string) => {
-        console.error(`rankwatch up: ${sig}: draining and closing`);
+        log.info(`${sig}: draining and closing`);
         server.close().then(() => done(undefined), done);
       };
       process.once('SIGINT', () => stop('SIGINT'));

@@ -8,7 +8,8 @@ import { RankwatchError, retry } from '../core/errors.js';
 import { type DetectorOutput, DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
-import { validateEvent } from '../schema/validate.js';
+import { parseEventLine, validateEvent } from '../schema/validate.js';
+import { latestEventTs, rawEventsBetween } from '../store/queries.js';
 import {
   type DeadLetter,
   deadLetterRows,
@@ -294,6 +295,29 @@ export class Pipeline {
    * consumer that owned its partition: the detectors see its events, their output is dropped, so
    * a new owner goes on where the old one stopped without re-opening its findings.
    */
+  /**
+   * Rebuilds detector state from the raw events the store kept for the last `windowMs` of event
+   * time (oldest first, a minute of event time at a time), output dropped, the way `replay` does
+   * for a delivery: after a crash, `rankwatch up` carries on where it stopped instead of opening
+   * its findings again under new ids. Returns the events seen. Needs raw events (not --no-events).
+   */
+  async rebuild(store: Store, windowMs: number): Promise<number> {
+    const last = await latestEventTs(store);
+    if (last === undefined || windowMs <= 0) return 0;
+    let seen = 0;
+    for (let from = last - windowMs; from <= last; from += 60_000) {
+      for (const line of await rawEventsBetween(store, from, Math.min(from + 60_000, last + 1))) {
+        const v = parseEventLine(line);
+        if (!v.ok) continue;
+        this.runner.push(v.event);
+        if (v.event.ts > this.eventTime) this.eventTime = v.event.ts;
+        seen++;
+      }
+      this.runner.take();
+    }
+    return seen;
+  }
+
   replay(d: Delivery): void {
     for (const value of d.events) {
       const v = validateEvent(value);

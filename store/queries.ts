@@ -474,3 +474,22 @@ export async function openFindingCounts(store: Store): Promise<Map<string, numbe
   );
   return new Map(rows.map((r) => [String(r.job), Number(r.n)]));
 }
+
+/** The latest event time the store holds (epoch ms), or undefined when it holds none. */
+export async function latestEventTs(store: Store): Promise<number | undefined> {
+  const [r] = await store.query<{ ts: string | null }>(
+    'SELECT toUnixTimestamp64Milli(max(ts)) AS ts FROM events HAVING count() > 0',
+  );
+  return r?.ts == null ? undefined : Number(r.ts);
+}
+
+/** Raw events stored with `from <= ts < to`, oldest first, each once (FINAL), as they arrived. */
+export async function rawEventsBetween(store: Store, from: number, to: number): Promise<string[]> {
+  const rows = await store.query<{ raw: string }>(
+    `SELECT raw FROM events FINAL
+     WHERE ts >= fromUnixTimestamp64Milli({from:Int64}, 'UTC') AND ts < fromUnixTimestamp64Milli({to:Int64}, 'UTC')
+     ORDER BY ts, kind, rank`,
+    { from, to },
+  );
+  return rows.map((r) => r.raw);
+}

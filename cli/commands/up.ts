@@ -30,6 +30,11 @@ export interface UpOptions {
    * crashed process left is replayed at start before the port opens. Absent: no log (tests).
    */
   walDir?: string;
+  /**
+   * Minutes of stored event time replayed into the detectors at start (output dropped), so a
+   * restart carries on with the findings it had (default 60; 0: start empty).
+   */
+  rebuildMinutes?: number;
   onFindings?: (findings: Finding[]) => void;
   /** Runtime log (default: silent). */
   logger?: Logger;
@@ -65,6 +70,11 @@ export async function startUp(o: UpOptions): Promise<Up> {
     onStoreRecovered: () => health.ok('store'),
   });
   await pipeline.start();
+  const rebuilt = await pipeline.rebuild(store, (o.rebuildMinutes ?? 60) * 60_000);
+  if (rebuilt > 0)
+    log.info(
+      `rebuilt detector state from ${rebuilt} stored event(s) of the last ${o.rebuildMinutes ?? 60} min`,
+    );
   if (wal) {
     const r = await wal.recover().catch(async (err) => {
       await pipeline.close();
@@ -164,6 +174,8 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
   --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}
                    (default: $RANKWATCH_AUTH_FILE); with neither, every route is open
   --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
+  --rebuild-minutes N  at start, replay the last N minutes of stored events into the detectors
+                   (output dropped) so open findings carry on after a restart (default 60; 0: off)
   --wal DIR        write-ahead log: ingest is answered 2xx only once its events are fsynced here,
                    and a restart replays what was not yet stored (default DATA/ingest-wal, DATA
                    being --data or ./data)
@@ -176,6 +188,7 @@ ${STORE_FLAGS_HELP}`,
       auth: { type: 'string' },
       'ingest-rate': { type: 'string' },
       wal: { type: 'string' },
+      'rebuild-minutes': { type: 'string' },
       ...STORE_FLAGS,
     });
     if (values.help) {
@@ -200,6 +213,7 @@ ${STORE_FLAGS_HELP}`,
       ingestRate: num(values['ingest-rate'], 'ingest-rate', 200),
       walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
       logger: log,
+      rebuildMinutes: num(values['rebuild-minutes'], 'rebuild-minutes', 60),
       onFindings: (fs) => {
         for (const f of fs) {
           if (f.state === 'update') continue;

@@ -120,7 +120,7 @@ describe('GET /v1/failures', () => {
     // Every simulated cause named on its event is a row, with its count.
     const byCause = new Map<string, number>();
     for (const e of interruptions()) {
-      const c = String(e.cause)
+      const c = String((e as { cause?: string }).cause)
         .toLowerCase()
         .replace(/[^a-z0-9]+/g, '_');
       byCause.set(c, (byCause.get(c) ?? 0) + 1);

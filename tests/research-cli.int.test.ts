@@ -220,6 +220,44 @@ describe('rankwatch checkpoint from the formula alone', () => {
   });
 });
 
+describe('replay: the checkpoint_interval finding from the live detectors', () => {
+  it('a simulated job saving every 4 h gets one, from its own saves and interruptions', async () => {
+    const file = join(dir, 'slow-saves.jsonl');
+    const sim = await rankwatch(
+      ...['sim', '--failures', '--nodes', '64', '--days', '14', '--rate-per-node-day', '0.05'],
+      ...['--seed', '4', '--interval-s', '14400', '--save-s', '45', '--restart-s', '900', '-o', file],
+    );
+    expect(sim.code, sim.stderr).toBe(0);
+    const r = await rankwatch('replay', file, '--quiet');
+    expect(r.code, r.stderr).toBe(0);
+    const found = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((f) => f.type === 'checkpoint_interval');
+    expect(found.filter((f) => f.state === 'open')).toHaveLength(1);
+    expect(found[0].evidence).toMatchObject({ current_s: 14400, save_s: 45, restart_s: 900 });
+    expect(found[0].est_cost_pct).toBeGreaterThan(5);
+    expect(found.at(-1).state).toBe('resolved');
+  });
+
+  it('a job with no interruption gets one only with a fleet MTBF (--gpu-mtbf-h)', async () => {
+    const plain = await rankwatch('replay', join(dir, 'tiny.jsonl'), '--quiet');
+    expect(plain.stdout).not.toContain('checkpoint_interval');
+    // 32 GPUs at 3,200 GPU-hours each per failure: M = 100 h, so 23 s saves every ~9.6 min cost.
+    const r = await rankwatch('replay', join(dir, 'tiny.jsonl'), '--quiet', '--gpu-mtbf-h', '3200');
+    const f = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .find((x) => x.type === 'checkpoint_interval');
+    expect(f?.evidence.mtbf_s).toBe(360_000);
+    expect(f?.evidence.mtbf_from).toMatch(/configured fleet MTBF of 3200 GPU-hours over its 32 GPUs/);
+    const bad = await rankwatch('replay', join(dir, 'tiny.jsonl'), '--gpu-mtbf-h', '0');
+    expect(bad.code).toBe(2);
+  });
+});
+
 describe('checkpoint --job and failures read a running server with --api URL --token T', () => {
   const TOKEN = 'research-token-0123456789';
   let serve: Running;

@@ -34,7 +34,7 @@ export interface CheckpointAdvisorConfig extends CheckpointIntervalConfig {
   gpuMtbfH?: number;
   /**
    * Interruptions of its own before a job's MTBF is taken from them (until then the fleet MTBF, if
-   * configured): one or two give an interval too wide to alert on (95% for 1: 0.27 to 40 × M).
+   * configured): one or two give an interval too wide to alert on (95% for 1: 0.18 to 40 × the estimate).
    */
   minInterruptions: number;
 }

@@ -100,6 +100,8 @@ describe('scopes', () => {
     ['GET', '/v1/cordon', 'read'],
     ['GET', '/v1/faults', 'read'],
     ['GET', '/v1/checkpoints', 'read'],
+    ['GET', '/v1/failures', 'read'],
+    ['GET', '/v1/jobs/apijob/checkpoint-advice', 'read'],
   ];
   const wrong = { read: 'ingester', admin: 'reader', ingest: 'reader' } as const;
 
@@ -439,6 +441,8 @@ describe('documents and errors', () => {
       '/v1/findings/{id}/silence',
       '/v1/cordon',
       '/v1/checkpoints',
+      '/v1/failures',
+      '/v1/jobs/{job}/checkpoint-advice',
     ])
       expect(Object.keys(doc.paths)).toContain(p);
     expect(doc.paths['/v1/findings/{id}/ack'].post.security).toEqual([{ bearer: [] }]);

@@ -1,7 +1,7 @@
 /**
  * The HTTP API as a fastify app, not yet listening: `rankwatch up` listens, tests use
  * `app.inject()`. One plugin per resource under api/routes/: ingest, health, and the read API
- * (jobs, findings, nodes, checkpoints; api/routes/index.ts), each route declaring the token scope
+ * (jobs, findings, nodes, checkpoints, failures; api/routes/index.ts), each route declaring the token scope
  * it needs (api/auth.ts). docs/api.md describes them.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';

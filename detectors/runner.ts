@@ -13,6 +13,11 @@ import type {
   StepEvent,
 } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import {
+  CHECKPOINT_ADVISOR_DEFAULTS,
+  CheckpointAdvisor,
+  type CheckpointAdvisorConfig,
+} from './checkpoint/advisor.js';
 import { findFault } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
 import { HangDetector } from './hang/hang.js';
@@ -44,6 +49,8 @@ export interface DetectorConfig {
   mfuDrop: MfuDropConfig;
   lifecycle: LifecycleConfig;
   ncclChecks: NcclCheckConfig;
+  /** `checkpoint_interval` from each job's saves and interruptions (a fleet MTBF for jobs with none). */
+  checkpointInterval: CheckpointAdvisorConfig;
 }
 
 export const DETECTOR_DEFAULTS: DetectorConfig = {
@@ -55,6 +62,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   mfuDrop: MFU_DROP_DEFAULTS,
   lifecycle: LIFECYCLE_DEFAULTS,
   ncclChecks: NCCL_CHECK_DEFAULTS,
+  checkpointInterval: CHECKPOINT_ADVISOR_DEFAULTS,
 };
 
 const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
@@ -99,6 +107,7 @@ export class DetectorRunner {
   private readonly throttle: ThrottleDetector;
   private readonly ncclChecks: NcclCheckDetector;
   private readonly hangs: HangDetector;
+  private readonly checkpoints: CheckpointAdvisor;
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
@@ -129,6 +138,11 @@ export class DetectorRunner {
     );
     this.ncclChecks = new NcclCheckDetector(this.log, this.cfg.ncclChecks);
     this.hangs = new HangDetector(this.log);
+    this.checkpoints = new CheckpointAdvisor(
+      this.log,
+      (job) => (this.jobs.get(job)?.meta ?? this.endedMeta.get(job))?.world_size,
+      this.cfg.checkpointInterval,
+    );
   }
 
   push(e: RankwatchEvent): void {
@@ -154,13 +168,17 @@ export class DetectorRunner {
         this.onCollective(e);
         break;
       case 'job_event':
+        this.checkpoints.process(e);
         if (e.event === 'finished') this.finishJob(e.job, e.ts);
         break;
       case 'check':
         this.ncclChecks.process(e);
         break;
+      case 'checkpoint':
+        this.checkpoints.process(e);
+        break;
       default:
-        break; // checkpoint events are stored; the checkpoint-interval advisor reads them from the store
+        break;
     }
     if (e.kind === 'job_event' && e.event !== 'interrupted') this.hangs.endJob(e.job, e.ts, e.event);
     if (this.out.findings.length > before) this.link(before);

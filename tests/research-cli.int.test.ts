@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { poissonInterval } from '../analytics/poisson.js';
+import { type Running, startRankwatch, until } from './helpers.js';
 
 const run = promisify(execFile);
 const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
@@ -216,5 +217,108 @@ describe('rankwatch checkpoint from the formula alone', () => {
     const bad = await rankwatch('checkpoint', '--save-s', '60');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/give --save-s and --mtbf-h/);
+  });
+});
+
+describe('replay: the checkpoint_interval finding from the live detectors', () => {
+  it('a simulated job saving every 4 h gets one, from its own saves and interruptions', async () => {
+    const file = join(dir, 'slow-saves.jsonl');
+    const sim = await rankwatch(
+      ...['sim', '--failures', '--nodes', '64', '--days', '14', '--rate-per-node-day', '0.05'],
+      ...['--seed', '4', '--interval-s', '14400', '--save-s', '45', '--restart-s', '900', '-o', file],
+    );
+    expect(sim.code, sim.stderr).toBe(0);
+    const r = await rankwatch('replay', file, '--quiet');
+    expect(r.code, r.stderr).toBe(0);
+    const found = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .filter((f) => f.type === 'checkpoint_interval');
+    expect(found.filter((f) => f.state === 'open')).toHaveLength(1);
+    expect(found[0].evidence).toMatchObject({ current_s: 14400, save_s: 45, restart_s: 900 });
+    expect(found[0].est_cost_pct).toBeGreaterThan(5);
+    expect(found.at(-1).state).toBe('resolved');
+  });
+
+  it('a job with no interruption gets one only with a fleet MTBF (--gpu-mtbf-h)', async () => {
+    const plain = await rankwatch('replay', join(dir, 'tiny.jsonl'), '--quiet');
+    expect(plain.stdout).not.toContain('checkpoint_interval');
+    // 32 GPUs at 3,200 GPU-hours each per failure: M = 100 h, so 23 s saves every ~9.6 min cost.
+    const r = await rankwatch('replay', join(dir, 'tiny.jsonl'), '--quiet', '--gpu-mtbf-h', '3200');
+    const f = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+      .find((x) => x.type === 'checkpoint_interval');
+    expect(f?.evidence.mtbf_s).toBe(360_000);
+    expect(f?.evidence.mtbf_from).toMatch(/configured fleet MTBF of 3200 GPU-hours over its 32 GPUs/);
+    const bad = await rankwatch('replay', join(dir, 'tiny.jsonl'), '--gpu-mtbf-h', '0');
+    expect(bad.code).toBe(2);
+  });
+});
+
+describe('checkpoint --job and failures read a running server with --api URL --token T', () => {
+  const TOKEN = 'research-token-0123456789';
+  let serve: Running;
+  let url = '';
+  let direct: { failures: Record<string, unknown>; advice: Record<string, unknown> };
+
+  beforeAll(async () => {
+    // Read the folder directly first: the server then holds it.
+    direct = {
+      failures: JSON.parse((await rankwatch('failures', '--data', data, '--json', '--by', 'group')).stdout),
+      advice: JSON.parse(
+        (await rankwatch('checkpoint', '--job', 'fleet-0', '--data', data, '--json')).stdout,
+      ),
+    };
+    serve = startRankwatch(['serve', '--port', '0', '--data', data, '--token', TOKEN]);
+    url = await until('serve listening', () => /listening on (http:\/\/\S+)/.exec(serve.stdout())?.[1]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await serve?.stop();
+    serve?.kill();
+  });
+
+  it('gives the same figures over HTTP as from the store', async () => {
+    const f = await rankwatch('failures', '--api', url, '--token', TOKEN, '--json', '--by', 'group');
+    expect(f.code, f.stderr).toBe(0);
+    const viaApi = JSON.parse(f.stdout);
+    expect(viaApi.fleet).toEqual(direct.failures.fleet);
+    expect(viaApi.rows).toEqual(direct.failures.rows);
+    const c = await rankwatch('checkpoint', '--job', 'fleet-0', '--api', url, '--token', TOKEN, '--json');
+    expect(c.code, c.stderr).toBe(0);
+    const advice = JSON.parse(c.stdout);
+    expect(advice.inputs).toEqual(direct.advice.inputs);
+    expect(advice.advice).toEqual(direct.advice.advice);
+    // An override travels with the request and says it came from the command line.
+    const text = await rankwatch(
+      'checkpoint',
+      '--job',
+      'fleet-0',
+      '--api',
+      url,
+      '--token',
+      TOKEN,
+      '--interval-s',
+      '14400',
+    );
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain(`Job fleet-0 (${new URL(url).origin})`);
+    expect(text.stdout).toMatch(/current τ +4\.00 h +from the command line/);
+    expect(text.stdout).toMatch(/finding checkpoint_interval: fleet-0 saves every 4 h of compute/);
+  });
+
+  it('a missing token, an unknown job and a job with no save each say so', async () => {
+    const denied = await rankwatch('failures', '--api', url);
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toMatch(/RANKWATCH_ERR_UNAUTHORIZED/);
+    const nope = await rankwatch('checkpoint', '--job', 'nope', '--api', url, '--token', TOKEN);
+    expect(nope.code).toBe(1);
+    expect(nope.stderr).toMatch(/no job "nope" recorded/);
+    const nosave = await rankwatch('checkpoint', '--job', 'nosave', '--api', url, '--token', TOKEN);
+    expect(nosave.code).toBe(1);
+    expect(nosave.stdout).toContain('No advice yet: missing save time.');
   });
 });

@@ -3,6 +3,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Store } from '../../store/store.js';
 import { checkpointRoutes } from './checkpoints.js';
 import { errorHandler } from './common.js';
+import { failureRoutes } from './failures.js';
 import { findingRoutes } from './findings.js';
 import { jobRoutes } from './jobs.js';
 import { nodeRoutes } from './nodes.js';
@@ -13,4 +14,5 @@ export const readRoutes: FastifyPluginAsync<{ store: Store }> = async (app, { st
   await app.register(findingRoutes, { store });
   await app.register(nodeRoutes, { store });
   await app.register(checkpointRoutes, { store });
+  await app.register(failureRoutes, { store });
 };

@@ -1,11 +1,10 @@
 import { adviseCheckpoint } from '../../analytics/checkpoint.js';
 import { RankwatchError } from '../../core/errors.js';
-import {
-  CHECKPOINT_INTERVAL_DEFAULTS,
-  checkpointIntervalFinding,
-} from '../../detectors/checkpoint/interval.js';
+import { CHECKPOINT_INTERVAL_DEFAULTS } from '../../detectors/checkpoint/interval.js';
+import type { Finding } from '../../schema/finding.js';
+import type { JobAdviceResult } from '../../store/failure-queries.js';
 import { type Command, num, parse } from '../args.js';
-import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
+import { SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
 import { adviceLines, dur, parseSince, pct } from './research-format.js';
 
 const opt = (v: unknown, flag: string, scale = 1) =>
@@ -14,7 +13,7 @@ const opt = (v: unknown, flag: string, scale = 1) =>
 export const checkpoint: Command = {
   name: 'checkpoint',
   usage: `rankwatch checkpoint --save-s S --mtbf-h H [--restart-s R] [--interval-s I] [--save-total-s T] [--json]
-rankwatch checkpoint --job ID (--data DIR | --clickhouse-url URL) [--since WHEN] [--json]
+rankwatch checkpoint --job ID (--api URL --token T | --data DIR | --clickhouse-url URL) [--since WHEN] [--json]
 
 Checkpoint-interval advice: Young's √(2δM) and Daly's higher-order interval (M when δ ≥ 2M),
 the expected efficiency at the current and the recommended interval, and how both move when the
@@ -30,11 +29,11 @@ failure rate is halved or doubled. Intervals are compute time between saves (N s
   --since WHEN       only what was recorded since (ISO time, epoch ms, or 7d / 36h / 90m)
   --max-loss-pct P   a checkpoint_interval finding when the current interval gives up more than
                      P% of goodput (default ${CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct})
-  --json             print JSON
-${STORE_FLAGS_HELP}`,
+  (with --job: the figures of GET /v1/jobs/ID/checkpoint-advice, over the API or the store)
+${SOURCE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
-      ...STORE_FLAGS,
+      ...SOURCE_FLAGS,
       'save-s': { type: 'string' },
       'save-total-s': { type: 'string' },
       'mtbf-h': { type: 'string' },
@@ -43,7 +42,6 @@ ${STORE_FLAGS_HELP}`,
       job: { type: 'string' },
       since: { type: 'string' },
       'max-loss-pct': { type: 'string' },
-      json: { type: 'boolean' },
     });
     if (values.help) {
       console.log(this.usage);
@@ -62,64 +60,53 @@ ${STORE_FLAGS_HELP}`,
       if (given.saveS === undefined || given.mtbfS === undefined)
         throw new RankwatchError(
           'RANKWATCH_ERR_USAGE',
-          'give --save-s and --mtbf-h, or --job ID with --data/--clickhouse-url',
+          'give --save-s and --mtbf-h, or --job ID with --api/--data/--clickhouse-url',
         );
       const advice = adviseCheckpoint({ ...given, saveTotalS: opt(values['save-total-s'], 'save-total-s') });
       if (values.json) console.log(JSON.stringify({ advice }, null, 2));
       else console.log(adviceLines(advice).join('\n'));
       return advice.ok ? 0 : 1;
     }
-    const now = Date.now();
-    const { store, where } = await openStore(values);
-    try {
-      await store.migrate();
-      const { jobCheckpointAdvice } = await import('../../store/failure-queries.js');
-      const r = await jobCheckpointAdvice(store, values.job, {
-        now,
-        from: values.since === undefined ? undefined : parseSince(values.since, now),
-        given,
-      });
-      if (!r)
-        throw new RankwatchError(
-          'RANKWATCH_ERR_INPUT',
-          `no job "${values.job}" recorded in ${where}; check the id and --data/--clickhouse-url`,
-        );
-      const finding = r.advice.ok
-        ? checkpointIntervalFinding(r.job, r.advice, r.timeline.end_ts, cfg)
-        : undefined;
-      if (values.json) {
-        console.log(
-          JSON.stringify(
-            {
-              job: r.job,
-              inputs: r.inputs,
-              advice: r.advice,
-              timeline: r.timeline,
-              finding: finding ?? null,
-            },
-            null,
-            2,
-          ),
-        );
-        return r.advice.ok ? 0 : 1;
-      }
-      const t = r.timeline;
-      const lostS = t.interruptions.reduce((s, i) => s + i.lost_ms, 0) / 1000;
-      const lines = [
-        `Job ${r.job} (${where}): ${t.gpus} GPUs ${t.gpu_model}, up ${dur(t.up_ms / 1000)}, ${t.interruptions.length} interruption(s), ${t.saves} save(s), time lost ${dur(lostS)}, ETTR ${t.ettr === null ? '-' : pct(t.ettr)}`,
-        'Inputs:',
-        `  save δ      ${dur(r.inputs.saveS.value).padEnd(10)} from ${r.inputs.saveS.source}`,
-        `  MTBF M      ${dur(r.inputs.mtbfS.value).padEnd(10)} from ${r.inputs.mtbfS.source}`,
-        `  restart R   ${dur(r.inputs.restartS.value ?? 0).padEnd(10)} from ${r.inputs.restartS.source}`,
-        `  current τ   ${(r.inputs.intervalS.value === undefined ? '-' : dur(r.inputs.intervalS.value)).padEnd(10)} from ${r.inputs.intervalS.source}`,
-        ...adviceLines(r.advice),
-      ];
-      if (finding) lines.push(`finding checkpoint_interval: ${finding.summary}`);
-      for (const n of t.notes) lines.push(`note: ${n}`);
-      console.log(lines.join('\n'));
-      return r.advice.ok ? 0 : 1;
-    } finally {
-      await store.close();
+    // The same route a client of the API calls, over HTTP (--api) or in-process over the store.
+    const q = new URLSearchParams({ max_loss_pct: String(cfg.maxLossPct) });
+    const param = { saveS: 'save_s', restartS: 'restart_s', intervalS: 'interval_s' } as const;
+    for (const [k, name] of Object.entries(param)) {
+      const v = given[k as keyof typeof param];
+      if (v !== undefined) q.set(name, String(v));
     }
+    if (given.mtbfS !== undefined) q.set('mtbf_h', String(given.mtbfS / 3600));
+    if (values.since !== undefined) q.set('from', String(parseSince(values.since, Date.now())));
+    const { r, where } = await withSource(values, async (s) => ({
+      r: await s.get<JobAdviceResult & { finding: Finding | null }>(
+        `/v1/jobs/${encodeURIComponent(values.job!)}/checkpoint-advice?${q}`,
+      ),
+      where: s.where,
+    }));
+    const finding = r.finding;
+    if (values.json) {
+      console.log(
+        JSON.stringify(
+          { job: r.job, inputs: r.inputs, advice: r.advice, timeline: r.timeline, finding },
+          null,
+          2,
+        ),
+      );
+      return r.advice.ok ? 0 : 1;
+    }
+    const t = r.timeline;
+    const lostS = t.interruptions.reduce((s, i) => s + i.lost_ms, 0) / 1000;
+    const lines = [
+      `Job ${r.job} (${where}): ${t.gpus} GPUs ${t.gpu_model}, up ${dur(t.up_ms / 1000)}, ${t.interruptions.length} interruption(s), ${t.saves} save(s), time lost ${dur(lostS)}, ETTR ${t.ettr === null ? '-' : pct(t.ettr)}`,
+      'Inputs:',
+      `  save δ      ${dur(r.inputs.saveS.value).padEnd(10)} from ${r.inputs.saveS.source}`,
+      `  MTBF M      ${dur(r.inputs.mtbfS.value).padEnd(10)} from ${r.inputs.mtbfS.source}`,
+      `  restart R   ${dur(r.inputs.restartS.value ?? 0).padEnd(10)} from ${r.inputs.restartS.source}`,
+      `  current τ   ${(r.inputs.intervalS.value === undefined ? '-' : dur(r.inputs.intervalS.value)).padEnd(10)} from ${r.inputs.intervalS.source}`,
+      ...adviceLines(r.advice),
+    ];
+    if (finding) lines.push(`finding checkpoint_interval: ${finding.summary}`);
+    for (const n of t.notes) lines.push(`note: ${n}`);
+    console.log(lines.join('\n'));
+    return r.advice.ok ? 0 : 1;
   },
 };

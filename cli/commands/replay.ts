@@ -4,7 +4,7 @@ import { DETECTOR_DEFAULTS, DetectorRunner } from '../../detectors/runner.js';
 import type { Finding } from '../../schema/finding.js';
 import { parseEventLine } from '../../schema/validate.js';
 import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../store/rows.js';
-import { type Command, parse } from '../args.js';
+import { type Command, num, parse } from '../args.js';
 import { LineWriter, readLineChunks } from '../jsonl.js';
 import { ExpiredCount } from '../retention.js';
 import { openStore, STORE_FLAGS } from '../store-options.js';
@@ -28,6 +28,8 @@ event exits 1.
   --clickhouse-url URL also store them in a ClickHouse server (see rankwatch up --help for the
                        other store flags: --clickhouse-user, --clickhouse-database, ...)
   --convention C       FLOP convention for MFU (palm, megatron, megatron-causal)
+  --gpu-mtbf-h H       fleet MTBF of one GPU, hours (GPU-hours per interruption): lets a job with
+                       fewer than 3 interruptions of its own get a checkpoint_interval finding
   --quiet              no summary on stderr`,
   async run(argv) {
     const { values, positionals } = parse(
@@ -37,6 +39,7 @@ event exits 1.
         'dead-letter': { type: 'string' },
         ...STORE_FLAGS,
         convention: { type: 'string' },
+        'gpu-mtbf-h': { type: 'string' },
         quiet: { type: 'boolean' },
       },
       true,
@@ -49,6 +52,13 @@ event exits 1.
       throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give one input FILE, or - for stdin');
     const runner = new DetectorRunner({
       convention: values.convention ? parseConvention(values.convention) : DETECTOR_DEFAULTS.convention,
+      checkpointInterval: {
+        ...DETECTOR_DEFAULTS.checkpointInterval,
+        gpuMtbfH:
+          values['gpu-mtbf-h'] === undefined
+            ? undefined
+            : num(values['gpu-mtbf-h'], 'gpu-mtbf-h', undefined, { min: 0, exclusiveMin: true }),
+      },
     });
     const out = new LineWriter(values.findings);
     const dead = values['dead-letter'] ? new LineWriter(values['dead-letter']) : undefined;

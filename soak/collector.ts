@@ -20,7 +20,8 @@ export async function quiet(colPort: number, sinkHealthUrl: string, ms = 120_000
     const col = await getJson(`http://127.0.0.1:${colPort}/healthz`).catch(() => undefined);
     const sink = await getJson(sinkHealthUrl).catch(() => undefined);
     const c = (col?.body ?? {}) as Record<string, number>;
-    const idle = c.buffered === 0;
+    // Nothing in memory, nothing left in the spool, and the collector's own health says delivered.
+    const idle = c.buffered === 0 && (c.spool_bytes ?? 0) === 0 && col?.status === 200;
     const now = JSON.stringify([c.events_sent, c.buffered, c.replayed_batches, counts(sink?.body)]);
     if (now !== last) {
       last = now;

@@ -3,6 +3,7 @@
  * a few oversized events, each kind counted, so the end of the run can account for every line.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ROOT } from './procs.js';
 
@@ -57,7 +58,8 @@ export function makeInput(o: {
     const e = JSON.parse(line) as { kind: string; ts: number };
     if (oversized < o.oversized && e.kind === 'gpu' && i >= oversizeEvery * (oversized + 1)) {
       // A valid GPU sample 1 ms later with a 2 MB unknown field: larger than any bus message may be.
-      fed.push(JSON.stringify({ ...e, ts: e.ts + 1, note: 'x'.repeat(2 << 20) }));
+      // Random, so compression cannot shrink it under the bus's message limit.
+      fed.push(JSON.stringify({ ...e, ts: e.ts + 1, note: randomBytes(1_536 << 10).toString('base64') }));
       oversized++;
     }
   });

@@ -3,9 +3,11 @@
  * default) or a ClickHouse server (a URL). Parsing and the environment fallbacks live in
  * store/index.ts (storeConfigFrom); this file is the CLI's view of them.
  */
+
 import { resolve } from 'node:path';
 import { createStore, type StoreConfig, storeConfigFrom } from '../store/index.js';
 import type { Store } from '../store/store.js';
+import { detachPipedStdin } from './stdin.js';
 
 export const STORE_FLAGS = {
   store: { type: 'string' },
@@ -38,7 +40,10 @@ export async function openStore(
   values: Record<string, unknown>,
 ): Promise<{ store: Store; where: string; config: StoreConfig }> {
   const config = storeConfigFrom(values as Record<string, string | boolean | undefined>);
-  if (config.type === 'chdb') config.path = resolve(config.path);
+  if (config.type === 'chdb') {
+    config.path = resolve(config.path);
+    detachPipedStdin();
+  }
   const where = config.type === 'chdb' ? `chDB at ${config.path}` : `ClickHouse at ${redact(config.url)}`;
   return { store: await createStore(config), where, config };
 }

@@ -172,6 +172,37 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
     }
   });
 
+  it('stores events piped in on stdin into a chDB folder (the engine never sees the pipe)', async () => {
+    const data = join(dir, 'piped-data');
+    const small = join(dir, 'small-piped.jsonl');
+    const sim = await rankwatch(
+      'sim',
+      '--ranks',
+      '8',
+      '--steps',
+      '20',
+      '--start',
+      String(Date.now() - 60_000),
+      '-o',
+      small,
+    );
+    expect(sim.code).toBe(0);
+    // A real pipe into the replay process, as `rankwatch sim | rankwatch replay - --data DIR` makes.
+    const r = await run('bash', [
+      '-c',
+      `cat '${small}' | '${process.execPath}' '${bin}' replay - --data '${data}' --findings /dev/null`,
+    ]);
+    expect(r.stderr).toMatch(/replayed \d+ events/);
+    const { ChdbStore } = await import('../store/chdb.js');
+    const { tableCounts } = await import('../store/queries.js');
+    const store = new ChdbStore({ path: data });
+    try {
+      expect((await tableCounts(store)).events).toBe(readFileSync(small, 'utf8').trim().split('\n').length);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('explains a missing input file', async () => {
     const r = await rankwatch('replay', join(dir, 'nope.jsonl'));
     expect(r.code).toBe(1);

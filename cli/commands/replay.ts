@@ -7,6 +7,7 @@ import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../s
 import { type Command, num, parse } from '../args.js';
 import { LineWriter, readLineChunks } from '../jsonl.js';
 import { ExpiredCount } from '../retention.js';
+import { stdinToFile } from '../stdin.js';
 import { openStore, STORE_FLAGS } from '../store-options.js';
 import { storedReports } from './report.js';
 
@@ -65,6 +66,8 @@ event exits 1.
     // Replay stores only when asked to: a folder, a server, or an explicit --store.
     const wantsStore =
       values.data !== undefined || values['clickhouse-url'] !== undefined || values.store !== undefined;
+    // A store in chDB must not see a piped stdin (cli/stdin.ts): read it from a copy instead.
+    const input = positionals[0] === '-' && wantsStore ? await stdinToFile() : positionals[0];
     const opened = wantsStore ? await openStore(values) : undefined;
     const store = opened?.store;
     const expired = new ExpiredCount(opened?.config.schema?.rawTtlDays);
@@ -99,7 +102,7 @@ event exits 1.
     };
 
     try {
-      for await (const { first, lines } of readLineChunks(positionals[0])) {
+      for await (const { first, lines } of readLineChunks(input)) {
         for (let i = 0; i < lines.length; i++) {
           const line = lines[i];
           if (line.length === 0 || line.trim().length === 0) continue;

@@ -21,7 +21,10 @@ export class ApiError extends Error {
   }
 }
 
-export async function api<T>(path: string, query: Record<string, string | number | undefined> = {}): Promise<T> {
+export async function api<T>(
+  path: string,
+  query: Record<string, string | number | undefined> = {},
+): Promise<T> {
   const qs = new URLSearchParams();
   for (const [k, v] of Object.entries(query)) if (v !== undefined) qs.set(k, String(v));
   const url = qs.size ? `${path}?${qs}` : path;
@@ -30,7 +33,10 @@ export async function api<T>(path: string, query: Record<string, string | number
   try {
     res = await fetch(url, { headers: t ? { authorization: `Bearer ${t}` } : {} });
   } catch {
-    throw new ApiError(0, 'The rankwatch server does not answer: is `rankwatch up` (or `serve`) still running?');
+    throw new ApiError(
+      0,
+      'The rankwatch server does not answer: is `rankwatch up` (or `serve`) still running?',
+    );
   }
   if (res.ok) return (await res.json()) as T;
   const body = (await res.json().catch(() => ({}))) as { message?: string };

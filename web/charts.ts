@@ -19,6 +19,8 @@ export interface SeriesSpec {
   color: string;
   scale: string;
   value: (v: number) => string;
+  /** Axis tick labels (short); default `value`. */
+  tick?: (v: number) => string;
 }
 
 export interface Chart {
@@ -50,14 +52,23 @@ export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): C
         scale: s.scale,
         stroke: cssVar(s.color),
         width: 1.5,
+        points: { show: false },
         value: (_u: uPlot, v: number | null) => (v === null ? '—' : s.value(v)),
         spanGaps: false,
       })),
     ],
     axes: [
-      { stroke: cssVar('--muted'), grid: { stroke: cssVar('--grid'), width: 1 }, ticks: { stroke: cssVar('--grid') } },
+      {
+        stroke: cssVar('--muted'),
+        grid: { stroke: cssVar('--grid'), width: 1 },
+        ticks: { stroke: cssVar('--grid') },
+      },
       ...scales.map((scale, i) =>
-        axis(scale, i === 0 ? 3 : 1, specs.find((s) => s.scale === scale)?.value ?? String),
+        axis(
+          scale,
+          i === 0 ? 3 : 1,
+          ((s) => s?.tick ?? s?.value ?? String)(specs.find((s) => s.scale === scale)),
+        ),
       ),
     ],
     hooks: {
@@ -67,7 +78,9 @@ export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): C
           ctx.save();
           ctx.lineWidth = Math.max(1, devicePixelRatio);
           ctx.font = `${11 * devicePixelRatio}px system-ui, sans-serif`;
-          for (const m of markers) {
+          let row = 0;
+          let lastX = Number.NEGATIVE_INFINITY;
+          for (const m of [...markers].sort((a, b) => a.ts - b.ts)) {
             const x = Math.round(u.valToPos(m.ts / 1000, 'x', true));
             if (x < bbox.left || x > bbox.left + bbox.width) continue;
             ctx.strokeStyle = ctx.fillStyle = cssVar(m.color);
@@ -76,7 +89,11 @@ export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): C
             ctx.moveTo(x, bbox.top);
             ctx.lineTo(x, bbox.top + bbox.height);
             ctx.stroke();
-            ctx.fillText(m.label, x + 3 * devicePixelRatio, bbox.top + 12 * devicePixelRatio);
+            // Labels of markers close together go on successive lines instead of over each other.
+            row = x - lastX < 120 * devicePixelRatio ? (row + 1) % 4 : 0;
+            lastX = x;
+            ctx.setLineDash([]);
+            ctx.fillText(m.label, x + 3 * devicePixelRatio, bbox.top + (12 + 13 * row) * devicePixelRatio);
           }
           ctx.restore();
         },

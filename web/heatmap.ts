@@ -25,7 +25,9 @@ interface Row {
 
 const rgb = (hex: string): [number, number, number] => {
   const m = /^#?([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(hex);
-  return m ? [Number.parseInt(m[1], 16), Number.parseInt(m[2], 16), Number.parseInt(m[3], 16)] : [128, 128, 128];
+  return m
+    ? [Number.parseInt(m[1], 16), Number.parseInt(m[2], 16), Number.parseInt(m[3], 16)]
+    : [128, 128, 128];
 };
 const mix = (a: number[], b: number[], t: number) =>
   `rgb(${a.map((v, i) => Math.round(v + (b[i] - v) * t)).join(',')})`;
@@ -37,7 +39,10 @@ export function drawHeatmap(canvas: HTMLCanvasElement, cells: Cell[]): Row[] {
   for (const c of cells) byRank.set(c.rank, [...(byRank.get(c.rank) ?? []), c]);
   const ranks = [...byRank.values()]
     .map((cs) => cs[0])
-    .sort((a, b) => a.host.localeCompare(b.host, undefined, { numeric: true }) || a.gpu - b.gpu || a.rank - b.rank);
+    .sort(
+      (a, b) =>
+        a.host.localeCompare(b.host, undefined, { numeric: true }) || a.gpu - b.gpu || a.rank - b.rank,
+    );
 
   const dpr = devicePixelRatio;
   const width = Math.max(400, canvas.parentElement?.clientWidth ?? 800);
@@ -73,7 +78,8 @@ export function drawHeatmap(canvas: HTMLCanvasElement, cells: Cell[]): Row[] {
     const pcts = cs.map((c) => (c.rel_compute - 1) * 100);
     for (const c of cs) {
       const p = (c.rel_compute - 1) * 100;
-      ctx.fillStyle = p >= 0 ? mix(calm, hot, Math.min(1, p / FULL_PCT)) : mix(calm, cold, Math.min(1, -p / FULL_PCT));
+      ctx.fillStyle =
+        p >= 0 ? mix(calm, hot, Math.min(1, p / FULL_PCT)) : mix(calm, cold, Math.min(1, -p / FULL_PCT));
       const x = LABEL_W + (col.get(c.minute) ?? 0) * colW;
       ctx.fillRect(x, y, Math.ceil(colW), rowH - (rowH > 5 ? 1 : 0));
     }
@@ -82,7 +88,16 @@ export function drawHeatmap(canvas: HTMLCanvasElement, cells: Cell[]): Row[] {
       ctx.fillText(`r${r.rank} g${r.gpu}`, LABEL_W - 52, y + rowH / 2);
     }
     const mean = pcts.reduce((a, b) => a + b, 0) / Math.max(1, pcts.length);
-    rows.push({ rank: r.rank, host: r.host, gpu: r.gpu, stage: r.stage, y, h: rowH, mean_pct: mean, max_pct: Math.max(...pcts) });
+    rows.push({
+      rank: r.rank,
+      host: r.host,
+      gpu: r.gpu,
+      stage: r.stage,
+      y,
+      h: rowH,
+      mean_pct: mean,
+      max_pct: Math.max(...pcts),
+    });
     y += rowH;
   }
   canvas.dataset.rows = JSON.stringify(rows);

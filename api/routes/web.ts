@@ -48,7 +48,10 @@ export const webRoutes: FastifyPluginAsync<{ dir?: string }> = async (app, opts)
   );
   app.get<{ Params: { file: string } }>('/web/:file', { config, schema }, async (req, reply) => {
     const body = files.get(req.params.file);
-    if (!body || !TYPES[req.params.file]) return reply.code(404).send({ statusCode: 404, error: 'Not Found', message: `no file /web/${req.params.file}` });
+    if (!body || !TYPES[req.params.file])
+      return reply
+        .code(404)
+        .send({ statusCode: 404, error: 'Not Found', message: `no file /web/${req.params.file}` });
     return reply.type(TYPES[req.params.file]).header('cache-control', 'no-cache').send(body);
   });
 };

@@ -21,16 +21,24 @@ export function fleetPage(view: View): void {
     const from = Date.now() - 7 * 24 * HOUR;
     const [{ nodes }, cordon, { faults }, { checkpoints }, advice] = await Promise.all([
       api<{ nodes: NodeRow[] }>('/v1/nodes', { from }),
-      api<{ hosts: { host: string; action: string; active_findings: number; faults: number }[] }>('/v1/cordon'),
+      api<{ hosts: { host: string; action: string; active_findings: number; faults: number }[] }>(
+        '/v1/cordon',
+      ),
       api<{ faults: Fault[] }>('/v1/faults', { from, limit: 10_000 }),
       api<{ checkpoints: CheckpointStats[] }>('/v1/checkpoints', { from }),
-      api<{ findings: Finding[] }>('/v1/findings', { type: 'checkpoint_interval', status: 'open', limit: 50 }),
+      api<{ findings: Finding[] }>('/v1/findings', {
+        type: 'checkpoint_interval',
+        status: 'open',
+        limit: 50,
+      }),
     ]);
 
     $('nodes').innerHTML = nodes.length
       ? `<table><thead><tr><th>Host</th><th>Health</th><th class="num">Faults</th><th>Sources</th><th class="num">Throttled GPU-min</th><th class="num">ECC DBE</th><th class="num">Active findings</th></tr></thead><tbody>${nodes
           .map(
-            (n) => `<tr><td>${esc(n.host)}</td><td><span class="badge ${n.worst_action === 'none' ? 'ok' : n.worst_action === 'watch' ? 'warning' : 'critical'}">${n.worst_action === 'none' ? 'healthy' : esc(n.worst_action)}</span></td>
+            (
+              n,
+            ) => `<tr><td>${esc(n.host)}</td><td><span class="badge ${n.worst_action === 'none' ? 'ok' : n.worst_action === 'watch' ? 'warning' : 'critical'}">${n.worst_action === 'none' ? 'healthy' : esc(n.worst_action)}</span></td>
             <td class="num">${n.faults}</td><td>${esc(n.fault_sources.join(', '))}</td><td class="num">${n.throttled_gpu_minutes}</td><td class="num">${n.ecc_dbe}</td><td class="num">${n.active_findings}</td></tr>`,
           )
           .join('')}</tbody></table>`
@@ -61,7 +69,12 @@ export function fleetPage(view: View): void {
         $('fault-chart').innerHTML = '';
         chart = lineChart(
           $('fault-chart'),
-          kinds.map((k, i) => ({ label: k, color: palette[i % palette.length], scale: 'n', value: (v) => num(v) })),
+          kinds.map((k, i) => ({
+            label: k,
+            color: palette[i % palette.length],
+            scale: 'n',
+            value: (v) => num(v),
+          })),
           200,
         );
         sources = kinds.join();
@@ -77,7 +90,9 @@ export function fleetPage(view: View): void {
       checkpoints.length
         ? `<table><thead><tr><th>Job</th><th>Phase</th><th class="num">Count</th><th class="num">Failed</th><th class="num">p50</th><th class="num">p95</th><th class="num">Max</th></tr></thead><tbody>${checkpoints
             .map(
-              (c) => `<tr><td><a href="#/job/${encodeURIComponent(c.job)}">${esc(c.job)}</a></td><td>${esc(c.phase)}</td><td class="num">${c.count}</td>
+              (
+                c,
+              ) => `<tr><td><a href="#/job/${encodeURIComponent(c.job)}">${esc(c.job)}</a></td><td>${esc(c.phase)}</td><td class="num">${c.count}</td>
               <td class="num">${c.failures}${c.count ? ` (${((100 * c.failures) / c.count).toFixed(0)}%)` : ''}</td><td class="num">${ms(c.p50_ms)}</td><td class="num">${ms(c.p95_ms)}</td><td class="num">${ms(c.max_ms)}</td></tr>`,
             )
             .join('')}</tbody></table>`

@@ -14,7 +14,7 @@ import {
   type StepPoint,
 } from '../api.js';
 import { type Chart, lineChart, type Marker } from '../charts.js';
-import { ago, bucketFor, esc, ms, num, pct, time } from '../format.js';
+import { ago, bucketFor, esc, ms, msTick, num, pct, short, time } from '../format.js';
 import { drawHeatmap } from '../heatmap.js';
 import type { View } from '../main.js';
 import { noMfuReason } from './why.js';
@@ -44,7 +44,11 @@ export function jobPage(view: View, job: string): void {
     const [mfu, steps, heat, fs, faults, cps] = await Promise.all([
       api<{ points: MfuPoint[] }>(`${path}/mfu`, range),
       api<{ points: StepPoint[] }>(`${path}/steps`, range),
-      api<{ cells: Cell[] }>(`${path}/heatmap`, { from: s.first_ts, to: s.last_ts + 1, step: `${heatMinutes}m` }),
+      api<{ cells: Cell[] }>(`${path}/heatmap`, {
+        from: s.first_ts,
+        to: s.last_ts + 1,
+        step: `${heatMinutes}m`,
+      }),
       api<{ findings: Finding[] }>('/v1/findings', { job, limit: 500 }),
       api<{ faults: Fault[] }>('/v1/faults', { job, limit: 1000 }),
       api<{ checkpoints: CheckpointStats[] }>('/v1/checkpoints', { job }).catch(() => ({ checkpoints: [] })),
@@ -55,7 +59,11 @@ export function jobPage(view: View, job: string): void {
       ...faults.faults.map((f) => ({ ts: f.ts, label: `${f.source} ${f.host}`, color: '--bad' })),
       ...fs.findings
         .filter((f) => f.state === 'open' || f.onset_ts)
-        .map((f) => ({ ts: f.onset_ts ?? f.ts, label: `${f.type} r${f.rank ?? '?'}`, color: '--warn' })),
+        .map((f) => ({
+          ts: f.onset_ts ?? f.ts,
+          label: `${f.type} ${f.rank !== undefined ? `r${f.rank}` : f.host}`,
+          color: '--warn',
+        })),
     ];
     const mfuNote = $('mfu-note');
     mfuNote.classList.remove('pending');
@@ -66,8 +74,8 @@ export function jobPage(view: View, job: string): void {
     } else {
       $('mfu-chart').hidden = false;
       mfuChart ??= lineChart($('mfu-chart'), [
-        { label: 'MFU', color: '--accent', scale: 'mfu', value: (v) => pct(v) },
-        { label: 'tokens/s', color: '--accent2', scale: 'tok', value: (v) => num(v) },
+        { label: 'MFU', color: '--accent', scale: 'mfu', value: (v) => pct(v), tick: (v) => pct(v, 0) },
+        { label: 'tokens/s', color: '--accent2', scale: 'tok', value: (v) => num(v), tick: short },
       ]);
       const pts = mfu.points;
       const cp = cps.checkpoints.filter((c) => c.phase === 'save');
@@ -81,7 +89,14 @@ export function jobPage(view: View, job: string): void {
       ]
         .filter(Boolean)
         .join(' ');
-      mfuChart.update([pts.map((p) => p.ts / 1000), pts.map((p) => p.mfu), pts.map((p) => p.tokens_per_s)] as uPlot.AlignedData, markers);
+      mfuChart.update(
+        [
+          pts.map((p) => p.ts / 1000),
+          pts.map((p) => p.mfu),
+          pts.map((p) => p.tokens_per_s),
+        ] as uPlot.AlignedData,
+        markers,
+      );
     }
 
     const stepNote = $('step-note');
@@ -94,7 +109,7 @@ export function jobPage(view: View, job: string): void {
       stepChart ??= lineChart(
         $('step-chart'),
         [
-          { label: 'wall step', color: '--fg', scale: 'ms', value: ms },
+          { label: 'wall step', color: '--fg', scale: 'ms', value: ms, tick: msTick },
           { label: 'compute p50', color: '--accent', scale: 'ms', value: ms },
           { label: 'compute slowest', color: '--bad', scale: 'ms', value: ms },
           { label: 'wait in collectives p50', color: '--accent2', scale: 'ms', value: ms },
@@ -103,11 +118,18 @@ export function jobPage(view: View, job: string): void {
       );
       const p = steps.points;
       stepChart.update(
-        [p.map((x) => x.ts / 1000), p.map((x) => x.step_ms), p.map((x) => x.compute_p50_ms), p.map((x) => x.compute_max_ms), p.map((x) => x.comm_wait_p50_ms)],
+        [
+          p.map((x) => x.ts / 1000),
+          p.map((x) => x.step_ms),
+          p.map((x) => x.compute_p50_ms),
+          p.map((x) => x.compute_max_ms),
+          p.map((x) => x.comm_wait_p50_ms),
+        ],
         markers,
       );
       stepNote.className = 'note';
-      stepNote.textContent = 'The slowest rank’s compute pulling away from the median is what a straggler costs every rank.';
+      stepNote.textContent =
+        'The slowest rank’s compute pulling away from the median is what a straggler costs every rank.';
     }
 
     const heatNote = $('heat-note');
@@ -125,7 +147,11 @@ export function jobPage(view: View, job: string): void {
       heatNote.textContent = `${rows.length} ranks on ${new Set(rows.map((r) => r.host)).size} hosts, ${heatMinutes}-minute cells. Slowest on average: rank ${worst.rank} on ${worst.host} GPU ${worst.gpu}, ${worst.mean_pct.toFixed(1)}% slower than its peers.`;
     }
 
-    links($('links'), fs.findings.filter((f) => LINK_TYPES.has(f.type)), s.hosts);
+    links(
+      $('links'),
+      fs.findings.filter((f) => LINK_TYPES.has(f.type)),
+      s.hosts,
+    );
     findingList($('findings'), fs.findings);
   }, 10_000);
 }
@@ -142,27 +168,34 @@ function summary(el: HTMLElement, s: JobSummary): void {
       ${kpi('step', ms(s.step_ms))}
       ${kpi('compute', ms(s.compute_ms))}
       ${kpi('open findings', String(s.findings.length))}
-      ${kpi('their cost', s.findings.length ? `${s.findings.reduce((a, f) => a + (f.est_cost_pct ?? 0), 0).toFixed(1)}%` : '—')}
+      ${kpi('costliest finding', costliest(s.findings))}
     </div>
     ${s.mfu_now === null ? `<p class="note empty">${esc(noMfuReason(s))}</p>` : ''}`;
 }
 
+/** The costliest open finding's cost. Not a sum: findings overlap (a throttle explains a straggler). */
+function costliest(fs: Finding[]): string {
+  const c = Math.max(...fs.map((f) => f.est_cost_pct ?? 0), 0);
+  return c > 0 ? `${c.toFixed(1)}%` : '—';
+}
+
 /** Link findings as a list and a host-pair matrix (rows: suspect host, columns: its peer). */
 function links(el: HTMLElement, fs: Finding[], hosts: string[]): void {
-  const latest = new Map<string, Finding>();
-  for (const f of fs) if (!latest.has(f.id)) latest.set(f.id, f);
-  const open = [...latest.values()].filter((f) => f.state !== 'resolved');
+  // Resolved ones too: a finished job resolves its findings, and the picture should stay.
+  const open = fs;
   if (!open.length) {
     el.innerHTML = `<p class="note">No slow link or low bus bandwidth found for this job. (Bus bandwidth by communicator kind is not served by the API yet; the Grafana “links” dashboard shows it.)</p>`;
     return;
   }
-  const names = [...new Set([...hosts, ...open.flatMap((f) => [f.host, f.peer_host ?? f.host])])].sort((a, b) =>
-    a.localeCompare(b, undefined, { numeric: true }),
+  const names = [...new Set([...hosts, ...open.flatMap((f) => [f.host, f.peer_host ?? f.host])])].sort(
+    (a, b) => a.localeCompare(b, undefined, { numeric: true }),
   );
   const cost = (a: string, b: string) =>
-    open.filter((f) => f.host === a && (f.peer_host ?? f.host) === b).reduce((s, f) => s + (f.est_cost_pct ?? 0.1), 0);
-  el.innerHTML = `<ul class="findings">${open.map((f) => `<li><b>${esc(f.type)}</b> ${esc(f.host)}${f.peer_host ? ` ↔ ${esc(f.peer_host)}` : ''}: ${esc(f.summary)}</li>`).join('')}</ul>
-    <p class="muted small">Host pairs with an open link finding (row: suspect host; column: its peer, or itself when the NIC is slow with every peer).</p>
+    open
+      .filter((f) => f.host === a && (f.peer_host ?? f.host) === b)
+      .reduce((s, f) => s + (f.est_cost_pct ?? 0.1), 0);
+  el.innerHTML = `<ul class="findings">${open.map((f) => `<li><b>${esc(f.type)}</b> ${esc(f.host)}${f.peer_host ? ` ↔ ${esc(f.peer_host)}` : ''} <span class="muted">(${f.state})</span>: ${esc(f.summary)}</li>`).join('')}</ul>
+    <p class="muted small">Host pairs with a link finding (row: suspect host; column: its peer, or itself when the NIC is slow with every peer).</p>
     <table class="matrix"><tr><th></th>${names.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>
     ${names
       .map(
@@ -178,7 +211,13 @@ function links(el: HTMLElement, fs: Finding[], hosts: string[]): void {
 }
 
 const fmtEvidence = (v: unknown): string =>
-  typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toPrecision(3)) : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  typeof v === 'number'
+    ? Number.isInteger(v)
+      ? String(v)
+      : v.toPrecision(3)
+    : typeof v === 'object'
+      ? JSON.stringify(v)
+      : String(v);
 
 /** Findings newest first, one entry per incident (its latest state), with evidence and cost. */
 function findingList(el: HTMLElement, fs: Finding[]): void {
@@ -189,7 +228,9 @@ function findingList(el: HTMLElement, fs: Finding[]): void {
   el.innerHTML = `<ul class="findings">${fs
     .sort((a, b) => b.ts - a.ts)
     .map(
-      (f) => `<li class="finding ${f.severity} ${f.state}" data-type="${esc(f.type)}" data-host="${esc(f.host)}">
+      (
+        f,
+      ) => `<li class="finding ${f.severity} ${f.state}" data-type="${esc(f.type)}" data-host="${esc(f.host)}">
       <div><span class="badge ${f.severity}">${esc(f.type)}</span> <b>${esc(f.host)}${f.gpu !== undefined ? ` GPU ${f.gpu}` : ''}${f.rank !== undefined ? ` · rank ${f.rank}` : ''}${f.peer_host ? ` ↔ ${esc(f.peer_host)}` : ''}</b>
         <span class="muted">${f.state} ${ago(f.ts)} · action ${esc(f.action)}${f.est_cost_pct !== undefined ? ` · costs ${f.est_cost_pct.toFixed(1)}% of throughput` : ''}</span></div>
       <p>${esc(f.summary)}</p>

@@ -39,7 +39,7 @@ export function jobsPage(view: View): void {
       <tbody>${jobs
         .map((j, i) => {
           const fs = (open.get(j.job) ?? []).sort((a, b) => (b.est_cost_pct ?? 0) - (a.est_cost_pct ?? 0));
-          const cost = fs.reduce((a, f) => a + (f.est_cost_pct ?? 0), 0);
+          const cost = fs[0]?.est_cost_pct ?? 0;
           return `<tr data-job="${esc(j.job)}">
             <td><a href="#/job/${encodeURIComponent(j.job)}">${esc(j.job)}</a></td>
             <td><span class="badge ${j.status}">${j.status}</span> <span class="muted">${ago(j.last_ts)}</span></td>
@@ -50,14 +50,14 @@ export function jobsPage(view: View): void {
             <td>${
               fs.length
                 ? `<span class="badge ${fs.some((f) => f.severity === 'critical') ? 'critical' : 'warning'}">${fs.length}</span>
-                   ${cost > 0 ? `costing ~${cost.toFixed(1)}% of throughput` : ''}
-                   <span class="muted small">${esc(fs[0].type)} on ${esc(fs[0].host)}${fs.length > 1 ? ', …' : ''}</span>`
+                   <span class="muted small">costliest: ${esc(fs[0].type)} on ${esc(fs[0].host)}${cost > 0 ? `, ~${cost.toFixed(1)}% of throughput` : ''}</span>`
                 : j.open_findings
                   ? String(j.open_findings)
                   : '<span class="muted">none</span>'
             }</td></tr>`;
         })
         .join('')}</tbody></table>`;
-    for (const c of box.querySelectorAll<HTMLCanvasElement>('canvas.spark')) sparkline(c, sparks[Number(c.dataset.i)]);
+    for (const c of box.querySelectorAll<HTMLCanvasElement>('canvas.spark'))
+      sparkline(c, sparks[Number(c.dataset.i)]);
   }, 15_000);
 }

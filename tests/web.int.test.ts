@@ -38,6 +38,18 @@ describe('the web page in Chromium', () => {
     await page.click('button[type=submit]');
   };
 
+  it('serves the page and its bundle without a token, from this server only', async () => {
+    const html = await (await fetch(demo.url)).text();
+    const refs = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    expect(refs.filter((r) => r.startsWith('/web/'))).toEqual(['/web/app.css', '/web/app.js']);
+    expect(refs.every((r) => r.startsWith('/') || r.startsWith('#') || r.startsWith('data:'))).toBe(true);
+    const js = await fetch(`${demo.url}/web/app.js`);
+    expect(js.status).toBe(200);
+    expect(js.headers.get('content-type')).toMatch(/javascript/);
+    expect((await fetch(`${demo.url}/web/secrets.json`)).status).toBe(404);
+    expect((await fetch(`${demo.url}/v1/jobs`)).status).toBe(401);
+  });
+
   it('asks for a token, and a wrong one gets the login again, not data', async () => {
     const page = await open();
     await page.waitForSelector('form#login');

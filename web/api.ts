@@ -41,7 +41,8 @@ export async function api<T>(
   if (res.ok) return (await res.json()) as T;
   const body = (await res.json().catch(() => ({}))) as { message?: string };
   const why = body.message ?? res.statusText;
-  if (res.status === 503) throw new ApiError(503, `The store is down: ${why}. The page retries on its own.`);
+  if (res.status === 503)
+    throw new ApiError(503, `The store is down (${why}). This page tries again every few seconds.`);
   throw new ApiError(res.status, why);
 }
 

@@ -19,7 +19,8 @@ const TYPES: Record<string, string> = {
 export function webDir(): string | undefined {
   const here = import.meta.dirname;
   return [join(here, '..', '..', 'web'), join(here, '..', '..', 'dist', 'web')].find((d) =>
-    existsSync(join(d, 'index.html')),
+    // app.js, not index.html: web/ (the source) has an index.html too.
+    existsSync(join(d, 'app.js')),
   );
 }
 

@@ -17,7 +17,7 @@ import { type Chart, lineChart, type Marker } from '../charts.js';
 import { ago, bucketFor, esc, ms, msTick, num, pct, short, time } from '../format.js';
 import { drawHeatmap } from '../heatmap.js';
 import type { View } from '../main.js';
-import { noMfuReason } from './why.js';
+import { hasMfu, noMfuReason } from './why.js';
 
 const LINK_TYPES = new Set(['slow_link', 'nccl_busbw_low', 'nccl_busbw_collapse', 'nccl_slow_host']);
 
@@ -162,7 +162,7 @@ function summary(el: HTMLElement, s: JobSummary): void {
   el.innerHTML = `<h1>${esc(s.job)} <span class="badge ${s.status}">${s.status}</span></h1>
     <p class="muted">${s.ranks} ranks${s.world_size && s.world_size !== s.ranks ? ` of ${s.world_size}` : ''} × ${esc(s.gpu_model || 'unknown GPU')} on ${s.hosts.length} hosts · step ${s.last_step} · last event ${ago(s.last_ts)} (${time(s.last_ts)})</p>
     <div class="kpis">
-      ${kpi('MFU now', s.mfu_now === null ? 'none' : pct(s.mfu_now), s.mfu_now === null ? noMfuReason(s) : '')}
+      ${kpi('MFU now', hasMfu(s) ? pct(s.mfu_now) : 'none', hasMfu(s) ? '' : noMfuReason(s))}
       ${kpi('MFU average', pct(s.mfu_avg))}
       ${kpi('tokens/s', num(s.tokens_per_s))}
       ${kpi('step', ms(s.step_ms))}
@@ -170,7 +170,7 @@ function summary(el: HTMLElement, s: JobSummary): void {
       ${kpi('open findings', String(s.findings.length))}
       ${kpi('costliest finding', costliest(s.findings))}
     </div>
-    ${s.mfu_now === null ? `<p class="note empty">${esc(noMfuReason(s))}</p>` : ''}`;
+    ${!hasMfu(s) ? `<p class="note empty">${esc(noMfuReason(s))}</p>` : ''}`;
 }
 
 /** The costliest open finding's cost. Not a sum: findings overlap (a throttle explains a straggler). */

@@ -3,7 +3,7 @@ import { api, type Finding, type JobRow, type MfuPoint } from '../api.js';
 import { sparkline } from '../charts.js';
 import { ago, bucketFor, esc, pct } from '../format.js';
 import type { View } from '../main.js';
-import { noMfuReason } from './why.js';
+import { hasMfu, noMfuReason } from './why.js';
 
 const SPARKS = 40;
 
@@ -25,7 +25,7 @@ export function jobsPage(view: View): void {
     for (const f of findings) if (f.job) open.set(f.job, [...(open.get(f.job) ?? []), f]);
     const sparks = await Promise.all(
       jobs.slice(0, SPARKS).map((j) =>
-        j.mfu_now === null
+        !hasMfu(j)
           ? Promise.resolve([])
           : api<{ points: MfuPoint[] }>(`/v1/jobs/${encodeURIComponent(j.job)}/mfu`, {
               from: j.first_ts,
@@ -45,8 +45,8 @@ export function jobsPage(view: View): void {
             <td><span class="badge ${j.status}">${j.status}</span> <span class="muted">${ago(j.last_ts)}</span></td>
             <td>${j.ranks}${j.world_size && j.world_size !== j.ranks ? ` of ${j.world_size}` : ''} × ${esc(j.gpu_model || '?')}</td>
             <td class="num">${j.last_step}</td>
-            <td class="num">${j.mfu_now === null ? `<span class="muted" title="${esc(noMfuReason(j))}">none ⓘ</span>` : pct(j.mfu_now)}</td>
-            <td>${i < SPARKS && sparks[i].length > 1 ? `<canvas class="spark" data-i="${i}"></canvas>` : j.mfu_now === null ? `<span class="muted small">${esc(noMfuReason(j))}</span>` : ''}</td>
+            <td class="num">${!hasMfu(j) ? `<span class="muted" title="${esc(noMfuReason(j))}">none ⓘ</span>` : pct(j.mfu_now)}</td>
+            <td>${i < SPARKS && sparks[i].length > 1 ? `<canvas class="spark" data-i="${i}"></canvas>` : !hasMfu(j) ? `<span class="muted small">${esc(noMfuReason(j))}</span>` : ''}</td>
             <td>${
               fs.length
                 ? `<span class="badge ${fs.some((f) => f.severity === 'critical') ? 'critical' : 'warning'}">${fs.length}</span>

@@ -33,7 +33,8 @@ export interface DemoServer {
   stop(): Promise<void>;
 }
 
-export async function startDemo(): Promise<DemoServer> {
+/** `extraFaults`: more sim --fault specs (the screenshots add an XID so the fleet page has a fault). */
+export async function startDemo(extraFaults: string[] = []): Promise<DemoServer> {
   const dir = mkdtempSync(join(tmpdir(), 'rankwatch-web-'));
   const up = startRankwatch(['up', '--port', '0', '--data', join(dir, 'data'), '--token', DEMO.token]);
   const stop = async () => {
@@ -53,6 +54,7 @@ export async function startDemo(): Promise<DemoServer> {
         '--fault',
         `nic:rank=${DEMO.nicRank},at=300,factor=4`,
       ],
+      ...extraFaults.flatMap((f) => ['--fault', f]),
     );
     const lines = all.filter((l) => !(l.includes('"kind":"job_event"') && l.includes('"event":"finished"')));
     const statuses = await postLines(url, lines, { authorization: `Bearer ${DEMO.token}` }, 5000);

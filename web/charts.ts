@@ -21,6 +21,8 @@ export interface SeriesSpec {
   value: (v: number) => string;
   /** Axis tick labels (short); default `value`. */
   tick?: (v: number) => string;
+  /** Counts: drawn as bars from 0, whole-number ticks. */
+  counts?: boolean;
 }
 
 export interface Chart {
@@ -29,8 +31,10 @@ export interface Chart {
 
 export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): Chart {
   let markers: Marker[] = [];
+  const counts = specs.some((s) => s.counts);
   const axis = (scale: string, side: 0 | 1 | 2 | 3, fmt: (v: number) => string) => ({
     scale,
+    ...(counts ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10_000] } : {}),
     side,
     stroke: cssVar('--muted'),
     grid: { stroke: cssVar('--grid'), width: 1 },
@@ -44,7 +48,14 @@ export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): C
     height,
     cursor: { drag: { x: true, y: false } },
     legend: { live: true },
-    scales: Object.fromEntries(scales.map((s) => [s, { auto: true }])),
+    scales: Object.fromEntries(
+      scales.map((s) => [
+        s,
+        counts
+          ? { range: (_u: uPlot, _lo: number, hi: number): uPlot.Range.MinMax => [0, Math.max(2, hi)] }
+          : { auto: true },
+      ]),
+    ),
     series: [
       {},
       ...specs.map((s) => ({
@@ -53,6 +64,7 @@ export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): C
         stroke: cssVar(s.color),
         width: 1.5,
         points: { show: false },
+        ...(s.counts ? { paths: uPlot.paths.bars?.({ size: [0.9, 40] }), fill: cssVar(s.color) } : {}),
         value: (_u: uPlot, v: number | null) => (v === null ? '—' : s.value(v)),
         spanGaps: false,
       })),

@@ -57,12 +57,16 @@ export function fleetPage(view: View): void {
       note.textContent = 'No faults in the last 7 days.';
     } else {
       const kinds = [...new Set(faults.map((f) => f.source))].sort();
-      const start = Math.floor(Math.min(...faults.map((f) => f.ts)) / HOUR) * HOUR;
+      // Every hour of the week, so a quiet hour reads as 0 and one fault is a bar, not a lone point.
+      const start = Math.floor(from / HOUR) * HOUR;
       const end = Math.floor(Date.now() / HOUR) * HOUR;
       const xs: number[] = [];
       for (let t = start; t <= end; t += HOUR) xs.push(t / 1000);
       const counts = kinds.map(() => xs.map(() => 0));
-      for (const f of faults) counts[kinds.indexOf(f.source)][Math.floor((f.ts - start) / HOUR)]++;
+      for (const f of faults) {
+        const i = Math.floor((f.ts - start) / HOUR);
+        if (i >= 0 && i < xs.length) counts[kinds.indexOf(f.source)][i]++;
+      }
       const palette = ['--bad', '--accent', '--accent2', '--warn', '--fg'];
       // Re-create the chart when the set of sources changes (a new series).
       if (!chart || sources !== kinds.join()) {
@@ -74,6 +78,7 @@ export function fleetPage(view: View): void {
             color: palette[i % palette.length],
             scale: 'n',
             value: (v) => num(v),
+            counts: true,
           })),
           200,
         );
@@ -82,7 +87,7 @@ export function fleetPage(view: View): void {
       $('fault-chart').hidden = false;
       chart.update([xs, ...counts] as uPlot.AlignedData, []);
       note.className = 'note';
-      note.textContent = `${faults.length} faults, the latest ${ago(faults[0].ts)} on ${faults[0].host} (${faults[0].source}).`;
+      note.textContent = `${faults.length} fault${faults.length === 1 ? '' : 's'}, the latest ${ago(faults[0].ts)} on ${faults[0].host} (${faults[0].source}).`;
     }
 
     const adv = advice.findings;

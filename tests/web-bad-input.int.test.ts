@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The page on bad input, in Chromium: an empty store, a job without MFU (an unknown GPU; no job
  * description at all) and a store that goes down. Each view says so in words; none is left

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The built-in page in a real browser (Debian's Chromium through playwright-core) against a real
  * `rankwatch up` fed a simulated job with a throttled GPU (rank 5) and a slow NIC (rank 20):

@@ -32,7 +32,7 @@ class FlakyStore extends SwitchableStore {
   }
 }
 
-describe('the web page on bad input', () => {
+describe('the web page on bad input', { timeout: 150_000 }, () => {
   let browser: Browser;
   let up: Running;
   let url = '';
@@ -53,6 +53,7 @@ describe('the web page on bad input', () => {
 
   const visit = async (u: string): Promise<Page> => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.setDefaultTimeout(60_000);
     await page.goto(u);
     return page;
   };

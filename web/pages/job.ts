@@ -40,12 +40,15 @@ export function jobPage(view: View, job: string): void {
     const s = await api<JobSummary>(path);
     const span = Math.max(60_000, s.last_ts - s.first_ts);
     const range = { from: s.first_ts, to: s.last_ts + 1, step: bucketFor(span) };
-    const heatMinutes = Math.max(1, Math.ceil(span / 60_000 / 150));
+    // The heatmap's last 6 hours at most, in at most ~60k cells (a 4096-rank job gets 15 columns).
+    const heatFrom = Math.max(s.first_ts, s.last_ts - 6 * 3_600_000);
+    const columns = Math.min(150, Math.max(15, Math.floor(60_000 / Math.max(1, s.ranks))));
+    const heatMinutes = Math.max(1, Math.ceil((s.last_ts - heatFrom) / 60_000 / columns));
     const [mfu, steps, heat, fs, faults, cps] = await Promise.all([
       api<{ points: MfuPoint[] }>(`${path}/mfu`, range),
       api<{ points: StepPoint[] }>(`${path}/steps`, range),
       api<{ cells: Cell[] }>(`${path}/heatmap`, {
-        from: s.first_ts,
+        from: heatFrom,
         to: s.last_ts + 1,
         step: `${heatMinutes}m`,
       }),
@@ -144,7 +147,7 @@ export function jobPage(view: View, job: string): void {
       const rows = drawHeatmap(canvas, heat.cells);
       const worst = [...rows].sort((a, b) => b.mean_pct - a.mean_pct)[0];
       heatNote.className = 'note';
-      heatNote.textContent = `${rows.length} ranks on ${new Set(rows.map((r) => r.host)).size} hosts, ${heatMinutes}-minute cells. Slowest on average: rank ${worst.rank} on ${worst.host} GPU ${worst.gpu}, ${worst.mean_pct.toFixed(1)}% slower than its peers.`;
+      heatNote.textContent = `${rows.length} ranks on ${new Set(rows.map((r) => r.host)).size} hosts, ${heatMinutes}-minute cells${heatFrom > s.first_ts ? ' (the last 6 hours)' : ''}. Slowest on average: rank ${worst.rank} on ${worst.host} GPU ${worst.gpu}, ${worst.mean_pct.toFixed(1)}% slower than its peers.`;
     }
 
     links(

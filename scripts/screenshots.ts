@@ -5,12 +5,25 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { until } from '../tests/helpers.js';
 import { launchChromium } from './chromium.js';
 import { DEMO, startDemo } from './demo-job.js';
 
 const OUT = join(import.meta.dirname, '..', 'docs', 'screenshots');
 mkdirSync(OUT, { recursive: true });
 const demo = await startDemo(['xid:rank=28,at=520,code=79']);
+// The whole job processed, so the pictures show it to its last step.
+await until(
+  'the last step',
+  async () => {
+    const res = await fetch(`${demo.url}/v1/jobs/${DEMO.job}`, {
+      headers: { authorization: `Bearer ${DEMO.token}` },
+    });
+    const job = (await res.json()) as { last_step: number };
+    return job.last_step >= DEMO.steps - 1 ? true : undefined;
+  },
+  120_000,
+);
 const browser = await launchChromium();
 try {
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, colorScheme: 'light' });

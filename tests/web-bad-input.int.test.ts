@@ -7,10 +7,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../api/app.js';
+import { webRoutes } from '../api/routes/web.js';
 import { RankwatchError } from '../core/errors.js';
 import { launchChromium } from '../scripts/chromium.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -116,6 +117,16 @@ describe('the web page on bad input', { timeout: 150_000 }, () => {
     await page.close();
   }, 120_000);
 
+  it('says how to build the page when the bundle is missing', async () => {
+    const app = Fastify();
+    await app.register(webRoutes, { dir: join(dir, 'no-bundle-here') });
+    const res = await app.inject('/');
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toMatch(/The page is not built: run <code>npm run build<\/code>/);
+    expect((await app.inject('/web/app.js')).statusCode).toBe(404);
+    await app.close();
+  });
+
   describe('with the store down', () => {
     let app: FastifyInstance;
     let store: FlakyStore;
@@ -139,6 +150,12 @@ describe('the web page on bad input', { timeout: 150_000 }, () => {
         );
         await noneLoading(page);
       }
+      // It tries again on its own: back up, the jobs page clears the message and shows the (empty) store.
+      await page.goto(`${appUrl}/#/`);
+      await page.waitForSelector('#banner');
+      store.down = false;
+      await page.waitForSelector('#jobs .empty');
+      expect(await page.$('#banner')).toBeNull();
       await page.close();
     });
   });

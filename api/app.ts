@@ -15,6 +15,7 @@ import { installDocs } from './routes/docs.js';
 import { healthRoutes } from './routes/healthz.js';
 import { readRoutes } from './routes/index.js';
 import { ingestRoutes } from './routes/ingest.js';
+import { webRoutes } from './routes/web.js';
 
 export interface AppDeps {
   /** Where accepted events go (the in-process bus of `rankwatch up`, or any Publisher); none: no ingest route. */
@@ -59,5 +60,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       ratePerSecond: deps.ingestRatePerSecond,
     });
   if (deps.store) await app.register(readRoutes, { store: deps.store });
+  // The built-in page (GET /) reads the routes above with the token typed into it.
+  if (deps.store) await app.register(webRoutes);
   return app;
 }

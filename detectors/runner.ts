@@ -13,7 +13,7 @@ import type {
   StepEvent,
 } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
-import { findFault } from './faults/xid.js';
+import { FaultTriage, TRIAGE_DEFAULTS, type TriageConfig } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
 import { HangDetector } from './hang/hang.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
@@ -42,6 +42,7 @@ export interface DetectorConfig {
   mfuDrop: MfuDropConfig;
   lifecycle: LifecycleConfig;
   ncclChecks: NcclCheckConfig;
+  triage: TriageConfig;
 }
 
 export const DETECTOR_DEFAULTS: DetectorConfig = {
@@ -53,6 +54,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   mfuDrop: MFU_DROP_DEFAULTS,
   lifecycle: LIFECYCLE_DEFAULTS,
   ncclChecks: NCCL_CHECK_DEFAULTS,
+  triage: TRIAGE_DEFAULTS,
 };
 
 const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop']);
@@ -92,6 +94,7 @@ export class DetectorRunner {
   private readonly throttle: ThrottleDetector;
   private readonly ncclChecks: NcclCheckDetector;
   private readonly hangs: HangDetector;
+  private readonly faults: FaultTriage;
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
@@ -111,11 +114,13 @@ export class DetectorRunner {
     );
     this.ncclChecks = new NcclCheckDetector(this.log, this.cfg.ncclChecks);
     this.hangs = new HangDetector(this.log);
+    this.faults = new FaultTriage(this.log, this.cfg.triage);
   }
 
   push(e: RankwatchEvent): void {
     this.counters.events++;
     if (e.ts > this.lastTs) this.lastTs = e.ts;
+    this.faults.advance(e.ts);
     const before = this.out.findings.length;
     switch (e.kind) {
       case 'step':
@@ -155,6 +160,7 @@ export class DetectorRunner {
       job.slowLink.flush();
     }
     this.throttle.flush(this.lastTs);
+    this.faults.flush();
     if (this.out.findings.length > before) this.link(before);
   }
 
@@ -256,7 +262,7 @@ export class DetectorRunner {
   }
 
   private onFault(e: FaultEvent): void {
-    findFault(e, this.log);
+    this.faults.process(e);
     this.hangs.process(e);
   }
 

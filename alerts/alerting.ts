@@ -29,7 +29,7 @@ export interface AlertSink {
   stop(): Promise<void>;
   send(f: Finding): void;
   flushed(): Promise<void>;
-  stats(): Record<string, number>;
+  stats(): object;
 }
 
 export class Alerting {

@@ -1,3 +1,4 @@
+import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError } from '../../core/errors.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
@@ -30,12 +31,14 @@ uncommitted for the next owner instead of holding shutdown).
                             an incident open since before then is opened again under a new id
   --stats-interval S        print counters on stderr every S seconds, 0 = never (default 10)
   --quiet                   no log lines on stderr
+${ALERT_FLAGS_HELP}
 ${KAFKA_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       ...KAFKA_FLAGS,
       ...STORE_FLAGS,
+      ...ALERT_FLAGS,
       findings: { type: 'string' },
       'no-replay': { type: 'boolean' },
       'replay-max-age': { type: 'string' },
@@ -59,6 +62,7 @@ ${STORE_FLAGS_HELP}`,
     if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
       throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
     const { store, where } = await openStore(values);
+    const alerting = alertingFrom(values);
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
@@ -73,7 +77,10 @@ ${STORE_FLAGS_HELP}`,
       transport,
       store,
       storeEvents: values['no-events'] !== true,
-      onFindings: (fs) => findings.push(...fs),
+      onFindings: (fs) => {
+        findings.push(...fs);
+        alerting?.onFindings(fs);
+      },
       onDeadLetters: (rows) => deadLetters.push(...rows),
       onStoreRetry: (err, attempt) => {
         // The store is behind or away: stop fetching until it takes this batch.
@@ -139,6 +146,7 @@ ${STORE_FLAGS_HELP}`,
     // period (uncommitted, so the next owner gets it) instead of holding shutdown.
     await p.close();
     await out?.close();
+    await alerting?.stop();
     await store.close();
     stats();
     return 0;

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import type { Alerting } from '../../alerts/alerting.js';
+import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { buildApp } from '../../api/app.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
@@ -14,6 +16,8 @@ export interface UpOptions {
   store: Store;
   token?: string;
   onFindings?: (findings: Finding[]) => void;
+  /** Started alert sinks; they get every finding event and stop with the server. */
+  alerting?: Alerting;
   log?: (line: string) => void;
 }
 
@@ -33,7 +37,10 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const pipeline = new Pipeline({
     transport,
     store,
-    onFindings: o.onFindings,
+    onFindings: (fs) => {
+      o.alerting?.onFindings(fs);
+      o.onFindings?.(fs);
+    },
     onStoreRetry: (err, attempt) =>
       o.log?.(`store write failed (attempt ${attempt}): ${(err as Error).message}`),
   });
@@ -41,7 +48,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const app = await buildApp({
     publisher: transport,
     auth: { ingestToken: o.token },
-    health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
+    health: () => ({ pipeline: pipeline.counters(), bus: transport.counters(), alerts: o.alerting?.stats() }),
   });
   const address = await app.listen({ host: o.host, port: o.port });
   let closing: Promise<void> | undefined;
@@ -50,6 +57,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
       await app.close();
       try {
         await pipeline.stop();
+        await o.alerting?.stop();
       } finally {
         await store.close();
       }
@@ -69,9 +77,11 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
   --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
   --port N         port (default 7070; 0 picks a free one, printed at start)
   --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)
+${ALERT_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
+      ...ALERT_FLAGS,
       host: { type: 'string' },
       port: { type: 'string' },
       token: { type: 'string' },
@@ -93,6 +103,7 @@ ${STORE_FLAGS_HELP}`,
       port: num(values.port, 'port', 7070),
       store,
       token: token || undefined,
+      alerting: alertingFrom(values),
       log: (l) => console.error(`rankwatch up: ${l}`),
       onFindings: (fs) => {
         for (const f of fs) {

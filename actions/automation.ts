@@ -29,14 +29,19 @@ export interface AutomationOptions {
   driver?: CordonDriver;
   safety: SafetyConfig;
   health?: HealthConfig;
-  /** Nodes in the fleet, for the budget's share. */
-  fleetSize: () => number;
+  /** Nodes in the fleet, for the budget's share (default: hosts seen in events so far). */
+  fleetSize?: () => number;
   /** Wall clock (evidence age, audit times). */
   now?: () => number;
   /** Writes transitions and audit rows (the store's insert); failures are counted, not thrown. */
   record?: (batches: InsertBatch[]) => Promise<void>;
   attempts?: number;
   baseDelayMs?: number;
+  /**
+   * Hardware findings (XID, ECC) of a host that came back verified or by an admin: resolved here,
+   * since no detector sees a fault "clear". Send them where findings go (store, alerts).
+   */
+  onResolved?: (fs: Finding[]) => void;
 }
 
 interface Pending {
@@ -59,6 +64,7 @@ export class Automation {
   readonly audit: AuditEntry[] = [];
   private readonly findings = new Map<string, Finding>();
   private readonly jobHosts = new Map<string, Set<string>>();
+  private readonly hosts = new Set<string>();
   private readonly pending = new Map<string, Pending>();
   private readonly rankwatchOut = new Set<string>();
   /** Hosts a dry-run would have taken out: they return (in the audit) like real ones. */
@@ -70,7 +76,7 @@ export class Automation {
 
   constructor(private readonly o: AutomationOptions) {
     this.health = new NodeHealth(o.health ?? HEALTH_DEFAULTS);
-    this.governor = new SafetyGovernor(o.safety, o.fleetSize);
+    this.governor = new SafetyGovernor(o.safety, o.fleetSize ?? (() => this.hosts.size));
     this.now = o.now ?? Date.now;
   }
 
@@ -95,6 +101,7 @@ export class Automation {
     let last = 0;
     for (const e of events) {
       last = Math.max(last, e.ts);
+      if ('host' in e && typeof e.host === 'string') this.hosts.add(e.host);
       if (e.kind === 'check') moves.push(...this.health.onCheck(e));
       else if (e.kind === 'step') {
         const hosts = this.jobHosts.get(e.job) ?? new Set<string>();
@@ -183,7 +190,23 @@ export class Automation {
       if (t.to === 'cordoned' && t.from !== 'repairing' && t.from !== 'verifying') this.cordon(t);
       else if (t.to === 'healthy' && (this.rankwatchOut.has(t.host) || this.dryOut.has(t.host)))
         this.uncordon(t);
+      if (t.to === 'healthy' && t.from !== 'suspect') this.resolveHardware(t);
     }
+  }
+
+  private resolveHardware(t: Transition): void {
+    const done: Finding[] = [];
+    for (const f of this.findings.values()) {
+      if (f.host !== t.host || (f.type !== 'xid' && f.type !== 'ecc')) continue;
+      this.findings.delete(f.id);
+      done.push({
+        ...f,
+        state: 'resolved',
+        ts: t.ts,
+        summary: `${f.summary} Resolved: ${t.reason} (${t.actor}).`,
+      });
+    }
+    if (done.length) this.o.onResolved?.(done);
   }
 
   private cordon(t: Transition): void {

@@ -31,6 +31,8 @@ export interface PipelineOptions {
    */
   storeEvents?: boolean;
   onFindings?: (findings: Finding[]) => void;
+  /** Valid events once stored (e.g. health checks for the repair loop); must return at once. */
+  onEvents?: (events: RankwatchEvent[]) => void;
   onDeadLetters?: (rows: DeadLetter[]) => void;
   onStoreRetry?: (err: unknown, attempt: number) => void;
   /**
@@ -215,6 +217,7 @@ export class Pipeline {
         await this.insert([...deadLetterRows([...bad, ...refused]), ...outputRows(out)]);
       }
     }
+    if (good.length) this.o.onEvents?.(good);
     if (out.findings.length) this.o.onFindings?.(out.findings);
   }
 

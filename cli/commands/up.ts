@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import type { Automation } from '../../actions/automation.js';
+import { automationFrom, CORDON_FLAGS, CORDON_FLAGS_HELP } from '../../actions/cli-options.js';
 import type { Alerting } from '../../alerts/alerting.js';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { buildApp } from '../../api/app.js';
@@ -18,6 +20,8 @@ export interface UpOptions {
   onFindings?: (findings: Finding[]) => void;
   /** Started alert sinks; they get every finding event and stop with the server. */
   alerting?: Alerting;
+  /** The repair loop (node health, governor, cordon driver); gets findings and events. */
+  automation?: Automation;
   log?: (line: string) => void;
 }
 
@@ -37,7 +41,9 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const pipeline = new Pipeline({
     transport,
     store,
+    onEvents: o.automation?.onEvents,
     onFindings: (fs) => {
+      o.automation?.onFindings(fs);
       o.alerting?.onFindings(fs);
       o.onFindings?.(fs);
     },
@@ -48,7 +54,12 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const app = await buildApp({
     publisher: transport,
     auth: { ingestToken: o.token },
-    health: () => ({ pipeline: pipeline.counters(), bus: transport.counters(), alerts: o.alerting?.stats() }),
+    health: () => ({
+      pipeline: pipeline.counters(),
+      bus: transport.counters(),
+      alerts: o.alerting?.stats(),
+      actions: o.automation?.stats(),
+    }),
   });
   const address = await app.listen({ host: o.host, port: o.port });
   let closing: Promise<void> | undefined;
@@ -57,6 +68,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
       await app.close();
       try {
         await pipeline.stop();
+        await o.automation?.idle();
         await o.alerting?.stop();
       } finally {
         await store.close();
@@ -78,10 +90,12 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
   --port N         port (default 7070; 0 picks a free one, printed at start)
   --token T        require "Authorization: Bearer T" on ingest (default: $RANKWATCH_TOKEN, else none)
 ${ALERT_FLAGS_HELP}
+${CORDON_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       ...ALERT_FLAGS,
+      ...CORDON_FLAGS,
       host: { type: 'string' },
       port: { type: 'string' },
       token: { type: 'string' },
@@ -98,12 +112,14 @@ ${STORE_FLAGS_HELP}`,
         'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
       );
     const { store, where } = await openStore(values);
+    const alerting = alertingFrom(values);
     const server = await startUp({
       host,
       port: num(values.port, 'port', 7070),
       store,
       token: token || undefined,
-      alerting: alertingFrom(values),
+      alerting,
+      automation: automationFrom(values, store, (fs) => alerting?.onFindings(fs)),
       log: (l) => console.error(`rankwatch up: ${l}`),
       onFindings: (fs) => {
         for (const f of fs) {

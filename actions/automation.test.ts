@@ -1,3 +1,7 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
 import type { CheckEvent } from '../schema/events.js';
@@ -5,6 +9,8 @@ import type { Finding } from '../schema/finding.js';
 import { Automation } from './automation.js';
 import { type CordonDriver, type CordonRequest, type NodeOut, REASON_PREFIX } from './drivers/driver.js';
 import { SAFETY_DEFAULTS, type SafetyConfig, safetyConfig } from './governor.js';
+
+const BIN = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
 
 /** An in-memory scheduler: a real implementation of the driver interface, with what was asked. */
 class MemoryScheduler implements CordonDriver {
@@ -196,11 +202,33 @@ describe('cordon automation under the safety governor', () => {
 describe('safety config', () => {
   it('refuses automation without a budget at start, naming each key', () => {
     expect(() => safetyConfig({ enabled: true })).toThrow(RankwatchError);
-    expect(() => safetyConfig({ enabled: true, maxShare: 0.05 })).toThrow(/maxNodes: .*; perHour: /);
+    expect(() => safetyConfig({ enabled: true })).toThrow(
+      'cordon automation: enabled without a budget: set maxShare (--cordon-max-share), maxNodes (--cordon-max-nodes), perHour (--cordon-per-hour)',
+    );
+    expect(() => safetyConfig({ enabled: true, maxShare: 0.05 })).toThrow(/set maxNodes .*, perHour /);
     expect(() => safetyConfig({ enabled: true, ...BUDGET, maxShare: 2 })).toThrow(
       /maxShare: a share between 0 and 1/,
     );
     // Dry-run needs no budget of its own: the defaults apply.
     expect(safetyConfig({})).toMatchObject({ enabled: false, maxNodes: SAFETY_DEFAULTS.maxNodes });
+  });
+});
+
+describe('rankwatch up with automation enabled and no budget', () => {
+  it('refuses to start, in one line that names the flags', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rankwatch-nobudget-'));
+    const r = spawnSync(
+      process.execPath,
+      [BIN, 'up', '--port', '0', '--data', join(dir, 'd'), '--cordon-enable'],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    rmSync(dir, { recursive: true, force: true });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(
+      /^rankwatch up: RANKWATCH_ERR_CONFIG: cordon automation: enabled without a budget: set .*--cordon-per-hour/,
+    );
   });
 });

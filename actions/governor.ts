@@ -37,13 +37,14 @@ export const SAFETY_DEFAULTS: SafetyConfig = {
   minJobHosts: 4,
 };
 
+const FLAG = { maxShare: '--cordon-max-share', maxNodes: '--cordon-max-nodes', perHour: '--cordon-per-hour' };
+
 /** Every problem with a safety config, each naming its key; automation without a budget is one. */
 export function safetyProblems(c: Partial<SafetyConfig>): string[] {
   const p: string[] = [];
-  if (c.enabled) {
-    for (const k of ['maxShare', 'maxNodes', 'perHour'] as const)
-      if (c[k] === undefined) p.push(`${k}: automation is enabled without a budget; set ${k}`);
-  }
+  const missing = (['maxShare', 'maxNodes', 'perHour'] as const).filter((k) => c[k] === undefined);
+  if (c.enabled && missing.length)
+    p.push(`enabled without a budget: set ${missing.map((k) => `${k} (${FLAG[k]})`).join(', ')}`);
   if (c.maxShare !== undefined && !(c.maxShare > 0 && c.maxShare < 1))
     p.push('maxShare: a share between 0 and 1');
   for (const k of ['maxNodes', 'perHour', 'breakerBurst', 'minJobHosts'] as const) {

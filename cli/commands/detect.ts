@@ -2,7 +2,7 @@ import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-op
 import { RankwatchError } from '../../core/errors.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
-import type { DeadLetter } from '../../store/rows.js';
+import { type DeadLetter, deadLetterRows } from '../../store/rows.js';
 import { KafkaTransport } from '../../stream/kafka.js';
 import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
 import { type Command, num, parse } from '../args.js';
@@ -62,7 +62,11 @@ ${STORE_FLAGS_HELP}`,
     if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
       throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
     const { store, where } = await openStore(values);
-    const alerting = alertingFrom(values);
+    const alerting = alertingFrom(
+      values,
+      process.env,
+      (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
+    );
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {

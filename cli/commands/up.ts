@@ -6,6 +6,7 @@ import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-op
 import { buildApp } from '../../api/app.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
+import { deadLetterRows } from '../../store/rows.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
 import { type Command, num, parse } from '../args.js';
@@ -112,7 +113,11 @@ ${STORE_FLAGS_HELP}`,
         'rankwatch up: warning: listening beyond loopback without --token: anyone who can reach it can ingest',
       );
     const { store, where } = await openStore(values);
-    const alerting = alertingFrom(values);
+    const alerting = alertingFrom(
+      values,
+      process.env,
+      (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
+    );
     const server = await startUp({
       host,
       port: num(values.port, 'port', 7070),

@@ -238,6 +238,20 @@ describe('application faults', () => {
     expect(fs.every((f) => f.action === 'none')).toBe(true);
   });
 
+  it("45 next to another Xid of its GPU is that Xid's cleanup: recorded, not counted", () => {
+    const fs = judge(
+      fault({ code: 48 }),
+      fault({ code: 45, ts: 3_000 }),
+      fault({ code: 45, ts: 3_000, gpu: 5 }),
+    );
+    expect(fs.map((f) => [f.gpu, f.evidence.code, f.evidence.recovery])).toEqual([
+      [3, 48, 'drain_reset'],
+      [3, 45, 'record'],
+      [5, 45, 'restart_app'], // another GPU: alone
+    ]);
+    expect(fs[1].summary).toContain("cleanup after the GPU's other Xid");
+  });
+
   it('45 caused by a hardware Xid is judged by its root cause', () => {
     const f = one({ code: 45, root_cause_xid: 79 });
     expect(f).toMatchObject({ action: 'drain', severity: 'critical' });

@@ -28,6 +28,9 @@ export interface TriageConfig {
   appRepeatWindowMs: number;
 }
 
+/** How close a 45 must be to another Xid of its GPU to be that Xid's cleanup. */
+const COMPANION_MS = 60_000;
+
 export const TRIAGE_DEFAULTS: TriageConfig = {
   sameOccurrenceMs: 10_000,
   nvlinkWaitMs: 30_000,
@@ -88,6 +91,8 @@ export class FaultTriage {
   private readonly occurrences = new Map<string, Occurrence>();
   private readonly overrides = new Map<string, Override>();
   private readonly appFaults = new Map<string, number[]>();
+  /** When each GPU last had a hardware Xid: a 45 next to one is its cleanup. */
+  private readonly hardwareTs = new Map<string, number>();
   private pending: Pending[] = [];
 
   constructor(
@@ -248,6 +253,17 @@ export class FaultTriage {
         if (root) action = worse(action, root.action);
         note += `; caused by XID ${e.root_cause_xid} (${extra.root_cause_class})`;
       }
+      const hw = this.hardwareTs.get(gpuKey);
+      if (
+        code === 45 &&
+        action === 'restart_app' &&
+        hw !== undefined &&
+        Math.abs(e.ts - hw) <= COMPANION_MS
+      ) {
+        // WORKFLOW_XID_45: with another Xid on the GPU it is that Xid's cleanup; record it only.
+        action = 'record';
+        note += "; cleanup after the GPU's other Xid";
+      }
       if (row?.app && action === 'restart_app') {
         const n = this.appFault(gpuKey, e.ts);
         extra.app_faults_in_window = n;
@@ -295,6 +311,7 @@ export class FaultTriage {
       summary: `${where(e)}: ${e.source.toUpperCase()} ${Number.isFinite(code) ? code : ''} (${name}${note}); recovery: ${action}.`,
     });
     this.occurrences.set(key, { id, lastTs: e.ts, count: 1 });
+    if (e.source === 'xid' && !row?.app && action !== 'record') this.hardwareTs.set(gpuKey, e.ts);
     this.prune(e.ts);
   }
 
@@ -312,6 +329,7 @@ export class FaultTriage {
     if (this.occurrences.size < 4096) return;
     for (const [k, o] of this.occurrences)
       if (now - o.lastTs > this.cfg.sameOccurrenceMs) this.occurrences.delete(k);
+    for (const [k, t] of this.hardwareTs) if (now - t > COMPANION_MS) this.hardwareTs.delete(k);
   }
 }
 

@@ -103,7 +103,9 @@ export class Automation {
       last = Math.max(last, e.ts);
       if ('host' in e && typeof e.host === 'string') this.hosts.add(e.host);
       if (e.kind === 'check') moves.push(...this.health.onCheck(e));
-      else if (e.kind === 'step') {
+      else if (e.kind === 'gpu') {
+        if (e.ecc_dbe !== undefined || e.ecc_sbe !== undefined) moves.push(...this.health.onGpu(e));
+      } else if (e.kind === 'step') {
         const hosts = this.jobHosts.get(e.job) ?? new Set<string>();
         if (hosts.size === 0) this.jobHosts.set(e.job, hosts);
         hosts.add(e.host);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { CheckEvent } from '../../schema/events.js';
+import type { CheckEvent, GpuEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
 import { HEALTH_DEFAULTS, NodeHealth, type Transition } from './health.js';
 
@@ -158,5 +158,41 @@ describe('node health', () => {
     const h = new NodeHealth();
     repaired(h, 1_000);
     expect(path(h.onFinding(finding({ ts: 5_000 })))).toEqual(['verifying>cordoned']);
+  });
+});
+
+describe('ECC trends from GPU counters', () => {
+  const gpu = (ts: number, sbe: number, dbe: number): GpuEvent => ({
+    v: 1,
+    kind: 'gpu',
+    ts,
+    host: 'gpu-0007',
+    gpu: 2,
+    sm_clock_mhz: 1980,
+    throttle_reasons: 0,
+    ecc_sbe: sbe,
+    ecc_dbe: dbe,
+  });
+
+  it('a rise of the uncorrectable count cordons; steady counts do nothing', () => {
+    const h = new NodeHealth();
+    expect(h.onGpu(gpu(0, 5, 1))).toEqual([]);
+    expect(h.onGpu(gpu(1_000, 5, 1))).toEqual([]);
+    const t = h.onGpu(gpu(2_000, 5, 2));
+    expect(path(t)).toEqual(['healthy>suspect', 'suspect>cordoned']);
+    expect(t.find((x) => x.to === 'cordoned' && x.gpu === undefined)?.reason).toBe(
+      'uncorrectable ECC count rose from 1 to 2',
+    );
+  });
+
+  it('corrected errors faster than the daily limit make a suspect; a counter reset starts a new baseline', () => {
+    const h = new NodeHealth();
+    h.onGpu(gpu(0, 100, 0));
+    expect(h.onGpu(gpu(60_000, 600, 0))).toEqual([]);
+    expect(h.onGpu(gpu(120_000, 0, 0))).toEqual([]); // a GPU reset cleared the volatile counts
+    expect(h.onGpu(gpu(180_000, 900, 0))).toEqual([]);
+    const t = h.onGpu(gpu(240_000, 1_200, 0));
+    expect(path(t)).toEqual(['healthy>suspect']);
+    expect(t[0].reason).toBe('1200 corrected ECC errors within a day (limit 1000)');
   });
 });

@@ -7,7 +7,8 @@
  *   XID/ECC that asks for more than an app restart); back to healthy when all of them resolve.
  * - cordoned: triage asks for a cordon/drain/RMA, a throttle persists past `throttlePersistMs`,
  *   or straggler/slow-link findings name the host in `repeatJobs` different jobs within
- *   `repeatWindowMs`.
+ *   `repeatWindowMs`, or the GPU's uncorrectable ECC count rises (telemetry counters; corrected
+ *   errors above `sbePerDay` make it a suspect).
  * - repairing / verifying: someone (or automation) says the repair started / ended.
  * - verifying → healthy only on evidence ingested after the repair: a passing nccl-tests run at
  *   `minBusbwRatio` of its expected bandwidth and a passing dcgm-diag or burn-in; a failing check
@@ -15,7 +16,7 @@
  * - a unit cordoned again within `reentryMs` of its last return needs a human to come back.
  * Pure: no I/O, no clock; every transition carries its reason, evidence (finding ids) and actor.
  */
-import type { CheckEvent } from '../../schema/events.js';
+import type { CheckEvent, GpuEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
 
 export type HealthState = 'healthy' | 'suspect' | 'cordoned' | 'repairing' | 'verifying';
@@ -41,6 +42,8 @@ export interface HealthConfig {
   repeatWindowMs: number;
   reentryMs: number;
   minBusbwRatio: number;
+  /** Corrected (single-bit) ECC errors per day on one GPU that make it a suspect. */
+  sbePerDay: number;
 }
 
 export const HEALTH_DEFAULTS: HealthConfig = {
@@ -49,6 +52,7 @@ export const HEALTH_DEFAULTS: HealthConfig = {
   repeatWindowMs: 7 * 86_400_000,
   reentryMs: 7 * 86_400_000,
   minBusbwRatio: 0.9,
+  sbePerDay: 1_000,
 };
 
 const HARDWARE_ACTIONS = new Set(['cordon', 'drain', 'rma']);
@@ -68,6 +72,8 @@ interface Unit {
   diagOk?: string;
   lastReturnTs?: number;
   needsHuman: boolean;
+  /** ECC counters: the day's baseline and the last reading. */
+  ecc?: { fromTs: number; sbe0: number; dbe0: number; sbe: number; dbe: number };
 }
 
 export class NodeHealth {
@@ -106,6 +112,48 @@ export class NodeHealth {
         }
       }
     }
+    return out;
+  }
+
+  /**
+   * ECC trends from GPU telemetry counters: any rise of the uncorrectable count cordons; corrected
+   * errors rising faster than `sbePerDay` make the GPU a suspect. A counter that drops (a reset
+   * cleared the volatile counts) starts a new baseline.
+   */
+  onGpu(e: GpuEvent): Transition[] {
+    if (e.ecc_sbe === undefined && e.ecc_dbe === undefined) return [];
+    const u = this.unit(e.host, e.gpu);
+    const sbe = e.ecc_sbe ?? 0;
+    const dbe = e.ecc_dbe ?? 0;
+    const c = u.ecc;
+    if (!c || sbe < c.sbe || dbe < c.dbe || e.ts - c.fromTs > DAY) {
+      u.ecc = { fromTs: e.ts, sbe0: sbe, dbe0: dbe, sbe, dbe };
+      return [];
+    }
+    const out: Transition[] = [];
+    const ev = `ecc ${e.host}/${e.gpu} at ${e.ts}`;
+    if (dbe > c.dbe) {
+      for (const x of this.unitsOf(e.host, e.gpu)) {
+        if (x.state === 'healthy')
+          this.move(x, 'suspect', e.ts, 'uncorrectable ECC errors', [ev], 'rankwatch', out);
+        if (x.state === 'suspect')
+          this.cordon(x, e.ts, `uncorrectable ECC count rose from ${c.dbe} to ${dbe}`, [ev], out);
+      }
+    } else if (sbe - c.sbe0 > this.cfg.sbePerDay && sbe > c.sbe) {
+      for (const x of this.unitsOf(e.host, e.gpu))
+        if (x.state === 'healthy')
+          this.move(
+            x,
+            'suspect',
+            e.ts,
+            `${sbe - c.sbe0} corrected ECC errors within a day (limit ${this.cfg.sbePerDay})`,
+            [ev],
+            'rankwatch',
+            out,
+          );
+    }
+    c.sbe = sbe;
+    c.dbe = dbe;
     return out;
   }
 
@@ -287,4 +335,5 @@ export class NodeHealth {
   }
 }
 
+const DAY = 86_400_000;
 const key = (host: string, gpu?: number) => (gpu === undefined ? host : `${host}/${gpu}`);

@@ -275,6 +275,16 @@ describe('repeats and storms', () => {
     expect(fs.every((f) => f.action === 'none')).toBe(true);
   });
 
+  it('counted events (dcgm-exporter scrapes 30 s apart) join one occurrence and add their counts', () => {
+    const scrape = (i: number) =>
+      fault({ code: 31, ts: 1_000 + i * 30_000, count: 500, message: 'XID 31 reported by dcgm-exporter' });
+    const fs = judge(scrape(0), scrape(1), scrape(2));
+    expect(new Set(fs.map((f) => f.id)).size).toBe(1);
+    expect(fs.map((f) => f.evidence.count)).toEqual([500, 1_000]);
+    // Uncounted log lines 30 s apart are separate occurrences.
+    expect(judge(fault({ code: 31 }), fault({ code: 31, ts: 31_000 }))).toHaveLength(2);
+  });
+
   it('the same code on two GPUs, or two codes on one GPU, are separate occurrences', () => {
     const fs = judge(fault({ code: 79 }), fault({ code: 79, gpu: 4 }), fault({ code: 48, ts: 1_500 }));
     expect(new Set(fs.map((f) => f.id)).size).toBe(3);

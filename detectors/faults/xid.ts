@@ -2,7 +2,8 @@
  * XID and ECC faults → findings, judged by the triage table (triage.ts) and by what the fault
  * says about itself:
  * - a storm: identical (GPU, code) lines within `sameOccurrenceMs` of each other are one
- *   occurrence, counted (a node can print hundreds of thousands of identical Xid lines);
+ *   occurrence, counted (a node can print hundreds of thousands of identical Xid lines); events
+ *   a collector already counted (dcgm-exporter's rises, `count`) join within `countedOccurrenceMs`;
  * - Xid 154's recovery action overrides the static table for its GPU until a 154 back to None
  *   clears it (and resolves its finding);
  * - NVLink5 Xids 144–150 wait up to `nvlinkWaitMs` for the 154 that tells what the GPU needs;
@@ -20,6 +21,8 @@ import { type ActionClass, RECOVERY_ACTIONS, type TriageRow, triageRow, worse } 
 export interface TriageConfig {
   /** Identical (GPU, code) lines closer than this are one occurrence. */
   sameOccurrenceMs: number;
+  /** The same for events a collector already counted (`count`, e.g. dcgm-exporter scrapes). */
+  countedOccurrenceMs: number;
   /** How long an NVLink5 Xid waits for the driver's Xid 154. */
   nvlinkWaitMs: number;
   /** Application faults on one GPU that make it a suspect… */
@@ -33,6 +36,8 @@ const COMPANION_MS = 60_000;
 
 export const TRIAGE_DEFAULTS: TriageConfig = {
   sameOccurrenceMs: 10_000,
+  // Two scrapes of dcgm-exporter's default 30 s interval, with room for one missed.
+  countedOccurrenceMs: 90_000,
   nvlinkWaitMs: 30_000,
   appRepeatCount: 3,
   appRepeatWindowMs: 3_600_000,
@@ -61,6 +66,8 @@ interface XidDetail {
   pci_bus_id?: string;
   recovery_action?: number;
   recovery_action_name?: string;
+  /** Lines a collector already folded into this event (dcgm-exporter's count rise). */
+  count?: number;
   nvlink_fatal?: boolean;
   root_cause_xid?: number;
   xid_inferred?: boolean;
@@ -113,7 +120,7 @@ export class FaultTriage {
     const gpuKey = `${e.host}/${e.gpu ?? d.pci_bus_id ?? '*'}`;
     const ra = code === 154 && typeof d.recovery_action === 'number' ? `:${d.recovery_action}` : '';
     const key = `${gpuKey}|${e.source}|${Number.isFinite(code) ? code : e.code}${ra}`;
-    if (this.repeat(key, e.ts)) return;
+    if (this.repeat(key, e.ts, lineCount(d), typeof d.count === 'number')) return;
     const row = e.source === 'xid' && Number.isFinite(code) ? triageRow(code) : undefined;
     if (code === 154 && e.source === 'xid' && typeof d.recovery_action === 'number') {
       this.recoveryAction(d, gpuKey, key);
@@ -145,16 +152,19 @@ export class FaultTriage {
   }
 
   /** Counts a line of an occurrence already seen; true when it was one. */
-  private repeat(key: string, ts: number): boolean {
+  private repeat(key: string, ts: number, lines: number, counted: boolean): boolean {
     const occ = this.occurrences.get(key);
-    if (!occ || Math.abs(ts - occ.lastTs) > this.cfg.sameOccurrenceMs) return false;
-    occ.count++;
+    const gap = counted ? this.cfg.countedOccurrenceMs : this.cfg.sameOccurrenceMs;
+    if (!occ || Math.abs(ts - occ.lastTs) > gap) return false;
+    const before = occ.count;
+    occ.count += lines;
     occ.lastTs = Math.max(occ.lastTs, ts);
     const f = occ.id ? this.log.get(occ.id) : undefined;
     if (f && occ.id) {
       const patch = { evidence: { ...f.evidence, count: occ.count, last_ts: occ.lastTs } };
       // Powers of ten: a storm of a million lines is six updates, not a million.
-      if (Number.isInteger(Math.log10(occ.count))) this.log.update(occ.id, ts, patch, true);
+      if (Math.floor(Math.log10(occ.count)) > Math.floor(Math.log10(before)))
+        this.log.update(occ.id, ts, patch, true);
       else this.log.amend(occ.id, patch);
     }
     return true;
@@ -304,13 +314,13 @@ export class FaultTriage {
         recovery: action,
         ...(bucket ? { bucket } : {}),
         message: e.message,
-        count: 1,
+        count: lineCount(e),
         ...(e.pci_bus_id ? { pci_bus_id: e.pci_bus_id } : {}),
         ...extra,
       },
       summary: `${where(e)}: ${e.source.toUpperCase()} ${Number.isFinite(code) ? code : ''} (${name}${note}); recovery: ${action}.`,
     });
-    this.occurrences.set(key, { id, lastTs: e.ts, count: 1 });
+    this.occurrences.set(key, { id, lastTs: e.ts, count: lineCount(e) });
     if (e.source === 'xid' && !row?.app && action !== 'record') this.hardwareTs.set(gpuKey, e.ts);
     this.prune(e.ts);
   }
@@ -327,10 +337,14 @@ export class FaultTriage {
   /** Forgets occurrences long over, so state stays bounded by the GPUs that fault. */
   private prune(now: number): void {
     if (this.occurrences.size < 4096) return;
-    for (const [k, o] of this.occurrences)
-      if (now - o.lastTs > this.cfg.sameOccurrenceMs) this.occurrences.delete(k);
+    const keep = Math.max(this.cfg.sameOccurrenceMs, this.cfg.countedOccurrenceMs);
+    for (const [k, o] of this.occurrences) if (now - o.lastTs > keep) this.occurrences.delete(k);
     for (const [k, t] of this.hardwareTs) if (now - t > COMPANION_MS) this.hardwareTs.delete(k);
   }
+}
+
+function lineCount(e: Fault): number {
+  return typeof e.count === 'number' && e.count >= 1 ? Math.floor(e.count) : 1;
 }
 
 function where(e: Fault): string {

@@ -196,9 +196,18 @@ describe('NVLink Xids wait for a 154', () => {
       [4, 'none'],
     ]);
     expect(out[0].summary).toContain('no Xid 154 within 30 s');
+    expect(out[0].evidence.count).toBe(1);
     // A 154 after the window is its own finding.
     t.process(fault({ code: 154, recovery_action: 1, ts: 90_000 }));
     expect(out[2].evidence.nvlink_xids).toBeUndefined();
+  });
+
+  it('lines of a waiting NVLink Xid are counted into its finding', () => {
+    const fs = judge(
+      ...[0, 1_000, 2_000].map((ts) => fault({ code: 149, nvlink_fatal: true, ts: 1_000 + ts })),
+    );
+    expect(fs).toHaveLength(1);
+    expect(fs[0].evidence.count).toBe(3);
   });
 
   it('an NVLink Xid on a GPU whose 154 is already in force is judged by it at once', () => {

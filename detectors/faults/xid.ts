@@ -127,7 +127,7 @@ export class FaultTriage {
       return;
     }
     if (row?.awaits154 && !this.overrides.has(gpuKey)) {
-      this.occurrences.set(key, { lastTs: e.ts, count: 1 });
+      this.occurrences.set(key, { lastTs: e.ts, count: lineCount(d) });
       this.pending.push({ e: d, key, gpuKey, deadline: e.ts + this.cfg.nvlinkWaitMs });
       return;
     }
@@ -142,7 +142,9 @@ export class FaultTriage {
     for (const p of due) {
       const code = Number(p.e.code);
       const waited = `; no Xid 154 within ${Math.round(this.cfg.nvlinkWaitMs / 1000)} s`;
-      this.open(p.e, code, triageRow(code), p.gpuKey, p.key, waited);
+      // Lines of it that came while it waited count too.
+      const seen = this.occurrences.get(p.key)?.count ?? lineCount(p.e);
+      this.open(p.e, code, triageRow(code), p.gpuKey, p.key, waited, seen);
     }
   }
 
@@ -238,6 +240,7 @@ export class FaultTriage {
     gpuKey: string,
     key: string,
     extraNote: string,
+    count = lineCount(e),
   ): void {
     const extra: Record<string, unknown> = {};
     let note = extraNote;
@@ -314,13 +317,17 @@ export class FaultTriage {
         recovery: action,
         ...(bucket ? { bucket } : {}),
         message: e.message,
-        count: lineCount(e),
+        count,
         ...(e.pci_bus_id ? { pci_bus_id: e.pci_bus_id } : {}),
         ...extra,
       },
       summary: `${where(e)}: ${e.source.toUpperCase()} ${Number.isFinite(code) ? code : ''} (${name}${note}); recovery: ${action}.`,
     });
-    this.occurrences.set(key, { id, lastTs: e.ts, count: lineCount(e) });
+    this.occurrences.set(key, {
+      id,
+      lastTs: Math.max(e.ts, this.occurrences.get(key)?.lastTs ?? e.ts),
+      count,
+    });
     if (e.source === 'xid' && !row?.app && action !== 'record') this.hardwareTs.set(gpuKey, e.ts);
     this.prune(e.ts);
   }

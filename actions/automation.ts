@@ -70,6 +70,7 @@ export class Automation {
   /** Hosts a dry-run would have taken out: they return (in the audit) like real ones. */
   private readonly dryOut = new Set<string>();
   private chain: Promise<void> = Promise.resolve();
+  private readonly writes = new Set<Promise<void>>();
   private seq = 0;
   private readonly now: () => number;
   private recordErrors = 0;
@@ -170,9 +171,10 @@ export class Automation {
     return [...this.pending.values()].map((p) => ({ id: p.id, host: p.host, finding_id: p.finding.id }));
   }
 
-  /** Resolves once every driver call queued so far has finished. */
-  idle(): Promise<void> {
-    return this.chain;
+  /** Resolves once every driver call queued so far has finished and its rows are written. */
+  async idle(): Promise<void> {
+    await this.chain;
+    await Promise.all(this.writes);
   }
 
   stats(): Record<string, number | boolean> {
@@ -451,8 +453,13 @@ export class Automation {
 
   private write(batches: InsertBatch[]): void {
     if (!this.o.record) return;
-    this.o.record(batches).catch(() => {
-      this.recordErrors++;
-    });
+    const w = this.o.record(batches).then(
+      () => undefined,
+      () => {
+        this.recordErrors++;
+      },
+    );
+    this.writes.add(w);
+    void w.finally(() => this.writes.delete(w));
   }
 }

@@ -44,7 +44,7 @@ export interface TriageRow {
 }
 
 const AMPERE_ON = 'A100, H100, B100, GB200';
-const ALL_DRIVERS = 'R525 and later (the catalog covers Ampere-era and newer drivers)';
+const ALL_DRIVERS = 'current data-center branches (the catalog states no driver range for the row)';
 const NVL5_DRIVERS = 'R570 and later; intrInfo decode differs before and from R575 (NVIDIA/NVSentinel#748)';
 
 /** The XIDs training clusters see. An unknown code is recorded for a person, never acted on. */
@@ -78,7 +78,7 @@ export const TRIAGE: readonly TriageRow[] = [
   { code: 148, name: 'NVLink NVLPW control error', bucket: 'WORKFLOW_NVLINK5_ERR', action: 'reset_gpu', awaits154: true, gpus: 'B100, GB200', drivers: NVL5_DRIVERS },
   { code: 149, name: 'NVLink NETIR error', bucket: 'WORKFLOW_NVLINK5_ERR', action: 'reset_gpu', awaits154: true, gpus: 'B100, GB200', drivers: NVL5_DRIVERS },
   { code: 150, name: 'NVLink MSE error', bucket: 'WORKFLOW_NVLINK5_ERR', action: 'reset_gpu', awaits154: true, gpus: 'B100, GB200', drivers: NVL5_DRIVERS },
-  { code: 154, name: 'GPU recovery action changed', bucket: 'XID_154_EVAL', action: 'reset_gpu', gpus: AMPERE_ON, drivers: 'drivers that print it (R550 and later); codes 5-7 only on newer NVML', note: 'the recovery action code in the message decides (RECOVERY_ACTIONS)' },
+  { code: 154, name: 'GPU recovery action changed', bucket: 'XID_154_EVAL', action: 'reset_gpu', gpus: AMPERE_ON, drivers: 'drivers that print it (the catalog states no first version); codes 5-7 only on newer NVML', note: 'the recovery action code in the message decides (RECOVERY_ACTIONS)' },
 ];
 
 const BY_CODE = new Map(TRIAGE.map((r) => [r.code, r]));

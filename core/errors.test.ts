@@ -31,6 +31,8 @@ describe('RankwatchError', () => {
     }
     expect(codes.filter((c) => ERRORS[c].retriable).sort()).toEqual([
       'RANKWATCH_ERR_API_UNAVAILABLE',
+      'RANKWATCH_ERR_CORDON_FAILED',
+      'RANKWATCH_ERR_SINK_UNAVAILABLE',
       'RANKWATCH_ERR_STORE_UNAVAILABLE',
       'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
     ]);
@@ -118,6 +120,20 @@ describe('retry', () => {
       [errs[3], 4, 30],
       [errs[4], 5, 30],
     ]);
+  });
+
+  it('with jitter, each delay lies between half and all of the unjittered one', async () => {
+    const errs = Array.from({ length: 6 }, (_, i) => retriable(i));
+    const { fn } = flaky(errs);
+    const onRetry = vi.fn();
+    await expect(
+      retry(fn, { baseDelayMs: 4, maxDelayMs: 16, attempts: 6, jitter: true, onRetry }),
+    ).rejects.toBe(errs[5]);
+    const full = [4, 8, 16, 16, 16];
+    onRetry.mock.calls.forEach(([, , d], i) => {
+      expect(d).toBeGreaterThanOrEqual(full[i] / 2);
+      expect(d).toBeLessThanOrEqual(full[i]);
+    });
   });
 
   it('waits at least each delay between calls', async () => {

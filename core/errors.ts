@@ -59,6 +59,22 @@ export const ERRORS = {
     retriable: false,
     hint: 'The store refused this data itself (a type or parse error); it is set aside with the reason.',
   },
+  RANKWATCH_ERR_SINK_UNAVAILABLE: {
+    retriable: true,
+    hint: 'Check that the alert receiver (Alertmanager, webhook) is reachable; rankwatch retries.',
+  },
+  RANKWATCH_ERR_SINK_REJECTED: {
+    retriable: false,
+    hint: 'The alert receiver refused the request; check its URL, secret and logs.',
+  },
+  RANKWATCH_ERR_CORDON_FAILED: {
+    retriable: true,
+    hint: 'Check the scheduler (scontrol / Kubernetes API) is reachable and rankwatch may change nodes; rankwatch retries.',
+  },
+  RANKWATCH_ERR_CORDON_REFUSED: {
+    retriable: false,
+    hint: "The scheduler refused the change; check the node name and rankwatch's permissions.",
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -95,6 +111,8 @@ export interface RetryOptions {
   signal?: AbortSignal;
   /** Which errors to try again (default: those marked retriable). */
   retryIf?: (err: unknown) => boolean;
+  /** Spread each delay over [delay/2, delay] so many retriers do not hit a receiver in step. */
+  jitter?: boolean;
   onRetry?: (err: unknown, attempt: number, delayMs: number) => void;
 }
 
@@ -124,7 +142,8 @@ export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): P
       return await fn();
     } catch (err) {
       if (!(opts.retryIf ?? isRetriable)(err) || attempt >= attempts || opts.signal?.aborted) throw err;
-      const delay = Math.min(max, base * 2 ** (attempt - 1));
+      const full = Math.min(max, base * 2 ** (attempt - 1));
+      const delay = opts.jitter ? full / 2 + Math.random() * (full / 2) : full;
       opts.onRetry?.(err, attempt, delay);
       // An abort ends the retries at once, also in the middle of a backoff wait.
       if (!(await wait(delay, opts.signal))) throw err;

@@ -18,7 +18,7 @@ import {
   CheckpointAdvisor,
   type CheckpointAdvisorConfig,
 } from './checkpoint/advisor.js';
-import { findFault } from './faults/xid.js';
+import { FaultTriage, TRIAGE_DEFAULTS, type TriageConfig } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
 import { HangDetector } from './hang/hang.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
@@ -51,6 +51,7 @@ export interface DetectorConfig {
   ncclChecks: NcclCheckConfig;
   /** `checkpoint_interval` from each job's saves and interruptions (a fleet MTBF for jobs with none). */
   checkpointInterval: CheckpointAdvisorConfig;
+  triage: TriageConfig;
 }
 
 export const DETECTOR_DEFAULTS: DetectorConfig = {
@@ -63,6 +64,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   lifecycle: LIFECYCLE_DEFAULTS,
   ncclChecks: NCCL_CHECK_DEFAULTS,
   checkpointInterval: CHECKPOINT_ADVISOR_DEFAULTS,
+  triage: TRIAGE_DEFAULTS,
 };
 
 const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
@@ -108,6 +110,7 @@ export class DetectorRunner {
   private readonly ncclChecks: NcclCheckDetector;
   private readonly hangs: HangDetector;
   private readonly checkpoints: CheckpointAdvisor;
+  private readonly faults: FaultTriage;
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
@@ -143,11 +146,13 @@ export class DetectorRunner {
       (job) => (this.jobs.get(job)?.meta ?? this.endedMeta.get(job))?.world_size,
       this.cfg.checkpointInterval,
     );
+    this.faults = new FaultTriage(this.log, this.cfg.triage);
   }
 
   push(e: RankwatchEvent): void {
     this.counters.events++;
     if (e.ts > this.lastTs) this.lastTs = e.ts;
+    this.faults.advance(e.ts);
     const before = this.out.findings.length;
     const swept = this.quiet.advance(e.ts);
     if (swept) this.sweepQuiet(swept);
@@ -193,6 +198,7 @@ export class DetectorRunner {
       job.slowLink.flush();
     }
     this.throttle.flush(this.lastTs);
+    this.faults.flush();
     if (this.out.findings.length > before) this.link(before);
   }
 
@@ -364,7 +370,7 @@ export class DetectorRunner {
   }
 
   private onFault(e: FaultEvent): void {
-    findFault(e, this.log);
+    this.faults.process(e);
     this.hangs.process(e);
   }
 

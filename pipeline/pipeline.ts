@@ -32,6 +32,8 @@ export interface PipelineOptions {
    */
   storeEvents?: boolean;
   onFindings?: (findings: Finding[]) => void;
+  /** Valid events once stored (e.g. health checks for the repair loop); must return at once. */
+  onEvents?: (events: RankwatchEvent[]) => void;
   onDeadLetters?: (rows: DeadLetter[]) => void;
   onStoreRetry?: (err: unknown, attempt: number) => void;
   /** Told when a store write succeeds after failed attempts (the end of an outage). */
@@ -364,6 +366,7 @@ export class Pipeline {
     this.c.findings += out.findings.length;
     this.c.mfu_points += out.mfu.length;
     if (dead.length) this.o.onDeadLetters?.(dead);
+    if (good.length) this.o.onEvents?.(good);
     if (out.findings.length) this.o.onFindings?.(out.findings);
     return dead;
   }

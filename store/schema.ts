@@ -36,6 +36,8 @@ export const INSERT_SETTINGS = { deduplicate_blocks_in_dependent_materialized_vi
 
 /** Every table and view the schema owns, in drop order (views before what they read and write). */
 export const SCHEMA_OBJECTS = [
+  'node_health',
+  'action_audit',
   'job_minute_mv',
   'rank_minute_mv',
   'gpu_minute_mv',
@@ -345,6 +347,41 @@ export const MIGRATIONS: Migration[] = [
     version: 4,
     name: 'mfu.implausible: why a figure cannot be true (empty when it can)',
     statements: () => [`ALTER TABLE mfu ADD COLUMN IF NOT EXISTS implausible String DEFAULT ''`],
+  },
+  {
+    version: 5,
+    name: 'node health transitions and the action audit (cordon automation)',
+    statements: () => [
+      // One row per transition of a host (gpu -1) or GPU, with why, on what evidence and by whom.
+      `CREATE TABLE IF NOT EXISTS node_health (
+        ts ${TS},
+        host LowCardinality(String),
+        gpu Int16,
+        from_state LowCardinality(String),
+        to_state LowCardinality(String),
+        reason String,
+        evidence Array(String),
+        actor LowCardinality(String),
+        needs_human UInt8
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY toYYYYMM(ts)
+      ORDER BY (host, gpu, ts, to_state)`,
+      // Every action and every refusal, with the finding and the actor that caused it.
+      `CREATE TABLE IF NOT EXISTS action_audit (
+        ts ${TS},
+        id String,
+        host LowCardinality(String),
+        verb LowCardinality(String),
+        driver LowCardinality(String),
+        outcome LowCardinality(String),
+        reason String,
+        finding_id String,
+        actor LowCardinality(String),
+        attempts UInt16
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY toYYYYMM(ts)
+      ORDER BY (host, ts, id, outcome)`,
+    ],
   },
 ];
 

@@ -1,4 +1,5 @@
 import Fastify from 'fastify';
+import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { healthRoutes } from '../../api/routes/healthz.js';
 import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
@@ -6,6 +7,7 @@ import { createLogger } from '../../core/log.js';
 import { Metrics } from '../../core/metrics.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
+import { deadLetterRows } from '../../store/rows.js';
 import { KafkaTransport } from '../../stream/kafka.js';
 import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
 import { type Command, num, parse } from '../args.js';
@@ -39,12 +41,14 @@ uncommitted for the next owner instead of holding shutdown).
   --quiet                   log errors only
 Exits 1, naming the reason, when it stopped without finishing its work (a batch left
 uncommitted because the store kept failing).
+${ALERT_FLAGS_HELP}
 ${KAFKA_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       ...KAFKA_FLAGS,
       ...STORE_FLAGS,
+      ...ALERT_FLAGS,
       findings: { type: 'string' },
       'no-replay': { type: 'boolean' },
       'replay-max-age': { type: 'string' },
@@ -87,6 +91,11 @@ ${STORE_FLAGS_HELP}`,
     if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
       throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
     const { store, where } = await openStore(values);
+    const alerting = alertingFrom(
+      values,
+      process.env,
+      (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
+    );
     const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
@@ -101,6 +110,7 @@ ${STORE_FLAGS_HELP}`,
       transport,
       store,
       storeEvents: values['no-events'] !== true,
+      onFindings: (fs) => alerting?.onFindings(fs),
       onStoreRetry: (err) => {
         // The store is behind or away: stop fetching until it takes this batch.
         if (!paused) transport.pause();
@@ -170,6 +180,7 @@ ${STORE_FLAGS_HELP}`,
     // period (uncommitted, so the next owner gets it) instead of holding shutdown.
     await p.close();
     await out?.close();
+    await alerting?.stop();
     await store.close();
     stats();
     await server?.close();

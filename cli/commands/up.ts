@@ -1,5 +1,9 @@
 import { join, resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import type { Automation } from '../../actions/automation.js';
+import { automationFrom, CORDON_FLAGS, CORDON_FLAGS_HELP } from '../../actions/cli-options.js';
+import type { Alerting } from '../../alerts/alerting.js';
+import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { buildApp } from '../../api/app.js';
 import { type AuthToken, authTokens } from '../../api/auth.js';
 import { RankwatchError } from '../../core/errors.js';
@@ -8,6 +12,7 @@ import { createLogger, type Logger, silentLogger } from '../../core/log.js';
 import { Metrics } from '../../core/metrics.js';
 import { Pipeline } from '../../pipeline/pipeline.js';
 import type { Finding } from '../../schema/finding.js';
+import { deadLetterRows } from '../../store/rows.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
 import type { Publisher, Transport } from '../../stream/transport.js';
@@ -38,6 +43,10 @@ export interface UpOptions {
   onFindings?: (findings: Finding[]) => void;
   /** Runtime log (default: silent). */
   logger?: Logger;
+  /** Started alert sinks; they get every finding event and stop with the server. */
+  alerting?: Alerting;
+  /** The repair loop (node health, governor, cordon driver); gets findings and events. */
+  automation?: Automation;
 }
 
 export interface Up {
@@ -63,7 +72,12 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const pipeline = new Pipeline({
     transport,
     store,
-    onFindings: o.onFindings,
+    onEvents: o.automation?.onEvents,
+    onFindings: (fs) => {
+      o.automation?.onFindings(fs);
+      o.alerting?.onFindings(fs);
+      o.onFindings?.(fs);
+    },
     // One line when the store starts failing and one when it is back (Health logs transitions).
     onStoreRetry: (err) =>
       health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`),
@@ -121,7 +135,12 @@ export async function startUp(o: UpOptions): Promise<Up> {
     store,
     auth: { ingestToken: o.token, tokens: o.tokens },
     ingestRatePerSecond: o.ingestRate,
-    health: () => ({ pipeline: pipeline.counters(), bus: transport.counters() }),
+    health: () => ({
+      pipeline: pipeline.counters(),
+      bus: transport.counters(),
+      alerts: o.alerting?.stats(),
+      actions: o.automation?.stats(),
+    }),
     checks: health,
     metrics,
   });
@@ -132,6 +151,8 @@ export async function startUp(o: UpOptions): Promise<Up> {
       await app.close();
       try {
         await pipeline.stop();
+        await o.automation?.idle();
+        await o.alerting?.stop();
       } finally {
         await wal?.close();
         await store.close();
@@ -179,9 +200,13 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
   --wal DIR        write-ahead log: ingest is answered 2xx only once its events are fsynced here,
                    and a restart replays what was not yet stored (default DATA/ingest-wal, DATA
                    being --data or ./data)
+${ALERT_FLAGS_HELP}
+${CORDON_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
+      ...ALERT_FLAGS,
+      ...CORDON_FLAGS,
       host: { type: 'string' },
       port: { type: 'string' },
       token: { type: 'string' },
@@ -204,6 +229,11 @@ ${STORE_FLAGS_HELP}`,
         'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
     const { store, where } = await openStore(values);
+    const alerting = alertingFrom(
+      values,
+      process.env,
+      (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
+    );
     const server = await startUp({
       host,
       port: num(values.port, 'port', 7070),
@@ -214,6 +244,8 @@ ${STORE_FLAGS_HELP}`,
       walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
       logger: log,
       rebuildMinutes: num(values['rebuild-minutes'], 'rebuild-minutes', 60),
+      alerting,
+      automation: automationFrom(values, store, (fs) => alerting?.onFindings(fs)),
       onFindings: (fs) => {
         for (const f of fs) {
           if (f.state === 'update') continue;

@@ -167,6 +167,11 @@ export class Automation {
       }));
   }
 
+  /** A host seen in events, or one the health machine holds (for a 404 on unknown hosts). */
+  knowsHost(host: string): boolean {
+    return this.hosts.has(host) || this.health.unhealthy().some((u) => u.host === host);
+  }
+
   pendingApprovals(): { id: string; host: string; finding_id: string }[] {
     return [...this.pending.values()].map((p) => ({ id: p.id, host: p.host, finding_id: p.finding.id }));
   }

@@ -102,6 +102,12 @@ describe('scopes', () => {
     ['GET', '/v1/checkpoints', 'read'],
     ['GET', '/v1/failures', 'read'],
     ['GET', '/v1/jobs/apijob/checkpoint-advice', 'read'],
+    ['GET', '/v1/actions', 'read'],
+    ['POST', '/v1/actions/x/approve', 'admin'],
+    ['POST', '/v1/actions/x/reject', 'admin'],
+    ['POST', '/v1/breaker/reset', 'admin'],
+    ['POST', '/v1/nodes/h/health', 'admin'],
+    ['POST', '/v1/nodes/h/repair', 'admin'],
   ];
   const wrong = { read: 'ingester', admin: 'reader', ingest: 'reader' } as const;
 
@@ -132,7 +138,7 @@ describe('scopes', () => {
     );
     const tested = routes.map(
       ([m, u]) =>
-        `${m} ${u.replace('/apijob', '/{job}').replace('/findings/x', '/findings/{id}').replace('/nodes/h', '/nodes/{host}')}`,
+        `${m} ${u.replace('/apijob', '/{job}').replace('/findings/x', '/findings/{id}').replace('/actions/x', '/actions/{id}').replace('/nodes/h', '/nodes/{host}')}`,
     );
     expect(documented.filter((r) => r.includes(' /v1/') && !r.includes('/v1/ingest')).sort()).toEqual(
       tested.sort(),
@@ -443,6 +449,8 @@ describe('documents and errors', () => {
       '/v1/checkpoints',
       '/v1/failures',
       '/v1/jobs/{job}/checkpoint-advice',
+      '/v1/actions/{id}/approve',
+      '/v1/nodes/{host}/repair',
     ])
       expect(Object.keys(doc.paths)).toContain(p);
     expect(doc.paths['/v1/findings/{id}/ack'].post.security).toEqual([{ bearer: [] }]);

@@ -5,6 +5,7 @@
  * it needs (api/auth.ts). docs/api.md describes them.
  */
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Automation } from '../actions/automation.js';
 import type { Health } from '../core/health.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Store } from '../store/store.js';
@@ -42,6 +43,8 @@ export interface AppDeps {
   checks?: Health;
   /** Served on GET /metrics (Prometheus text). */
   metrics?: Metrics;
+  /** The cordon automation of `rankwatch up`, for the admin routes (api/routes/actions.ts); none: they answer 409. */
+  automation?: Automation;
 }
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
@@ -59,7 +62,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       maxInflatedBytes: deps.maxInflatedBytes,
       ratePerSecond: deps.ingestRatePerSecond,
     });
-  if (deps.store) await app.register(readRoutes, { store: deps.store });
+  if (deps.store) await app.register(readRoutes, { store: deps.store, automation: deps.automation });
   // The built-in page (GET /) reads the routes above with the token typed into it.
   if (deps.store) await app.register(webRoutes);
   return app;

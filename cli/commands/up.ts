@@ -143,6 +143,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
     }),
     checks: health,
     metrics,
+    automation: o.automation,
   });
   const address = await app.listen({ host: o.host, port: o.port });
   let closing: Promise<void> | undefined;

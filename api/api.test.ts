@@ -102,6 +102,7 @@ describe('scopes', () => {
     ['GET', '/v1/checkpoints', 'read'],
     ['GET', '/v1/failures', 'read'],
     ['GET', '/v1/jobs/apijob/checkpoint-advice', 'read'],
+    ['GET', '/v1/jobs/apijob/timeline', 'read'],
     ['GET', '/v1/actions', 'read'],
     ['POST', '/v1/actions/x/approve', 'admin'],
     ['POST', '/v1/actions/x/reject', 'admin'],
@@ -288,6 +289,23 @@ describe('jobs', () => {
     const limit = await get('/v1/jobs?limit=0');
     expect(limit.statusCode).toBe(400);
     expect(limit.json().message).toMatch(/limit/);
+  });
+});
+
+describe('job timeline', () => {
+  it("marks the job's checkpoint saves (one per save, not per rank) and its lifecycle; an unknown job is a 404", async () => {
+    const r = await get('/v1/jobs/apijob/timeline');
+    expect(r.statusCode).toBe(200);
+    const t = r.json();
+    // The simulator saves every 100 steps: 150 steps make one save, reported by all 16 ranks.
+    expect(t.saves.map((s: { step: number }) => s.step)).toEqual([100]);
+    expect(t.saves[0].ok).toBe(true);
+    expect(t.saves[0].dur_ms).toBeGreaterThan(0);
+    expect(t.lifecycle.map((l: { event: string }) => l.event)).toContain('start');
+    expect(t.interruptions).toEqual([]);
+    const none = await get('/v1/jobs/nope/timeline');
+    expect(none.statusCode).toBe(404);
+    expect(none.json().message).toMatch(/no job "nope"/);
   });
 });
 

@@ -9,6 +9,7 @@ import { failureRoutes } from './failures.js';
 import { findingRoutes } from './findings.js';
 import { jobRoutes } from './jobs.js';
 import { nodeRoutes } from './nodes.js';
+import { timelineRoutes } from './timeline.js';
 
 export const readRoutes: FastifyPluginAsync<{ store: Store; automation?: Automation }> = async (
   app,
@@ -21,4 +22,5 @@ export const readRoutes: FastifyPluginAsync<{ store: Store; automation?: Automat
   await app.register(checkpointRoutes, { store });
   await app.register(failureRoutes, { store });
   await app.register(actionRoutes, { store, automation });
+  await app.register(timelineRoutes, { store });
 };

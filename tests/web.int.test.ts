@@ -3,7 +3,8 @@
  * The built-in page in a real browser (Debian's Chromium through playwright-core) against a real
  * `rankwatch up` fed a simulated job with a throttled GPU (rank 5) and a slow NIC (rank 20):
  * the MFU chart draws, the straggler's heatmap row is the red one, both findings are listed with
- * the hosts the simulator put the faults on, and a wrong token gets the login, not data.
+ * the hosts the simulator put the faults on, checkpoint saves and an interruption are marked on
+ * the MFU chart, and a wrong token gets the login, not data.
  * Screenshots go to .cache/web-test/.
  */
 import { mkdirSync } from 'node:fs';
@@ -69,6 +70,21 @@ describe('the web page in Chromium', { timeout: 150_000 }, () => {
   });
 
   it('lists the job, then shows its MFU chart, the straggler row and both findings with their hosts', async () => {
+    // An interruption and its restart late in the job, sent as a launcher would.
+    const auth = { authorization: `Bearer ${DEMO.token}` };
+    const summary = (await (await fetch(`${demo.url}/v1/jobs/${DEMO.job}`, { headers: auth })).json()) as {
+      first_ts: number;
+      last_ts: number;
+    };
+    const cut = Math.round(summary.first_ts + 0.8 * (summary.last_ts - summary.first_ts));
+    const life = (ts: number, event: string) =>
+      JSON.stringify({ v: 1, kind: 'job_event', ts, job: DEMO.job, event, cause: 'NCCL watchdog timeout' });
+    const sent = await fetch(`${demo.url}/v1/ingest`, {
+      method: 'POST',
+      headers: auth,
+      body: `${life(cut, 'interrupted')}\n${life(cut + 30_000, 'restart')}\n`,
+    });
+    expect(sent.status).toBe(200);
     const page = await open();
     await signIn(page, DEMO.token);
     await page.waitForSelector(`tr[data-job="${DEMO.job}"]`);
@@ -101,6 +117,51 @@ describe('the web page in Chromium', { timeout: 150_000 }, () => {
       return n;
     });
     expect(mfuPixels).toBeGreaterThan(500);
+
+    // Checkpoint saves and the interruption are marked on the MFU chart: the marks it drew are the
+    // saves the API has (the simulator saves every 100 steps), plus the interruption and restart.
+    await page.waitForFunction(
+      () => (document.querySelector('#mfu-chart') as HTMLElement).dataset.marks?.includes('interruption'),
+      undefined,
+      { polling: 500 },
+    );
+    const marks = JSON.parse((await page.getAttribute('#mfu-chart', 'data-marks')) ?? '[]') as {
+      kind: string;
+      ts: number;
+      label: string;
+    }[];
+    const timeline = (await (
+      await fetch(`${demo.url}/v1/jobs/${DEMO.job}/timeline`, { headers: auth })
+    ).json()) as { saves: { ts: number; step: number }[] };
+    expect(timeline.saves.length).toBeGreaterThanOrEqual(3);
+    expect(timeline.saves.every((s) => s.step % 100 === 0)).toBe(true);
+    expect(marks.filter((m) => m.kind === 'save').map((m) => m.ts)).toEqual(timeline.saves.map((s) => s.ts));
+    expect(marks).toContainEqual(expect.objectContaining({ kind: 'interruption', ts: cut }));
+    expect(marks).toContainEqual(expect.objectContaining({ kind: 'restart', ts: cut + 30_000 }));
+    // ... and drawn: pixels of the interruption colour on the canvas.
+    const markPixels = await page.evaluate(() => {
+      const canvas = document.querySelector('#mfu-chart canvas') as HTMLCanvasElement;
+      const probe = document.createElement('i');
+      probe.style.color = 'var(--mark)';
+      document.body.append(probe);
+      const [r, g, b] = (getComputedStyle(probe).color.match(/\d+/g) ?? []).map(Number);
+      probe.remove();
+      const { data } = (canvas.getContext('2d') as CanvasRenderingContext2D).getImageData(
+        0,
+        0,
+        canvas.width,
+        canvas.height,
+      );
+      let n = 0;
+      for (let i = 0; i < data.length; i += 4)
+        if (
+          data[i + 3] > 200 &&
+          Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 40
+        )
+          n++;
+      return n;
+    });
+    expect(markPixels).toBeGreaterThan(20);
 
     // The straggler's row is the red one: mean redness of each drawn row, read from the canvas.
     const rows = await page.evaluate(() => {

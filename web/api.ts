@@ -145,3 +145,10 @@ export interface CheckpointStats {
   mean_ok_ms: number | null;
   [k: string]: unknown;
 }
+
+/** GET /v1/jobs/{job}/timeline: what the MFU chart marks. */
+export interface Timeline {
+  saves: { ts: number; step: number; dur_ms: number; ok: boolean }[];
+  interruptions: { ts: number; restart_ts: number | null; cause: string; seen_from: string }[];
+  notes: string[];
+}

@@ -1,5 +1,5 @@
 /**
- * One job: MFU and tokens/s over time with faults and findings marked, step time, the rank
+ * One job: MFU and tokens/s over time with faults, findings, checkpoint saves and interruptions marked, step time, the rank
  * heatmap, links, and findings newest first with their evidence and cost. Polls every 10 s.
  */
 import type uPlot from 'uplot';
@@ -12,6 +12,7 @@ import {
   type JobSummary,
   type MfuPoint,
   type StepPoint,
+  type Timeline,
 } from '../api.js';
 import { type Chart, lineChart, type Marker } from '../charts.js';
 import { ago, bucketFor, esc, ms, msTick, num, pct, short, time } from '../format.js';
@@ -44,7 +45,7 @@ export function jobPage(view: View, job: string): void {
     const heatFrom = Math.max(s.first_ts, s.last_ts - 6 * 3_600_000);
     const columns = Math.min(150, Math.max(15, Math.floor(60_000 / Math.max(1, s.ranks))));
     const heatMinutes = Math.max(1, Math.ceil((s.last_ts - heatFrom) / 60_000 / columns));
-    const [mfu, steps, heat, fs, faults, cps] = await Promise.all([
+    const [mfu, steps, heat, fs, faults, cps, tl] = await Promise.all([
       api<{ points: MfuPoint[] }>(`${path}/mfu`, range),
       api<{ points: StepPoint[] }>(`${path}/steps`, range),
       api<{ cells: Cell[] }>(`${path}/heatmap`, {
@@ -55,6 +56,9 @@ export function jobPage(view: View, job: string): void {
       api<{ findings: Finding[] }>('/v1/findings', { job, limit: 500 }),
       api<{ faults: Fault[] }>('/v1/faults', { job, limit: 1000 }),
       api<{ checkpoints: CheckpointStats[] }>('/v1/checkpoints', { job }).catch(() => ({ checkpoints: [] })),
+      api<Timeline>(`${path}/timeline`).catch(
+        () => ({ saves: [], interruptions: [], notes: [] }) as Timeline,
+      ),
     ]);
     summary($('summary'), s);
 
@@ -68,6 +72,25 @@ export function jobPage(view: View, job: string): void {
           color: '--warn',
         })),
     ];
+    // Saves and interruptions go on the MFU chart only; the data attribute lists them for tests and tools.
+    const lots = tl.saves.length > 30;
+    const timeMarks: (Marker & { kind: string })[] = [
+      ...tl.saves.map((c) => ({
+        kind: 'save',
+        ts: c.ts,
+        label: lots ? '' : `${c.ok ? 'save' : 'save failed'} s${c.step}`,
+        color: c.ok ? '--ok' : '--bad',
+      })),
+      ...tl.interruptions.flatMap((i) => [
+        { kind: 'interruption', ts: i.ts, label: `interrupted: ${i.cause}`, color: '--mark' },
+        ...(i.restart_ts === null
+          ? []
+          : [{ kind: 'restart', ts: i.restart_ts, label: 'restart', color: '--mark' }]),
+      ]),
+    ];
+    $('mfu-chart').dataset.marks = JSON.stringify(
+      timeMarks.map(({ kind, ts, label }) => ({ kind, ts, label })),
+    );
     const mfuNote = $('mfu-note');
     mfuNote.classList.remove('pending');
     if (!mfu.points.length) {
@@ -84,9 +107,10 @@ export function jobPage(view: View, job: string): void {
       const cp = cps.checkpoints.filter((c) => c.phase === 'save');
       mfuNote.className = 'note';
       mfuNote.textContent = [
-        `Dashed lines: faults (red) and finding onsets (amber).`,
+        `Dashed lines: faults (red), finding onsets (amber), checkpoint saves (green), interruptions and restarts (purple).`,
+        tl.interruptions.length ? `${tl.interruptions.length} interruption(s).` : '',
         cp.length
-          ? `Checkpoint saves: ${cp[0].count} (p50 ${ms(cp[0].p50_ms)}, max ${ms(cp[0].max_ms)}, ${cp[0].failures} failed); the API gives no per-save times to mark.`
+          ? `Checkpoint saves: ${cp[0].count} (p50 ${ms(cp[0].p50_ms)}, max ${ms(cp[0].max_ms)}, ${cp[0].failures} failed), marked green (red: failed).`
           : 'No checkpoint saves recorded.',
         pts.some((p) => p.tokens_per_s === null) ? 'Tokens/s is missing where ranks report no tokens.' : '',
       ]
@@ -98,7 +122,7 @@ export function jobPage(view: View, job: string): void {
           pts.map((p) => p.mfu),
           pts.map((p) => p.tokens_per_s),
         ] as uPlot.AlignedData,
-        markers,
+        [...markers, ...timeMarks],
       );
     }
 

@@ -158,6 +158,9 @@ describe('dry-run automation', () => {
     expect(r.statusCode).toBe(200);
     const body = r.json();
     expect(body).toMatchObject({ mode: 'dry_run', driver: 'none', breaker_tripped: false, pending: [] });
+    expect(body.nodes).toEqual([
+      { host: 'gpu-0001', state: 'cordoned', needs_human: false, out_by_rankwatch: false },
+    ]);
     expect(body.audit).toContainEqual(
       expect.objectContaining({ host: 'gpu-0001', verb: 'cordon', outcome: 'dry_run', actor: 'rankwatch' }),
     );

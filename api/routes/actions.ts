@@ -96,6 +96,15 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
             }),
             driver: Type.String({ description: 'slurm, kubernetes, or none' }),
             breaker_tripped: Type.Boolean(),
+            nodes: Type.Array(
+              Type.Object({
+                host: Type.String(),
+                state: Type.String(),
+                needs_human: Type.Boolean({ description: 'only an admin override brings it back' }),
+                out_by_rankwatch: Type.Boolean({ description: 'the scheduler has it out by rankwatch' }),
+              }),
+              { description: 'hosts not healthy in the automation’s node health, now' },
+            ),
             pending: Type.Array(
               Type.Object({ id: Type.String(), host: Type.String(), finding_id: Type.String() }),
             ),
@@ -109,6 +118,7 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
       mode: modeOf(automation),
       driver: automation?.driverType ?? 'none',
       breaker_tripped: automation?.governor.tripped ?? false,
+      nodes: automation?.cordonList() ?? [],
       pending: automation?.pendingApprovals() ?? [],
       audit: await auditLog(store, {
         ...parseRange(req.query),

@@ -1,6 +1,7 @@
 /**
- * One job: MFU and tokens/s over time with faults, findings, checkpoint saves and interruptions marked, step time, the rank
- * heatmap, links, and findings newest first with their evidence and cost. Polls every 10 s.
+ * One job: MFU and tokens/s over time with faults, findings, checkpoint saves and interruptions
+ * marked, step time, the rank heatmap, links, and findings newest first with their evidence and
+ * cost. Polls every 10 s.
  */
 import type uPlot from 'uplot';
 import {

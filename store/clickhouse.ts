@@ -199,9 +199,9 @@ export class ClickHouseStore implements Store {
           const r = await c.exec({
             query: `INSERT INTO ${b.table} FORMAT ${format}`,
             values: Readable.from([body]),
-            clickhouse_settings: b.token
-              ? { ...this.insertSettings, insert_deduplication_token: b.token }
-              : this.insertSettings,
+            // Always said, '' when none: a connection that keeps settings between statements
+            // (chdb/connection does) would otherwise reuse the last token and drop this block.
+            clickhouse_settings: { ...this.insertSettings, insert_deduplication_token: b.token ?? '' },
           });
           await drainStream(r.stream);
         },

@@ -144,4 +144,9 @@ try {
   if (values.keep) log(`work folder kept: ${dir}`);
   else rmSync(dir, { recursive: true, force: true });
 }
+const passed = results.filter((a) => a.ok).length;
+// The plain closing line CI reads: one "test" per path.
+console.log(
+  `soak: ${passed} passed, ${results.length - passed + (failed && passed === results.length ? 1 : 0)} failed`,
+);
 process.exit(failed ? 1 : 0);

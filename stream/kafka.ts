@@ -72,6 +72,10 @@ interface Pending {
   topic: string;
   message: Message;
   bytes: number;
+  /** The publish call it came with, and that call's messages and bytes in all. */
+  call: number;
+  callCount: number;
+  callBytes: number;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -162,6 +166,7 @@ export class KafkaTransport implements Transport {
   private topicsReady: Promise<void> | undefined;
   private queue: Pending[] = [];
   private queuedMessages = 0;
+  private calls = 0;
   private sending: Promise<void> | undefined;
   private spaceWaiters: (() => void)[] = [];
   private stopped = false;
@@ -269,14 +274,21 @@ export class KafkaTransport implements Transport {
   private async enqueue(topic: string, messages: Message[]): Promise<void> {
     while (this.queuedMessages >= this.config.maxQueuedBatches && !this.stopped)
       await new Promise<void>((r) => this.spaceWaiters.push(r));
-    // One entry per message, so a request can be cut at any message to stay under the size limit.
+    // One entry per message, so a call too large for one request can be cut at any message.
+    const size = (m: Message) =>
+      typeof m.value === 'string' ? Buffer.byteLength(m.value) : (m.value?.length ?? 0);
+    const call = ++this.calls;
+    const callBytes = messages.reduce((n, m) => n + size(m), 0);
     const done = messages.map(
       (m) =>
         new Promise<void>((resolve, reject) => {
           this.queue.push({
             topic,
             message: m,
-            bytes: typeof m.value === 'string' ? Buffer.byteLength(m.value) : (m.value?.length ?? 0),
+            bytes: size(m),
+            call,
+            callCount: messages.length,
+            callBytes,
             resolve,
             reject,
           });
@@ -298,15 +310,21 @@ export class KafkaTransport implements Transport {
     while (this.queue.length > 0) {
       const take: Pending[] = [];
       let bytes = 0;
-      while (
-        this.queue.length > 0 &&
-        (take.length === 0 ||
-          (take.length < this.config.maxBatchesPerSend &&
-            bytes + this.queue[0].bytes <= this.config.maxMessageBytes))
-      ) {
-        const p = this.queue.shift()!;
-        take.push(p);
-        bytes += p.bytes;
+      // A call joins a request only whole when it fits: a call cut over two requests could fail
+      // after its first part was stored, and its caller (a spool) would publish that part again
+      // as new messages, which the rollups count twice.
+      while (this.queue.length > 0) {
+        const q = this.queue[0];
+        if (take.length > 0) {
+          const same = q.call === take[take.length - 1].call;
+          if (
+            take.length + (same ? 1 : q.callCount) > this.config.maxBatchesPerSend ||
+            bytes + (same ? q.bytes : q.callBytes) > this.config.maxMessageBytes
+          )
+            break;
+        }
+        take.push(this.queue.shift()!);
+        bytes += q.bytes;
       }
       const n = take.length;
       const byTopic = new Map<string, Message[]>();

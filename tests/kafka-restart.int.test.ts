@@ -60,7 +60,13 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
       expect(detect.exitCode, detect.log()).toBeNull();
       await broker('start');
       await waitFor(() => /joined group/.test(detect.log()), 120_000, 'detect to join once the broker is up');
-      await waitFor(async () => (await fetch(`${url}/healthz`)).status === 200, 30_000, 'health ok again');
+      await waitFor(
+        async () => (await fetch(`${url}/healthz`)).status === 200,
+        30_000,
+        'health ok again',
+      ).catch(async (err) => {
+        throw new Error(`${err.message}: ${await (await fetch(`${url}/healthz`)).text()}\n${detect.log()}`);
+      });
       // One line when the bus failure starts, not one per attempt.
       expect(detect.log().match(/bus failing/g)?.length, detect.log()).toBe(1);
     } finally {

@@ -190,6 +190,7 @@ ${STORE_FLAGS_HELP}`,
 
     try {
       await waitFor('bus', () => transport.consume(handler));
+      busOk();
     } catch (err) {
       if (!stopping.signal.aborted) throw err;
       log('info', `${await stopped}: stopped while waiting for the bus`);

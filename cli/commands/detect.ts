@@ -22,7 +22,8 @@ validated, run through the detectors and written to the store before its offset 
 (at least once; the store's inserts are idempotent, so a batch seen twice leaves one copy).
 Malformed events go to the dead-letter topic with their reason. When partitions move here, the
 batches their previous owner committed are replayed into the detectors with output suppressed,
-so open findings carry on instead of opening twice. SIGTERM or SIGINT: finish the batch in
+so open findings carry on instead of opening twice. A broker or store that is down at start is
+waited for with backoff (health failing meanwhile). SIGTERM or SIGINT: finish the batch in
 hand, commit, leave the group, exit 0 (a batch whose store write has failed for 10 s is left
 uncommitted for the next owner instead of holding shutdown).
 

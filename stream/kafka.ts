@@ -44,6 +44,13 @@ export interface KafkaTransportDeps {
    * as the last owner did, so the store's insert tokens (topic/partition/first-last) match and
    * nothing counts twice (store/delivery-ranges.ts).
    */
+  /**
+   * kafkajs restarted (or gave up on) its consumer after an error, e.g. the broker went away; it
+   * restarts every few hundred ms while the broker is down. Without it, each crash is logged.
+   */
+  onCrash?: (err: Error, restart: boolean) => void;
+  /** The consumer joined the group (again): the bus answers. */
+  onJoin?: () => void;
   boundaries?: {
     record(topic: string, partition: number, first: number, last: number): Promise<void>;
     load(topic: string, partition: number, from: number): Promise<Map<number, number>>;
@@ -65,6 +72,10 @@ interface Pending {
   topic: string;
   message: Message;
   bytes: number;
+  /** The publish call it came with, and that call's messages and bytes in all. */
+  call: number;
+  callCount: number;
+  callBytes: number;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
@@ -155,6 +166,7 @@ export class KafkaTransport implements Transport {
   private topicsReady: Promise<void> | undefined;
   private queue: Pending[] = [];
   private queuedMessages = 0;
+  private calls = 0;
   private sending: Promise<void> | undefined;
   private spaceWaiters: (() => void)[] = [];
   private stopped = false;
@@ -164,6 +176,10 @@ export class KafkaTransport implements Transport {
   private committedAtJoin = new Map<number, Promise<number>>();
   /** Per partition: delivery ranges (first → last) the last owner recorded past the committed offset. */
   private recorded = new Map<number, Promise<Map<number, number>>>();
+  /** Per partition: delivery ranges (first → last) this process recorded (see `recorded`). */
+  private readonly mine = new Map<number, Map<number, number>>();
+  /** Per partition: the batch being handled (awaited by the next, whichever kafkajs run it is in). */
+  private readonly partitionBusy = new Map<number, Promise<void>>();
   /** With replayMaxAgeMs: per partition, the first offset young enough to replay. */
   private replayFrom = new Map<number, Promise<number>>();
   private readonly c: KafkaCounters = {
@@ -201,6 +217,16 @@ export class KafkaTransport implements Transport {
       this.encode(b.key, b.events, messages);
     }
     if (messages.length === 0) return;
+    // A lone event too large for one message is refused before anything is sent: a refusal by the
+    // broker would come after the requests before it were stored, and the caller, isolating the
+    // refused event (stream/isolate.ts), would publish those again under new offsets, which the
+    // per-minute rollups then count twice.
+    const over = messages.find((m) => (m.value as Buffer).length > this.config.maxMessageBytes);
+    if (over)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_TRANSPORT_REJECTED',
+        `publish to ${this.config.topic}: one event encodes to ${(over.value as Buffer).length} bytes, over the ${this.config.maxMessageBytes}-byte message limit (the broker refuses more than its message.max.bytes)`,
+      );
     await this.enqueue(this.config.topic, messages);
     this.c.published_batches += batches.length;
     this.c.published_events += events;
@@ -248,14 +274,21 @@ export class KafkaTransport implements Transport {
   private async enqueue(topic: string, messages: Message[]): Promise<void> {
     while (this.queuedMessages >= this.config.maxQueuedBatches && !this.stopped)
       await new Promise<void>((r) => this.spaceWaiters.push(r));
-    // One entry per message, so a request can be cut at any message to stay under the size limit.
+    // One entry per message, so a call too large for one request can be cut at any message.
+    const size = (m: Message) =>
+      typeof m.value === 'string' ? Buffer.byteLength(m.value) : (m.value?.length ?? 0);
+    const call = ++this.calls;
+    const callBytes = messages.reduce((n, m) => n + size(m), 0);
     const done = messages.map(
       (m) =>
         new Promise<void>((resolve, reject) => {
           this.queue.push({
             topic,
             message: m,
-            bytes: typeof m.value === 'string' ? Buffer.byteLength(m.value) : (m.value?.length ?? 0),
+            bytes: size(m),
+            call,
+            callCount: messages.length,
+            callBytes,
             resolve,
             reject,
           });
@@ -277,15 +310,21 @@ export class KafkaTransport implements Transport {
     while (this.queue.length > 0) {
       const take: Pending[] = [];
       let bytes = 0;
-      while (
-        this.queue.length > 0 &&
-        (take.length === 0 ||
-          (take.length < this.config.maxBatchesPerSend &&
-            bytes + this.queue[0].bytes <= this.config.maxMessageBytes))
-      ) {
-        const p = this.queue.shift()!;
-        take.push(p);
-        bytes += p.bytes;
+      // A call joins a request only whole when it fits: a call cut over two requests could fail
+      // after its first part was stored, and its caller (a spool) would publish that part again
+      // as new messages, which the rollups count twice.
+      while (this.queue.length > 0) {
+        const q = this.queue[0];
+        if (take.length > 0) {
+          const same = q.call === take[take.length - 1].call;
+          if (
+            take.length + (same ? 1 : q.callCount) > this.config.maxBatchesPerSend ||
+            bytes + (same ? q.bytes : q.callBytes) > this.config.maxMessageBytes
+          )
+            break;
+        }
+        take.push(this.queue.shift()!);
+        bytes += q.bytes;
       }
       const n = take.length;
       const byTopic = new Map<string, Message[]>();
@@ -426,15 +465,18 @@ export class KafkaTransport implements Transport {
         retry: { retries: 20, initialRetryTime: 300, maxRetryTime: 5_000 },
       });
       this.consumer = consumer;
-      consumer.on(consumer.events.GROUP_JOIN, (e) =>
-        this.onAssigned(e.payload.memberAssignment[this.config.topic] ?? []),
-      );
-      consumer.on(consumer.events.CRASH, (e) =>
-        this.log(
-          'error',
-          `consumer crashed (${e.payload.restart ? 'restarting' : 'not restarting'}): ${e.payload.error.message}`,
-        ),
-      );
+      consumer.on(consumer.events.GROUP_JOIN, (e) => {
+        this.onAssigned(e.payload.memberAssignment[this.config.topic] ?? []);
+        this.deps.onJoin?.();
+      });
+      consumer.on(consumer.events.CRASH, (e) => {
+        if (this.deps.onCrash) this.deps.onCrash(e.payload.error, e.payload.restart);
+        else
+          this.log(
+            'error',
+            `consumer crashed (${e.payload.restart ? 'restarting' : 'not restarting'}): ${e.payload.error.message}`,
+          );
+      });
       await consumer.connect();
       await consumer.subscribe({ topic: this.config.topic, fromBeginning: true });
       await consumer.run({
@@ -444,6 +486,11 @@ export class KafkaTransport implements Transport {
         eachBatch: (p) => this.eachBatch(p),
       });
     } catch (err) {
+      // Not consuming: the caller may call consume() again (e.g. once the broker is back).
+      this.handler = undefined;
+      const c = this.consumer;
+      this.consumer = undefined;
+      await c?.disconnect().catch(() => {});
       throw transportError(err, `joining group ${this.config.group}`);
     }
   }
@@ -511,7 +558,21 @@ export class KafkaTransport implements Transport {
    * deliveries are in flight, so the detectors work on the next while the store writes the last.
    * Offsets advance, in order, only past deliveries whose handler resolved.
    */
-  private async eachBatch({
+  private async eachBatch(payload: EachBatchPayload): Promise<void> {
+    // One batch per partition at a time in this process, also across a kafkajs restart (a new
+    // run must see what the old one handled in `next` before it picks its first message).
+    const p = payload.batch.partition;
+    const before = this.partitionBusy.get(p);
+    const run = (before ?? Promise.resolve()).then(() => this.handleBatch(payload));
+    const tail = run.catch(() => {});
+    this.partitionBusy.set(p, tail);
+    void tail.then(() => {
+      if (this.partitionBusy.get(p) === tail) this.partitionBusy.delete(p);
+    });
+    return run;
+  }
+
+  private async handleBatch({
     batch,
     resolveOffset,
     heartbeat,
@@ -521,7 +582,14 @@ export class KafkaTransport implements Transport {
     const p = batch.partition;
     const committed = (await this.committedAtJoin.get(p)) ?? 0;
     const replayFrom = (await this.replayFrom.get(p)) ?? 0;
-    const recorded = (await this.recorded.get(p)) ?? new Map<number, number>();
+    const recorded = new Map((await this.recorded.get(p)) ?? []);
+    // Ranges this process put on record itself win: the join may have read the store before them.
+    const mine = this.mine.get(p) ?? new Map<number, number>();
+    this.mine.set(p, mine);
+    for (const [first, last] of mine) {
+      if (last < committed) mine.delete(first);
+      else recorded.set(first, Math.max(last, recorded.get(first) ?? last));
+    }
     /** Inside a range the last owner recorded: its last offset; the delivery must end exactly there. */
     let pinnedTo: number | undefined;
     let commitTo = -1;
@@ -548,52 +616,59 @@ export class KafkaTransport implements Transport {
       inflight.push({ done: this.deliver(d, heartbeat, isRunning), last: String(d.offset) });
       while (inflight.length >= this.config.pipelineDepth && ok) await settleOldest();
     };
-    for (const m of batch.messages) {
-      if (!isRunning() || isStale() || !ok) break;
-      const off = Number(m.offset);
-      if (off < (this.next.get(p) ?? 0) && inflight.length === 0 && merge.length === 0) {
-        // Handled and stored by this process before; only its commit may be missing.
-        this.c.skipped_batches++;
-        advance(m.offset);
-      } else if (off < committed && off < replayFrom) {
-        // Committed and older than the replay window: neither replayed nor handled again.
-        this.c.replay_skipped_batches++;
-        advance(m.offset);
-      } else if (off < committed) {
-        await flush();
-        while (inflight.length && ok) await settleOldest();
-        if (this.deps.onReplay) await this.deps.onReplay(this.delivery(m, p));
-        this.c.replayed_batches++;
-        advance(m.offset);
-      } else {
-        const d = this.delivery(m, p);
-        const pin = pinnedTo === undefined ? recorded.get(off) : undefined;
-        if (pin !== undefined) {
-          // The last owner started a delivery here (and may have stored it): batch it the same way.
+    try {
+      for (const m of batch.messages) {
+        if (!isRunning() || isStale() || !ok) break;
+        const off = Number(m.offset);
+        if (off < (this.next.get(p) ?? 0) && inflight.length === 0 && merge.length === 0) {
+          // Handled and stored by this process before; only its commit may be missing.
+          this.c.skipped_batches++;
+          advance(m.offset);
+        } else if (off < committed && off < replayFrom) {
+          // Committed and older than the replay window: neither replayed nor handled again.
+          this.c.replay_skipped_batches++;
+          advance(m.offset);
+        } else if (off < committed) {
           await flush();
-          pinnedTo = pin;
-        } else if (
-          pinnedTo === undefined &&
-          merge.length &&
-          (merge[0].key !== d.key ||
-            mergeEvents + d.events.length > this.config.mergeEvents ||
-            recorded.has(off))
-        )
-          await flush();
-        merge.push(d);
-        mergeEvents += d.events.length;
-        if (pinnedTo !== undefined && off >= pinnedTo) {
-          pinnedTo = undefined;
-          await flush();
+          while (inflight.length && ok) await settleOldest();
+          if (this.deps.onReplay) await this.deps.onReplay(this.delivery(m, p));
+          this.c.replayed_batches++;
+          advance(m.offset);
+        } else {
+          const d = this.delivery(m, p);
+          const pin = pinnedTo === undefined ? recorded.get(off) : undefined;
+          if (pin !== undefined) {
+            // The last owner started a delivery here (and may have stored it): batch it the same way.
+            await flush();
+            pinnedTo = pin;
+          } else if (
+            pinnedTo === undefined &&
+            merge.length &&
+            (merge[0].key !== d.key ||
+              mergeEvents + d.events.length > this.config.mergeEvents ||
+              recorded.has(off))
+          )
+            await flush();
+          merge.push(d);
+          mergeEvents += d.events.length;
+          if (pinnedTo !== undefined && off >= pinnedTo) {
+            pinnedTo = undefined;
+            await flush();
+          }
         }
+        await heartbeat();
       }
-      await heartbeat();
+      // A recorded range cut by the end of this fetch is not handled in part: left unresolved, it is
+      // fetched again from its first offset with what follows.
+      if (pinnedTo !== undefined) merge = [];
+      if (ok && isRunning() && !isStale()) await flush();
+    } finally {
+      // Even when this batch fails (a heartbeat or commit refused while the broker is away, which
+      // makes kafkajs restart its consumer), no delivery is left running unseen: each one settles
+      // and, if stored, advances `next`, so the restarted consumer skips it instead of storing it
+      // again under another token.
+      while (inflight.length) await settleOldest();
     }
-    // A recorded range cut by the end of this fetch is not handled in part: left unresolved, it is
-    // fetched again from its first offset with what follows.
-    if (pinnedTo !== undefined) merge = [];
-    if (ok && isRunning() && !isStale()) await flush();
-    while (inflight.length) await settleOldest();
     if (commitTo > 0) {
       await this.consumer!.commitOffsets([
         { topic: this.config.topic, partition: p, offset: String(commitTo) },
@@ -645,6 +720,11 @@ export class KafkaTransport implements Transport {
       try {
         // The range goes on record before the store write it names (see deps.boundaries).
         await this.deps.boundaries?.record(this.config.topic, d.partition, first, d.offset);
+        if (this.deps.boundaries) {
+          const mine = this.mine.get(d.partition) ?? new Map<number, number>();
+          mine.set(first, Math.max(d.offset, mine.get(first) ?? d.offset));
+          this.mine.set(d.partition, mine);
+        }
         await this.handler!(d);
         this.c.delivered_batches++;
         return true;

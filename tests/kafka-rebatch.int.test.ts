@@ -65,8 +65,9 @@ describe.skipIf(brokers().length === 0)('kafka: a crash after the store write, t
     const p2 = new Pipeline({ transport: new MemoryTransport(), store: chdb });
     const seen: string[] = [];
     await next.consume(async (d) => {
-      await p2.handle(d);
+      // Noted as handed over (in offset order): several deliveries are in flight, and finish in any order.
       seen.push(`${d.messages?.[0]?.offset}-${d.offset}`);
+      await p2.handle(d);
     });
     await waitFor(() => seen.some((s) => s.endsWith('-5')), 60_000);
     await next.stop();

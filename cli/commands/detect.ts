@@ -1,7 +1,7 @@
 import Fastify from 'fastify';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { healthRoutes } from '../../api/routes/healthz.js';
-import { RankwatchError } from '../../core/errors.js';
+import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
 import { Metrics } from '../../core/metrics.js';
@@ -24,7 +24,8 @@ validated, run through the detectors and written to the store before its offset 
 (at least once; the store's inserts are idempotent, so a batch seen twice leaves one copy).
 Malformed events go to the dead-letter topic with their reason. When partitions move here, the
 batches their previous owner committed are replayed into the detectors with output suppressed,
-so open findings carry on instead of opening twice. SIGTERM or SIGINT: finish the batch in
+so open findings carry on instead of opening twice. A broker or store that is down at start is
+waited for with backoff (health failing meanwhile). SIGTERM or SIGINT: finish the batch in
 hand, commit, leave the group, exit 0 (a batch whose store write has failed for 10 s is left
 uncommitted for the next owner instead of holding shutdown).
 
@@ -66,23 +67,38 @@ ${STORE_FLAGS_HELP}`,
     const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
     const health = new Health(logger);
     health.ok('store');
-    // The bus: failing from a kafkajs line that says the broker cannot be reached until a batch is
-    // handled again or 90 s pass without one (its lines are rate-limited over 60 s windows, so a
-    // longer quiet spell means it is back). Protocol errors kafkajs retries itself do not count.
-    let busError: { since: number; at: number; reason: string } | undefined;
-    let lastHandled = 0;
-    const busOpen = (t: number) =>
-      busError !== undefined && lastHandled <= busError.at && t - busError.at <= 90_000;
-    health.probe('bus', () =>
-      busError && busOpen(Date.now()) ? { failingSince: busError.since, reason: busError.reason } : undefined,
-    );
+    // The bus: failing from a kafkajs line that says the broker cannot be reached, or a consumer
+    // crash, until the group is joined or a batch handled again, or 90 s pass without such a line
+    // (kafkajs lines are rate-limited over 60 s windows, so a longer quiet spell means it is back).
+    // Protocol errors kafkajs retries itself do not count. Logged once when it starts and ends.
+    let busFailedAt = 0;
+    const busFail = (reason: string) => {
+      busFailedAt = Date.now();
+      health.fail('bus', reason);
+    };
+    const busOk = () => {
+      busFailedAt = 0;
+      health.ok('bus');
+    };
+    health.ok('bus');
+    const busQuiet = setInterval(() => {
+      if (busFailedAt && Date.now() - busFailedAt > 90_000) busOk();
+    }, 5_000);
+    busQuiet.unref();
     const kafkaLog = (level: 'info' | 'warn' | 'error', message: string) => {
-      if (level === 'error' && UNREACHABLE.test(message)) {
-        const t = Date.now();
-        busError = { since: busOpen(t) && busError ? busError.since : t, at: t, reason: message };
-      }
+      if (level === 'error' && UNREACHABLE.test(message)) busFail(message);
       log(level, message);
     };
+    // SIGTERM or SIGINT: stop waiting for the broker, or finish the batch in hand (below).
+    const stopping = new AbortController();
+    const stopped = new Promise<string>((done) => {
+      const stop = (signal: string) => {
+        stopping.abort();
+        done(signal);
+      };
+      process.once('SIGTERM', () => stop('SIGTERM'));
+      process.once('SIGINT', () => stop('SIGINT'));
+    });
     const config = kafkaConfigFrom(values, process.env);
     const statsEvery = num(values['stats-interval'], 'stats-interval', 10);
     const replayMaxAge = values['replay-max-age'];
@@ -100,6 +116,10 @@ ${STORE_FLAGS_HELP}`,
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
       log: kafkaLog,
+      // kafkajs restarts its consumer every few hundred ms while the broker is away: one failure.
+      onCrash: (err, restart) =>
+        busFail(`kafka consumer ${restart ? 'restarting' : 'stopped'}: ${err.message}`),
+      onJoin: busOk,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
       replayMaxAgeMs,
       // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
@@ -122,15 +142,32 @@ ${STORE_FLAGS_HELP}`,
     });
     const p = pipeline;
 
-    await store.migrate();
+    // A store or broker that is down (or not up yet) is waited for, with backoff, until SIGTERM.
+    const waitFor = <T>(what: 'store' | 'bus', fn: () => Promise<T>) =>
+      retry(fn, {
+        attempts: Number.POSITIVE_INFINITY,
+        baseDelayMs: 500,
+        maxDelayMs: 10_000,
+        signal: stopping.signal,
+        onRetry: (err) => (what === 'bus' ? busFail((err as Error).message) : health.fail('store', err)),
+      });
+    try {
+      await waitFor('store', () => store.migrate());
+      health.ok('store');
+    } catch (err) {
+      if (!stopping.signal.aborted) throw err;
+      log('info', `${await stopped}: stopped while waiting for the store`);
+      await store.close();
+      return 0;
+    }
     const stored = new WeakMap<object, Awaited<ReturnType<typeof p.handle>>>();
-    await transport.consume(async (d) => {
+    const handler = async (d: Parameters<Parameters<typeof transport.consume>[0]>[0]) => {
       // This delivery's own dead letters and findings (several are in flight at once). A retry
       // after a failed dead-letter send (same delivery object) sends again without storing again.
       const handled = stored.get(d) ?? (await p.handle(d));
       stored.set(d, handled);
       const { deadLetters: dl, findings: fs } = handled;
-      lastHandled = Date.now();
+      if (busFailedAt) busOk();
       if (paused) {
         transport.resume();
         paused = false;
@@ -141,12 +178,7 @@ ${STORE_FLAGS_HELP}`,
         for (const f of fs) await out.write(JSON.stringify(f));
         await out.flush();
       }
-    });
-    log(
-      'info',
-      `joined group ${transport.config.group} on ${transport.config.topic} at ${transport.config.brokers.join(',')}; storing in ${where}`,
-    );
-
+    };
     const figures = () => {
       const t = transport.counters();
       const c = p.counters();
@@ -167,14 +199,27 @@ ${STORE_FLAGS_HELP}`,
     if (server) log('info', `health on ${server.url}/healthz, ${server.url}/metrics`);
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
-    await new Promise<void>((done) => {
-      const stop = (signal: string) => {
-        log('info', `${signal}: finishing the batch in hand, committing, leaving the group`);
-        done();
-      };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
-    });
+    try {
+      await waitFor('bus', () => transport.consume(handler));
+      busOk();
+    } catch (err) {
+      if (!stopping.signal.aborted) throw err;
+      log('info', `${await stopped}: stopped while waiting for the bus`);
+      clearInterval(busQuiet);
+      if (timer) clearInterval(timer);
+      await transport.stop();
+      await out?.close();
+      await store.close();
+      await server?.close();
+      return 0;
+    }
+    log(
+      'info',
+      `joined group ${transport.config.group} on ${transport.config.topic} at ${transport.config.brokers.join(',')}; storing in ${where}`,
+    );
+
+    log('info', `${await stopped}: finishing the batch in hand, committing, leaving the group`);
+    clearInterval(busQuiet);
     if (timer) clearInterval(timer);
     // The batch in hand finishes and commits; with the store down it is given up after the grace
     // period (uncommitted, so the next owner gets it) instead of holding shutdown.

@@ -26,6 +26,9 @@ import {
 } from './kafka-config.js';
 import type { Batch, Delivery, DeliveryHandler, Transport, TransportCounters } from './transport.js';
 
+/** Messages per partition whose fingerprints are kept to recognise a producer's resend. */
+const DUPLICATE_WINDOW = 50_000;
+
 export type { KafkaTransportConfig } from './kafka-config.js';
 
 export interface KafkaTransportDeps {
@@ -62,6 +65,8 @@ export interface KafkaCounters extends TransportCounters {
   /** Committed batches older than replayMaxAgeMs, passed over on assignment. */
   replay_skipped_batches: number;
   skipped_batches: number;
+  /** Messages whose bytes equal a recent message of the partition: a producer's resend, not stored again. */
+  duplicate_messages: number;
   commits: number;
   dead_letters_sent: number;
   /** Dead letters the broker refused for good (kept in the store only). */
@@ -172,6 +177,13 @@ export class KafkaTransport implements Transport {
   private stopped = false;
   /** Next offset per partition this process has seen (handled or replayed). */
   private readonly next = new Map<number, number>();
+  /**
+   * Per partition, fingerprints of the last DUPLICATE_WINDOW messages (first offset seen). A
+   * producer is at least once: after a lost acknowledgement the collector sends a batch again, and
+   * the broker keeps both copies at two offsets. Raw tables would keep one copy, but rollups count
+   * every inserted block, so a message whose bytes repeat a recent one is passed over, counted.
+   */
+  private readonly recent = new Map<number, Map<string, number>>();
   /** Committed offsets of the group when each partition was assigned to this process. */
   private committedAtJoin = new Map<number, Promise<number>>();
   /** Per partition: delivery ranges (first → last) the last owner recorded past the committed offset. */
@@ -191,6 +203,7 @@ export class KafkaTransport implements Transport {
     replayed_batches: 0,
     replay_skipped_batches: 0,
     skipped_batches: 0,
+    duplicate_messages: 0,
     commits: 0,
     dead_letters_sent: 0,
     dead_letters_rejected: 0,
@@ -631,11 +644,20 @@ export class KafkaTransport implements Transport {
         } else if (off < committed) {
           await flush();
           while (inflight.length && ok) await settleOldest();
-          if (this.deps.onReplay) await this.deps.onReplay(this.delivery(m, p));
+          if (this.isDuplicate(p, m)) this.c.duplicate_messages++;
+          else if (this.deps.onReplay) await this.deps.onReplay(this.delivery(m, p));
           this.c.replayed_batches++;
           advance(m.offset);
         } else {
           const d = this.delivery(m, p);
+          if (this.isDuplicate(p, m)) {
+            // Kept in line as an empty delivery, so offsets still advance in order.
+            this.c.duplicate_messages++;
+            d.events = [];
+            d.lines = [];
+            d.undecodable = undefined;
+            d.messages = [{ offset: off, events: 0, undecodable: 0 }];
+          }
           const pin = pinnedTo === undefined ? recorded.get(off) : undefined;
           if (pin !== undefined) {
             // The last owner started a delivery here (and may have stored it): batch it the same way.
@@ -675,6 +697,21 @@ export class KafkaTransport implements Transport {
       ]);
       this.c.commits++;
     }
+  }
+
+  /** True when a message with the same bytes came at another offset of the partition recently. */
+  private isDuplicate(partition: number, m: KafkaMessage): boolean {
+    const fp = createHash('sha1')
+      .update(m.value ?? Buffer.alloc(0))
+      .digest('base64');
+    const seen = this.recent.get(partition) ?? new Map<string, number>();
+    this.recent.set(partition, seen);
+    const first = seen.get(fp);
+    const off = Number(m.offset);
+    if (first !== undefined) return first !== off;
+    seen.set(fp, off);
+    if (seen.size > DUPLICATE_WINDOW) seen.delete(seen.keys().next().value as string);
+    return false;
   }
 
   private delivery(m: KafkaMessage, partition: number): Delivery {

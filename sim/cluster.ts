@@ -12,7 +12,7 @@ import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
 import { findGpu } from '../detectors/mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
-import { clockSlowdown, type FaultSpec, isActive } from './faults.js';
+import { clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -46,6 +46,11 @@ export interface SimOptions {
   telemetry?: boolean;
   collectives?: boolean;
   checkpointEvery?: number;
+  /**
+   * As in real traces: a rank's collective duration includes waiting for the slowest member to
+   * arrive (a late rank makes its communicators look slow to everyone but itself).
+   */
+  lateArrival?: boolean;
   faults?: FaultSpec[];
 }
 
@@ -60,6 +65,8 @@ export interface InjectedFault {
   ranks: number[];
   onsetStep: number;
   onsetTs?: number;
+  /** When the fault began, where that is earlier than the onset scored (a drift: its ramp starts at 0%). */
+  startTs?: number;
   /** Share of throughput lost to this fault alone over its active steps, percent. */
   trueCostPct: number;
 }
@@ -87,6 +94,8 @@ export const SIM_DEFAULTS = {
 };
 
 const EXPOSED_COMM_SHARE = 0.06;
+/** A drift counts as a fault once its slowdown passes this (3%). */
+export const DRIFT_VISIBLE = 0.03;
 const RAIL_BUSBW_BYTES_PER_MS = 40e6; // 40 GB/s bus bandwidth per NIC rail
 const P2P_BYTES_PER_MS = 20e6;
 
@@ -199,6 +208,9 @@ export class ClusterSim {
     const exposedBase = o.stepMs * EXPOSED_COMM_SHARE;
 
     const arDurs = new Float64Array(pp * tp);
+    const arArrive = new Float64Array(pp * tp);
+    // Waiting for the slowest member to arrive, when collectives are timed as in real traces.
+    const late = (r: number, arrive: number) => (o.lateArrival ? Math.max(0, arrive - compute[r]) : 0);
     const p2pDurs = new Float64Array(n);
     const compute = new Float64Array(n);
     const clean = new Float64Array(n);
@@ -229,8 +241,13 @@ export class ClusterSim {
       for (let s = 0; s < pp && dp > 1; s++) {
         for (let t = 0; t < tp; t++) {
           let f = 1;
-          for (let d = 0; d < dp; d++)
-            f = Math.max(f, this.linkFactor(rankOf(t, d, s, this.layout), -1, step));
+          let arrive = 0;
+          for (let d = 0; d < dp; d++) {
+            const r = rankOf(t, d, s, this.layout);
+            f = Math.max(f, this.linkFactor(r, -1, step));
+            arrive = Math.max(arrive, compute[r]);
+          }
+          arArrive[s * tp + t] = arrive;
           const clean = arNominal * weather * jitter();
           arDurs[s * tp + t] = clean * f;
           commExtra = Math.max(commExtra, clean * f - arNominal * weather);
@@ -256,7 +273,11 @@ export class ClusterSim {
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
       for (const f of this.faults) {
-        if (step === f.spec.at) f.onsetTs = t0;
+        if (step === f.spec.at) f.startTs = t0;
+        // A drift is a fault once it passes DRIFT_VISIBLE: its time to detect counts from there.
+        if (f.spec.type === 'drift') {
+          if (f.onsetTs === undefined && driftSlowdown(f.spec, step) >= DRIFT_VISIBLE) f.onsetTs = t0;
+        } else if (step === f.spec.at) f.onsetTs = t0;
         if (f.spec.type === 'xid' && step === f.spec.at) {
           yield {
             v: 1,
@@ -290,7 +311,10 @@ export class ClusterSim {
               comm: `dp.s${p.stage}.t${p.tp}`,
               nranks: dp,
               bytes: Math.round(gradBytes),
-              dur_ms: ms3(arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal())),
+              dur_ms: ms3(
+                arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal()) +
+                  late(r, arArrive[p.stage * tp + p.tp]),
+              ),
             };
           }
           if (p.stage < pp - 1) {
@@ -310,7 +334,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: ms3(p2pDurs[r]),
+              dur_ms: ms3(p2pDurs[r] + late(r, Math.max(compute[r], compute[peer]))),
             };
           }
           if (p.stage > 0) {
@@ -330,7 +354,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: ms3(p2pDurs[peer]),
+              dur_ms: ms3(p2pDurs[peer] + late(r, Math.max(compute[r], compute[peer]))),
             };
           }
         }
@@ -396,6 +420,7 @@ export class ClusterSim {
     for (const fault of this.faults) {
       if (fault.rank !== r || !isActive(fault.spec, step)) continue;
       if (fault.spec.type === 'nic') f *= fault.spec.factor ?? 3;
+      if (fault.spec.type === 'flap' && flapSlow(fault.spec, step)) f *= fault.spec.factor ?? 3;
       if (fault.spec.type === 'link' && fault.spec.peer === peer) f *= fault.spec.factor ?? 3;
     }
     return f;
@@ -413,7 +438,7 @@ export class ClusterSim {
     this.faults.forEach((fault, i) => {
       if (!isActive(fault.spec, step)) return;
       let without: number;
-      if (fault.spec.type === 'nic' || fault.spec.type === 'link') {
+      if (fault.spec.type === 'nic' || fault.spec.type === 'link' || fault.spec.type === 'flap') {
         without = stepMs - commExtra;
       } else {
         // Only the compute the fault slowed changes; the step's communication stays as it was.
@@ -500,6 +525,8 @@ export function faultComputeFactor(spec: FaultSpec, step: number): number {
       return clockSlowdown(spec.depth ?? 0.45);
     case 'slow_rank':
       return 1 + (spec.slowdown ?? 0.1);
+    case 'drift':
+      return 1 + driftSlowdown(spec, step);
     case 'intermittent':
       return (step - spec.at) % (spec.every ?? 3) === 0 ? 1 + (spec.slowdown ?? 0.3) : 1;
     default:

@@ -15,6 +15,8 @@ export const CATCHES: Record<string, string[]> = {
   link: ['slow_link'],
   power_brake: ['throttle', 'straggler'],
   xid: ['xid'],
+  flap: ['slow_link'],
+  drift: ['straggler'],
 };
 
 /** Types whose findings on a clean job are false alarms. */
@@ -49,7 +51,7 @@ export function scoreRun(findings: Finding[], faults: InjectedFault[]): RunScore
   const opens = findings.filter((f) => f.state === 'open');
   const used = new Set<string>();
   const scores = faults.map((fault): FaultScore => {
-    const hits = opens.filter((f) => matches(f, fault) && f.ts >= (fault.onsetTs ?? 0));
+    const hits = opens.filter((f) => matches(f, fault) && f.ts >= (fault.startTs ?? fault.onsetTs ?? 0));
     for (const h of hits) used.add(h.id);
     const first = hits.sort((a, b) => a.ts - b.ts)[0];
     const costIds = new Set(hits.filter((h) => h.est_cost_pct !== undefined).map((h) => h.id));
@@ -59,7 +61,8 @@ export function scoreRun(findings: Finding[], faults: InjectedFault[]): RunScore
       fault,
       detected: first !== undefined,
       first,
-      ttdMs: first && fault.onsetTs !== undefined ? first.ts - fault.onsetTs : undefined,
+      // Found before it passed the visible level (a drift): detected at once.
+      ttdMs: first && fault.onsetTs !== undefined ? Math.max(0, first.ts - fault.onsetTs) : undefined,
       estCostPct: latest?.est_cost_pct,
     };
   });

@@ -51,6 +51,16 @@ export interface SimOptions {
    * arrive (a late rank makes its communicators look slow to everyone but itself).
    */
   lateArrival?: boolean;
+  /** Probability per step of a job-wide pause (GC, a slow filesystem read), heavy-tailed: Pareto from 150 ms, capped at 20 s. */
+  pauseProb?: number;
+  /** Rank 0 writes the checkpoint inside its step (the others wait for it in their collectives). */
+  rank0Checkpoint?: boolean;
+  /** Each host's clock is off by up to this much (uniform, fixed per host), on every event it stamps. */
+  clockSkewMs?: number;
+  /** The job restarts before this step: a gap, a checkpoint load, a few slow warm-up steps. */
+  restartAt?: number;
+  /** At the restart, hosts are renumbered (elastic): every rank lands on another host. Faults stay with their rank. */
+  renumber?: boolean;
   faults?: FaultSpec[];
 }
 
@@ -185,14 +195,45 @@ export class ClusterSim {
     return seqs * this.model.seq_len;
   }
 
+  /** The job's events, each stamped by its host's clock (off by up to clockSkewMs). */
   *events(): Generator<RankwatchEvent> {
+    const skewMs = this.opts.clockSkewMs ?? 0;
+    if (!skewMs) {
+      yield* this.run();
+      return;
+    }
+    const rng = new Random(this.opts.seed ^ 0x7f4a7c15);
+    const skew = new Map<string, number>();
+    for (const p of this.places)
+      if (!skew.has(p.host)) skew.set(p.host, Math.round(skewMs * (2 * rng.next() - 1)));
+    for (const e of this.run()) {
+      const host = 'host' in e ? e.host : undefined;
+      const off = host === undefined ? undefined : skew.get(host);
+      yield off ? { ...e, ts: e.ts + off } : e;
+    }
+  }
+
+  /** Elastic restart: every host's ranks move `shift` hosts on (GPU index kept). */
+  private renumberHosts(shift: number, hostCount: number): void {
+    for (let r = 0; r < this.places.length; r++) {
+      const p = place(r, this.layout);
+      const hostIndex = (p.hostIndex + shift) % hostCount;
+      this.places[r] = { ...p, hostIndex, host: hostName(hostIndex) };
+    }
+  }
+
+  private *run(): Generator<RankwatchEvent> {
     const o = this.opts;
+    if (o.renumber) this.renumberHosts(0, Number.POSITIVE_INFINITY); // a second run starts as the first did
     const { tp, dp, pp } = this.layout;
     const n = o.ranks;
     const noiseRng = new Random(o.seed);
     const jobRng = new Random(o.seed ^ 0x5bd1e995);
     const telRng = new Random(o.seed ^ 0x27d4eb2f);
     const commRng = new Random(o.seed ^ 0x165667b1);
+    // Options added later draw from their own generator, so the noise above stays as it was.
+    const extraRng = new Random(o.seed ^ 0x3c6ef372);
+    const hostCount = Math.ceil(n / this.layout.gpusPerHost);
     const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
     // Compute so that the costliest stage plus exposed comm fills the step.
     const unit =
@@ -220,9 +261,31 @@ export class ClusterSim {
     yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'start' };
 
     for (let step = 0; step < o.steps; step++) {
+      if (step === o.restartAt) {
+        ts += 60_000 + Math.round(30_000 * extraRng.next());
+        yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'restart', cause: 'node replaced' };
+        if (o.renumber) this.renumberHosts(1 + extraRng.int(hostCount - 1 || 1), hostCount);
+        ts += 20_000;
+        yield {
+          v: 1,
+          kind: 'checkpoint',
+          ts,
+          job: o.job,
+          rank: 0,
+          step,
+          phase: 'load',
+          dur_ms: 20_000,
+          ok: true,
+        };
+      }
       const t0 = ts;
-      const jobFactor = Math.exp(o.jobJitter * jobRng.normal());
-      const stall = jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0;
+      const warmup = o.restartAt !== undefined && step >= o.restartAt && step < o.restartAt + 3 ? 1.5 : 1;
+      const jobFactor = Math.exp(o.jobJitter * jobRng.normal()) * warmup;
+      const pause =
+        o.pauseProb && extraRng.chance(o.pauseProb)
+          ? Math.min(20_000, 150 * (1 - extraRng.next()) ** (-1 / 1.5))
+          : 0;
+      const stall = (jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0) + pause;
       for (let r = 0; r < n; r++) {
         const spike = noiseRng.chance(o.spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
         const z = noiseRng.normal();
@@ -265,7 +328,10 @@ export class ClusterSim {
         commExtraClean = Math.max(commExtraClean, clean - p2pNominal * weather);
       }
       const checkpoint = o.checkpointEvery > 0 && step > 0 && step % o.checkpointEvery === 0;
-      const ckptMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
+      const writeMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
+      // Rank 0 writing inside its step: its compute holds the write, everyone else waits for it.
+      if (o.rank0Checkpoint) compute[0] += writeMs;
+      const ckptMs = o.rank0Checkpoint ? 0 : writeMs;
       const maxCompute = maxOf(compute);
       const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
       const t1 = Math.round(t0 + stepMs);
@@ -387,7 +453,7 @@ export class ClusterSim {
           rank: 0,
           step,
           phase: 'save',
-          dur_ms: Math.round(ckptMs),
+          dur_ms: Math.round(writeMs),
           bytes: Math.round(params * 14),
           ok: true,
         };

@@ -126,6 +126,7 @@ export class SlowLinkDetector {
   private readonly open = new Map<number, { colls: Map<string, Link>; edges: Map<number, Link> }>();
   /** host/gpu of each rank, built once (a string per event would dominate the cost). */
   private readonly railOfRank: string[] = [];
+  private readonly hostOfRank: string[] = [];
   private readonly sigma = new Map<string, number>();
   private readonly rails = new Map<string, Cusum>();
   private readonly edges = new Map<string, Cusum & { src: string; dst: string }>();
@@ -226,11 +227,15 @@ export class SlowLinkDetector {
 
   private rail(rank: number, host: string | undefined, gpu: number | undefined): string {
     const cached = this.railOfRank[rank];
-    if (cached !== undefined) return cached;
+    // An elastic restart can move a rank to another host: its rail follows the report.
+    if (cached !== undefined && (host === undefined || host === this.hostOfRank[rank])) return cached;
     const h = host ?? this.ranks.host[rank];
     const g = gpu ?? (rank < this.ranks.gpu.length ? this.ranks.gpu[rank] : -1);
     const rail = `${h}/${g}`;
-    if (g >= 0 && h !== undefined) this.railOfRank[rank] = rail; // cache only once fully known
+    if (g >= 0 && h !== undefined) {
+      this.railOfRank[rank] = rail; // cache only once fully known
+      this.hostOfRank[rank] = h;
+    }
     return rail;
   }
 

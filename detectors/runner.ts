@@ -152,7 +152,10 @@ export class DetectorRunner {
         break;
       case 'job_event':
         if (e.event === 'finished') this.finishJob(e.job, e.ts);
-        else if (e.event === 'restart') this.jobs.get(e.job)?.mfuDrop.restart();
+        else if (e.event === 'restart') {
+          this.jobs.get(e.job)?.mfuDrop.restart();
+          this.jobs.get(e.job)?.straggler.restart();
+        }
         break;
       case 'check':
         this.ncclChecks.process(e);

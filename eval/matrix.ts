@@ -54,6 +54,40 @@ export const FAMILIES: Family[] = [
       return { type: 'link', rank, peer: rank + stride, at: onset(rng), factor: 3 };
     },
   },
+  // Field-like cases (issue 16): what real jobs do that the simulator's defaults do not.
+  {
+    name: 'clean, field-like',
+    sim: (seed) => ({
+      lateArrival: true,
+      pauseProb: 0.3,
+      rank0Checkpoint: true,
+      checkpointEvery: 25,
+      clockSkewMs: 2000,
+      lastStageCost: seed % 2 ? 1.12 : 1.3,
+    }),
+  },
+  { name: 'clean, elastic restart', sim: () => ({ restartAt: 100, renumber: true }) },
+  {
+    name: 'slow_rank 3%',
+    fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.03 }),
+  },
+  {
+    name: 'drift to 10% over 200 steps',
+    fault: (n, rng) => ({ type: 'drift', rank: rng.int(n), at: onset(rng) - 30, slowdown: 0.1, ramp: 200 }),
+  },
+  {
+    name: 'flapping rail /3 1-in-8',
+    fault: (n, rng) => ({ type: 'flap', rank: rng.int(n), at: onset(rng), factor: 3, every: 8, burst: 1 }),
+  },
+  {
+    name: 'flapping rail /2.5 bursts',
+    fault: (n, rng) => ({ type: 'flap', rank: rng.int(n), at: onset(rng), factor: 2.5, every: 40, burst: 4 }),
+  },
+  {
+    name: 'slow_rank 10%, late arrival',
+    fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.1 }),
+    sim: () => ({ lateArrival: true }),
+  },
 ];
 
 export interface MatrixSpec {

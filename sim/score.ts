@@ -20,7 +20,7 @@ export const CATCHES: Record<string, string[]> = {
 };
 
 /** Types whose findings on a clean job are false alarms. */
-export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link']);
+export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link', 'mfu_drop']);
 
 export interface FaultScore {
   fault: InjectedFault;

@@ -40,7 +40,7 @@ export interface StragglerConfig extends CusumConfig {
   driftL: number;
   /** Drift EWMA: each step's log ratio is clipped to this many robust units. */
   driftClip: number;
-  /** Long-run level: weight of the newest step once the drift EWMA has settled (a running mean before). */
+  /** Long-run level: weight of the newest step after its first 1/driftBaseLambda steps (a running mean before). */
   driftBaseLambda: number;
   /** A rise above the long-run level fires only once the rank is this close to the median (log ratio) or slower. */
   driftFloor: number;
@@ -102,6 +102,7 @@ export class StragglerDetector {
   /** Long-run level of the same ratio, and steps it has seen. */
   private base = new Float64Array(0);
   private baseN = new Int32Array(0);
+  private held = new Int32Array(0);
   private stageSigma: number[] = [];
   private scratch = new Float64Array(0);
   private scratch2 = new Float64Array(0);
@@ -158,15 +159,20 @@ export class StragglerDetector {
         this.s[r] = after;
         const clipped = Math.min(clip, Math.max(-clip, lr));
         this.ewma[r] += lam * (clipped - this.ewma[r]);
-        // A running mean while the EWMA settles, then a slow EWMA a ramp barely drags along.
-        const n = ++this.baseN[r];
-        this.base[r] += (n * lam <= 3 ? 1 / n : cfg.driftBaseLambda) * (clipped - this.base[r]);
         const ew = this.ewma[r];
+        const relThr = cfg.driftRelative * driftThr;
         // The relative test waits until the EWMA, started at 0, has settled (3/λ steps).
         const settled = this.baseN[r] * lam >= 3;
-        const drifted =
-          ew >= driftThr ||
-          (settled && ew - this.base[r] >= cfg.driftRelative * driftThr && ew >= cfg.driftFloor);
+        // The long-run level: a running mean, then a slow EWMA; held (for up to 2/λ steps) while
+        // the rank rises above it, so the shift being tested does not drag its own reference up.
+        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) this.held[r]++;
+        else {
+          this.held[r] = 0;
+          const n = ++this.baseN[r];
+          this.base[r] +=
+            (n * cfg.driftBaseLambda <= 1 ? 1 / n : cfg.driftBaseLambda) * (clipped - this.base[r]);
+        }
+        const drifted = ew >= driftThr || (settled && ew - this.base[r] >= relThr && ew >= cfg.driftFloor);
         if (!this.flagged[r]) {
           if (after === 0 && !drifted) continue;
           if (before === 0) {
@@ -363,6 +369,17 @@ export class StragglerDetector {
     }
   }
 
+  /**
+   * The job restarted (perhaps on other hosts, its ranks renumbered): each rank's drift figures
+   * start again, since its long-run level belonged to the GPU it ran on.
+   */
+  restart(): void {
+    this.ewma.fill(0);
+    this.base.fill(0);
+    this.baseN.fill(0);
+    this.held.fill(0);
+  }
+
   /** Open incidents, for linking and the end-of-job summary. */
   openIncidents(): { id: string; host: string; ranks: number[] }[] {
     return [...this.incidents.values()];
@@ -386,6 +403,7 @@ export class StragglerDetector {
     this.ewma = grown(this.ewma, capacity);
     this.base = grown(this.base, capacity);
     this.baseN = grown(this.baseN, capacity);
+    this.held = grown(this.held, capacity);
     this.scratch = new Float64Array(capacity);
     this.scratch2 = new Float64Array(capacity);
     this.cap = capacity;

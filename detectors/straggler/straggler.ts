@@ -271,7 +271,12 @@ export class StragglerDetector {
     for (const [host, p] of this.pending) {
       const onHost = this.ranks.ranksOnHost.get(host) ?? 1;
       const hostWide = p.ranks.length >= Math.max(2, Math.ceil(onHost / 2));
-      if (f.step - p.firstStep < this.cfg.groupWaitSteps && !(hostWide && p.ranks.length >= onHost)) continue;
+      if (
+        f.step - p.firstStep < this.cfg.groupWaitSteps &&
+        !(hostWide && p.ranks.length >= onHost) &&
+        !this.hostQuiet(host, p.ranks)
+      )
+        continue;
       this.pending.delete(host);
       const existing = [...this.incidents.values()].find((i) => i.host === host && i.ranks.length > 1);
       if (existing) {
@@ -282,6 +287,19 @@ export class StragglerDetector {
         for (const r of p.ranks) this.openIncident(host, [r], f);
       }
     }
+  }
+
+  /**
+   * Whether no other rank of the host can cross within the wait: each is unflagged and further
+   * from h than groupWaitSteps steps of the largest increment. Then waiting would change nothing.
+   */
+  private hostQuiet(host: string, ranks: number[]): boolean {
+    const reach = this.cfg.h - this.cfg.groupWaitSteps * (this.cfg.cap - this.cfg.k);
+    for (let r = 0; r < this.ranks.size; r++) {
+      if (this.ranks.host[r] !== host || ranks.includes(r)) continue;
+      if (this.flagged[r] || this.s[r] > reach) return false;
+    }
+    return true;
   }
 
   private join(inc: Incident, r: number): void {

@@ -325,6 +325,10 @@ export class DetectorRunner {
 
   private onFault(e: FaultEvent): void {
     findFault(e, this.log);
+    // An NVLink XID names the GPU a slow intra-host group runs through.
+    if (e.source === 'xid' && e.code === 74 && e.gpu !== undefined)
+      for (const j of this.jobs.values())
+        if (e.job === undefined || e.job === j.id) j.slowLink.nvlinkHint(e.host, e.gpu);
     this.hangs.process(e);
   }
 

@@ -59,6 +59,11 @@ export interface SimOptions {
   clockSkewMs?: number;
   /** The job restarts before this step: a gap, a checkpoint load, a few slow warm-up steps. */
   restartAt?: number;
+  /**
+   * Tensor-parallel all-reduces inside each host (NVLink), one record per rank per step, as a
+   * Megatron job has them (default on; off for a lighter stream).
+   */
+  intraHost?: boolean;
   /** At the restart, hosts are renumbered (elastic): every rank lands on another host. Faults stay with their rank. */
   renumber?: boolean;
   faults?: FaultSpec[];
@@ -108,6 +113,7 @@ const EXPOSED_COMM_SHARE = 0.06;
 export const DRIFT_VISIBLE = 0.03;
 const RAIL_BUSBW_BYTES_PER_MS = 40e6; // 40 GB/s bus bandwidth per NIC rail
 const P2P_BYTES_PER_MS = 20e6;
+const NVLINK_BUSBW_BYTES_PER_MS = 150e6; // 150 GB/s bus bandwidth inside a host
 
 export class ClusterSim {
   readonly opts: typeof SIM_DEFAULTS & SimOptions & { job: string };
@@ -247,6 +253,13 @@ export class ClusterSim {
     const actBytes = ((this.globalBatchTokens() / dp) * this.model.hidden * 2) / tp;
     const p2pNominal = actBytes / P2P_BYTES_PER_MS;
     const exposedBase = o.stepMs * EXPOSED_COMM_SHARE;
+    // Tensor-parallel groups (one per stage and replica) all-reduce activations over NVLink.
+    const intra = o.intraHost !== false && tp > 1;
+    const tpRng = new Random(o.seed ^ 0x1b873593);
+    const tpBytes = actBytes * tp * 8;
+    const tpNominal = (tpBytes * (2 * (tp - 1))) / tp / NVLINK_BUSBW_BYTES_PER_MS;
+    const tpDurs = new Float64Array(pp * dp);
+    const tpArrive = new Float64Array(pp * dp);
 
     const arDurs = new Float64Array(pp * tp);
     const arArrive = new Float64Array(pp * tp);
@@ -327,6 +340,27 @@ export class ClusterSim {
         commExtra = Math.max(commExtra, clean * f - p2pNominal * weather);
         commExtraClean = Math.max(commExtraClean, clean - p2pNominal * weather);
       }
+      // NVLink: only a fault's excess reaches the step (the healthy cost is inside the compute share).
+      let tpExtra = 0;
+      for (let g = 0; intra && g < pp * dp; g++) {
+        const s = Math.floor(g / dp);
+        const d = g % dp;
+        let f = 1;
+        let arrive = 0;
+        for (let t = 0; t < tp; t++) {
+          const r = rankOf(t, d, s, this.layout);
+          f = Math.max(f, this.nvlinkFactor(r, step));
+          arrive = Math.max(arrive, compute[r]);
+        }
+        const clean =
+          tpNominal *
+          Math.exp(o.commNoise * tpRng.normal()) *
+          (tpRng.chance(o.commBurstProb) ? 1.5 + tpRng.next() : 1);
+        tpDurs[g] = clean * f;
+        tpArrive[g] = arrive;
+        tpExtra = Math.max(tpExtra, clean * (f - 1));
+      }
+      commExtra += tpExtra;
       const checkpoint = o.checkpointEvery > 0 && step > 0 && step % o.checkpointEvery === 0;
       const writeMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
       // Rank 0 writing inside its step: its compute holds the write, everyone else waits for it.
@@ -344,7 +378,9 @@ export class ClusterSim {
         if (f.spec.type === 'drift') {
           if (f.onsetTs === undefined && driftSlowdown(f.spec, step) >= DRIFT_VISIBLE) f.onsetTs = t0;
         } else if (step === f.spec.at) f.onsetTs = t0;
-        if (f.spec.type === 'xid' && step === f.spec.at) {
+        // A degraded NVLink may also log an XID (74) a couple of steps in, when its spec gives a code.
+        const nvlinkXid = f.spec.type === 'nvlink' && f.spec.code !== undefined && step === f.spec.at + 2;
+        if ((f.spec.type === 'xid' && step === f.spec.at) || nvlinkXid) {
           yield {
             v: 1,
             kind: 'fault',
@@ -381,6 +417,24 @@ export class ClusterSim {
                 arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal()) +
                   late(r, arArrive[p.stage * tp + p.tp]),
               ),
+            };
+          }
+          if (intra) {
+            const g = p.stage * dp + p.dp;
+            yield {
+              v: 1,
+              kind: 'collective',
+              ts: tc,
+              job: o.job,
+              rank: r,
+              host: p.host,
+              gpu: p.gpu,
+              step,
+              op: 'allreduce',
+              comm: `tp.s${p.stage}.d${p.dp}`,
+              nranks: tp,
+              bytes: Math.round(tpBytes),
+              dur_ms: ms3(tpDurs[g] * (1 + 0.002 * tpRng.normal()) + late(r, tpArrive[g])),
             };
           }
           if (p.stage < pp - 1) {
@@ -492,6 +546,15 @@ export class ClusterSim {
     return f;
   }
 
+  /** Bandwidth divisor on the tensor-parallel all-reduce of rank r's group: a degraded NVLink on r's GPU. */
+  private nvlinkFactor(r: number, step: number): number {
+    let f = 1;
+    for (const fault of this.faults)
+      if (fault.spec.type === 'nvlink' && fault.rank === r && isActive(fault.spec, step))
+        f *= fault.spec.factor ?? 3;
+    return f;
+  }
+
   private accumulateCost(
     step: number,
     compute: Float64Array,
@@ -504,7 +567,7 @@ export class ClusterSim {
     this.faults.forEach((fault, i) => {
       if (!isActive(fault.spec, step)) return;
       let without: number;
-      if (fault.spec.type === 'nic' || fault.spec.type === 'link' || fault.spec.type === 'flap') {
+      if (['nic', 'link', 'flap', 'nvlink'].includes(fault.spec.type)) {
         without = stepMs - commExtra;
       } else {
         // Only the compute the fault slowed changes; the step's communication stays as it was.
@@ -603,6 +666,7 @@ export function faultComputeFactor(spec: FaultSpec, step: number): number {
 function xidMessage(code: number): string {
   const known: Record<number, string> = {
     48: 'Double Bit ECC Error',
+    74: 'NVLink Error',
     79: 'GPU has fallen off the bus.',
     94: 'Contained ECC error.',
     95: 'Uncontained ECC error.',

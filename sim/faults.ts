@@ -4,7 +4,8 @@
  * `throttle:rank=37,at=60,depth=0.2` or `nic:host=3,gpu=5,at=40,factor=3`.
  *
  * Field-like faults: `flap` (a NIC rail slow on one step in `every`, or in bursts of `burst`
- * steps), `drift` (a rank that slows gradually, reaching `slowdown` after `ramp` steps).
+ * steps), `drift` (a rank that slows gradually, reaching `slowdown` after `ramp` steps), `nvlink`
+ * (a degraded NVLink on one GPU: its host's tensor-parallel all-reduce runs `factor` times slower).
  */
 import { RankwatchError } from '../core/errors.js';
 
@@ -18,6 +19,7 @@ export const FAULT_TYPES = [
   'xid',
   'flap',
   'drift',
+  'nvlink',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -42,7 +44,7 @@ export interface FaultSpec {
   peer?: number;
   /** nic / link: bandwidth divisor on every transfer through the degraded NIC or link. */
   factor?: number;
-  /** xid: the XID code. */
+  /** xid: the XID code; nvlink: the XID it also logs (74), if any. */
   code?: number;
   /** flap: slow steps come in runs of `burst` (1: one step in `every`, periodic). */
   burst?: number;
@@ -60,6 +62,7 @@ export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
   xid: { code: 79 },
   flap: { factor: 3, every: 8, burst: 1 },
   drift: { slowdown: 0.1, ramp: 200 },
+  nvlink: { factor: 3 },
 };
 
 const NUMERIC_KEYS = [

@@ -17,6 +17,7 @@ export const CATCHES: Record<string, string[]> = {
   xid: ['xid'],
   flap: ['slow_link'],
   drift: ['straggler'],
+  nvlink: ['slow_link'],
 };
 
 /** Types whose findings on a clean job are false alarms. */
@@ -44,6 +45,9 @@ export function matches(f: Finding, fault: InjectedFault): boolean {
   if (!hostMatch) return false;
   if (fault.peerHost !== undefined && ![f.host, f.peer_host].includes(fault.peerHost)) return false;
   if (fault.gpu === undefined || f.gpu === undefined) return true;
+  // An intra-host pair (NVLink between two GPUs) is named by either end.
+  const gpus = f.evidence?.gpus;
+  if (Array.isArray(gpus) && gpus.length === 2) return gpus.includes(fault.gpu);
   return f.gpu === fault.gpu;
 }
 

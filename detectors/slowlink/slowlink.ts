@@ -20,6 +20,11 @@
  * resolves only after sustained health: the clear CUSUM, no hit for several times the longest gap
  * between hits, and never while hits go on. An edge whose rail has recent hits is never called
  * pair-specific: the rail explains it.
+ *
+ * Intra-host communicators (every member on one host: tensor-parallel all-reduces over NVLink)
+ * carry no NIC traffic, so they never clear or blame a rail; they are compared with their kind
+ * on other hosts and get a CUSUM of their own. A slow one is the host's NVLink, named with its
+ * GPUs (the pair when the group has two; one GPU when an NVLink XID named it).
  */
 
 import { round } from '../../core/round.js';
@@ -76,6 +81,8 @@ interface Link {
   /** For p2p edges: the two ends. */
   src?: string;
   dst?: string;
+  /** For a collective whose members are all on one host: its `nvlink:` key. */
+  intra?: string;
 }
 
 interface Cusum {
@@ -130,6 +137,10 @@ export class SlowLinkDetector {
   private readonly sigma = new Map<string, number>();
   private readonly rails = new Map<string, Cusum>();
   private readonly edges = new Map<string, Cusum & { src: string; dst: string }>();
+  /** Intra-host communicators, keyed `nvlink:host/gpu+gpu+...`. */
+  private readonly intra = new Map<string, Cusum>();
+  /** GPUs an NVLink XID named, by host, for naming a slow intra-host group's GPU. */
+  private readonly nvlinkHints = new Map<string, number>();
   private readonly stepTimes = new Map<number, { stepMs: number; ts: number }>();
   private lastTimes: { stepMs: number; ts: number } | undefined;
   private cumStepMs = 0;
@@ -245,9 +256,12 @@ export class SlowLinkDetector {
     const byKind = new Map<string, Link[]>();
     for (const l of links) {
       if (!(l.durMin > 0 && l.durMin < Number.POSITIVE_INFINITY)) continue;
-      const list = byKind.get(l.kind);
+      // Inside a host (NVLink) and across hosts (NIC) are different kinds, whatever their sizes.
+      l.intra = l.src ? undefined : intraHostKey(l.rails);
+      const kind = l.intra ? `${l.kind}:nvlink` : l.kind;
+      const list = byKind.get(kind);
       if (list) list.push(l);
-      else byKind.set(l.kind, [l]);
+      else byKind.set(kind, [l]);
     }
     const railScore = new Map<string, number>();
     const railLinks = new Map<string, number>();
@@ -256,6 +270,10 @@ export class SlowLinkDetector {
       { link: Link; z: number; measured: number; expected: number; excessMs: number }
     >();
     const edgeScore = new Map<
+      string,
+      { link: Link; z: number; measured: number; expected: number; excessMs: number }
+    >();
+    const intraScore = new Map<
       string,
       { link: Link; z: number; measured: number; expected: number; excessMs: number }
     >();
@@ -282,6 +300,10 @@ export class SlowLinkDetector {
         const durMs = l.durMin;
         const excessMs = Math.max(0, durMs - durMs * (measured / expected));
         const judged = { link: l, z, measured, expected, excessMs };
+        if (l.intra) {
+          intraScore.set(l.intra, judged);
+          return; // no NIC traffic: it neither clears nor blames a rail
+        }
         for (const r of l.rails) {
           railLinks.set(r, (railLinks.get(r) ?? 0) + 1);
           const cur = railScore.get(r);
@@ -294,7 +316,7 @@ export class SlowLinkDetector {
     }
     // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
     // that shares none of its rails (what the step would take without it), as for stragglers.
-    const judged = [...edgeScore.values(), ...railWorst.values()];
+    const judged = [...edgeScore.values(), ...railWorst.values(), ...intraScore.values()];
     const top = judged.reduce<(typeof judged)[number] | undefined>(
       (a, b) => (!a || b.excessMs > a.excessMs ? b : a),
       undefined,
@@ -325,7 +347,17 @@ export class SlowLinkDetector {
       this.edges.set(edge, st);
       this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, edge);
     }
+    for (const [key, j] of intraScore) {
+      const st = this.intra.get(key) ?? newCusum();
+      this.intra.set(key, st);
+      this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, key);
+    }
     this.decidePairs(step, ts);
+  }
+
+  /** An NVLink XID (or error counter) named this GPU: a slow intra-host group through it is named by it. */
+  nvlinkHint(host: string, gpu: number): void {
+    this.nvlinkHints.set(host, gpu);
   }
 
   private railState(rail: string): Cusum {
@@ -396,7 +428,7 @@ export class SlowLinkDetector {
   }
 
   private openRail(st: Cusum, rail: string, ts: number): void {
-    const [host, gpu] = splitRail(rail);
+    const [host, gpu] = rail.startsWith('nvlink:') ? this.intraWhere(rail) : splitRail(rail);
     st.id = findingId('slow_link', this.job, host, gpu, undefined, st.onsetStep);
     this.log.openFinding(st.id, ts, this.draft(st, rail));
   }
@@ -429,7 +461,21 @@ export class SlowLinkDetector {
     st.flap = 0;
   }
 
+  /** Host and GPU of an intra-host group: the lower of a pair, or the GPU an NVLink XID named. */
+  private intraWhere(key: string): [string, number | undefined, number[]] {
+    const i = key.lastIndexOf('/');
+    const host = key.slice('nvlink:'.length, i);
+    const gpus = key
+      .slice(i + 1)
+      .split('+')
+      .map(Number);
+    const hint = this.nvlinkHints.get(host);
+    const gpu = gpus.length <= 2 ? gpus[0] : hint !== undefined && gpus.includes(hint) ? hint : undefined;
+    return [host, gpu, gpus];
+  }
+
   private draft(st: Cusum, key: string) {
+    if (key.startsWith('nvlink:')) return this.draftIntra(st, key);
     const pair = key.includes('>');
     const [srcRail, dstRail] = pair ? key.split('>') : [key, undefined];
     const [host, gpu] = splitRail(srcRail);
@@ -476,13 +522,70 @@ export class SlowLinkDetector {
     };
   }
 
+  private draftIntra(st: Cusum, key: string) {
+    const [host, gpu, gpus] = this.intraWhere(key);
+    const n = Math.max(1, st.n);
+    const measured = st.sumMeasured / n;
+    const expected = st.sumExpected / n;
+    const span = this.cumStepMs - st.stepMsAtOnset;
+    const cost = span > 0 ? Math.min(100, (100 * st.sumExcessMs) / span) : 0;
+    const which =
+      gpus.length === 2
+        ? `between GPUs ${gpus[0]} and ${gpus[1]}`
+        : gpu !== undefined
+          ? `of GPU ${gpu} (named by an NVLink error; group GPUs ${gpus.join(', ')})`
+          : `of the group of GPUs ${gpus.join(', ')}`;
+    return {
+      type: 'slow_link',
+      job: this.job,
+      host,
+      gpu,
+      severity: severityForCost(cost),
+      onset_ts: st.onsetTs,
+      est_cost_pct: round(cost, 2),
+      action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
+      evidence: {
+        link: 'nvlink',
+        gpus,
+        onset_step: st.onsetStep,
+        measured_busbw_gbps: round(measured, 2),
+        expected_busbw_gbps: round(expected, 2),
+        bandwidth_ratio: round(measured / expected, 3),
+        slowest: st.worst?.key,
+        kind: st.worst?.kind,
+        steps: st.n,
+        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+      },
+      summary:
+        `the NVLink ${which} on ${host} moves ${round(measured, 1)} GB/s bus bandwidth where the same groups on other hosts move ${round(expected, 1)} GB/s; ` +
+        `costs the job ~${round(cost, 1)}% of its throughput.`,
+    };
+  }
+
   /** Open incidents (rails and pairs), for linking and summaries. */
   openIncidents(): { id: string; key: string }[] {
     const out: { id: string; key: string }[] = [];
     for (const [k, st] of this.rails) if (st.id) out.push({ id: st.id, key: k });
     for (const [k, st] of this.edges) if (st.id) out.push({ id: st.id, key: k });
+    for (const [k, st] of this.intra) if (st.id) out.push({ id: st.id, key: k });
     return out;
   }
+}
+
+/** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */
+function intraHostKey(rails: Set<string>): string | undefined {
+  if (rails.size < 2) return undefined;
+  let host: string | undefined;
+  const gpus: number[] = [];
+  for (const r of rails) {
+    const i = r.lastIndexOf('/');
+    const h = r.slice(0, i);
+    if (host === undefined) host = h;
+    else if (h !== host) return undefined;
+    gpus.push(Number(r.slice(i + 1)));
+  }
+  gpus.sort((a, b) => a - b);
+  return `nvlink:${host}/${gpus.join('+')}`;
 }
 
 function splitRail(rail: string): [string, number | undefined] {

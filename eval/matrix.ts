@@ -20,7 +20,7 @@ export interface Family {
   /** Builds the fault for a job of `ranks` ranks, placed and timed by `rng`; none for clean jobs. */
   fault?: (ranks: number, rng: Random) => FaultSpec;
   /** Extra simulator options (e.g. a costlier last stage). */
-  sim?: (seed: number) => Partial<SimOptions>;
+  sim?: (seed: number, ranks: number) => Partial<SimOptions>;
   /** Job sizes and seeds of its own, instead of the matrix's (the scale family). */
   sizes?: { ranks: number; seeds: number[] }[];
   /** Steps of its own, instead of the matrix's. */
@@ -91,6 +91,15 @@ export const FAMILIES: Family[] = [
     name: 'slow_rank 10%, late arrival',
     fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.1 }),
     sim: () => ({ lateArrival: true }),
+  },
+  {
+    name: 'nvlink /3 + XID 74',
+    fault: (n, rng) => ({ type: 'nvlink', rank: rng.int(n), at: onset(rng), factor: 3, code: 74 }),
+  },
+  {
+    name: 'nvlink /2 (tp 2 pair)',
+    fault: (n, rng) => ({ type: 'nvlink', rank: rng.int(n), at: onset(rng), factor: 2 }),
+    sim: (_seed, ranks) => ({ layout: { tp: 2, pp: 4, dp: ranks / 8 } }),
   },
 ];
 
@@ -170,7 +179,7 @@ export function expand(m: MatrixSpec, extra: Partial<SimOptions> = {}): EvalCase
             ...(fam.sizes && ranks > 256 ? { spikeProb: (SIM_DEFAULTS.spikeProb * 256) / ranks } : {}),
             faults: fault ? [fault] : [],
             job: `eval-${ranks}-${seed}`,
-            ...fam.sim?.(seed),
+            ...fam.sim?.(seed, ranks),
             ...extra,
           },
         });

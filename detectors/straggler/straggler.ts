@@ -11,8 +11,9 @@
  *
  * Beside the CUSUM, a slow drift (a fan, thermal paste, a sagging clock) is watched by an EWMA of
  * the same peer-relative log ratio (each step clipped to driftClip robust units, so spikes and a
- * 1-in-3 fault barely move it): it fires when the smoothed slowdown passes driftMin (2.5%) or
- * driftL of its own standard deviation, whichever is larger. A 3% slow rank crosses in ~22 steps;
+ * 1-in-3 fault barely move it): it fires when the smoothed slowdown passes driftMin (3%) or
+ * driftL of its own standard deviation, whichever is larger. A 3% slow rank passes the relative
+ * test below (2.4% above its own level) in ~20 steps;
  * a ramp is found a little after it passes 3% (the EWMA lags ~1/λ steps of the ramp). A rank that
  * was a little fast to begin with (silicon differs by a percent or two) is judged against its own
  * long-run level too: a rise of 0.8 x the threshold above it fires once the rank is within driftFloor of its
@@ -61,7 +62,7 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   groupWaitSteps: 3,
   minPeers: 4,
   driftLambda: 0.08,
-  driftMin: 0.025,
+  driftMin: 0.03,
   driftL: 8,
   driftClip: 3,
   driftBaseLambda: 0.005,

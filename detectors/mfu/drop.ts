@@ -6,7 +6,7 @@
  * the costliest first.
  *
  * Heavy-tailed steps (GC pauses, a slow filesystem on many steps) can move a median while the
- * job's fast steps run as fast as ever: a drop needs its fast steps (the window's upper quartile
+ * job's fast steps run as fast as ever: a drop needs its fast steps (the window's 90th percentile
  * of MFU) to fall too, by half the margin. A restart refills the window. Only a finding with a
  * cost is named as the cause; without one the drop says nothing explains it.
  */
@@ -47,7 +47,7 @@ export class MfuDropDetector {
   private readonly scratch: Float64Array;
   private count = 0;
   private baseline: number | undefined;
-  /** Baseline of the window's fast steps (upper quartile of MFU). */
+  /** Baseline of the window's fast steps (90th percentile of MFU). */
   private fastBaseline: number | undefined;
   private below = 0;
   private above = 0;
@@ -69,12 +69,12 @@ export class MfuDropDetector {
     this.ring[this.count % this.cfg.window] = p.mfu;
     this.count++;
     if (this.count < this.cfg.window) return;
-    // 21 values a step: a sort is cheap and gives the median and the upper quartile at once.
+    // 21 values a step: a sort is cheap and gives the median and the fast steps' figure at once.
     this.scratch.set(this.ring);
     this.scratch.sort();
     const w = this.cfg.window;
     const short = this.scratch[w >> 1];
-    const fast = this.scratch[Math.floor(0.75 * (w - 1))];
+    const fast = this.scratch[Math.floor(0.9 * (w - 1))];
     if (this.id) {
       this.whileOpen(p, short, open);
       return;

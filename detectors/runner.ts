@@ -175,6 +175,10 @@ export class DetectorRunner {
       case 'job_event':
         this.checkpoints.process(e);
         if (e.event === 'finished') this.finishJob(e.job, e.ts);
+        else if (e.event === 'restart') {
+          this.jobs.get(e.job)?.mfuDrop.restart();
+          this.jobs.get(e.job)?.straggler.restart();
+        }
         break;
       case 'check':
         this.ncclChecks.process(e);
@@ -371,6 +375,10 @@ export class DetectorRunner {
 
   private onFault(e: FaultEvent): void {
     this.faults.process(e);
+    // An NVLink XID names the GPU a slow intra-host group runs through.
+    if (e.source === 'xid' && e.code === 74 && e.gpu !== undefined)
+      for (const j of this.jobs.values())
+        if (e.job === undefined || e.job === j.id) j.slowLink.nvlinkHint(e.host, e.gpu);
     this.hangs.process(e);
   }
 

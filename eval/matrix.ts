@@ -4,7 +4,7 @@
  * the seed, so every run is reproducible and no case is hand-picked.
  */
 import { Random } from '../core/random.js';
-import type { SimOptions } from '../sim/cluster.js';
+import { SIM_DEFAULTS, type SimOptions } from '../sim/cluster.js';
 import type { FaultSpec } from '../sim/faults.js';
 import { defaultLayout } from '../sim/topology.js';
 
@@ -20,7 +20,11 @@ export interface Family {
   /** Builds the fault for a job of `ranks` ranks, placed and timed by `rng`; none for clean jobs. */
   fault?: (ranks: number, rng: Random) => FaultSpec;
   /** Extra simulator options (e.g. a costlier last stage). */
-  sim?: (seed: number) => Partial<SimOptions>;
+  sim?: (seed: number, ranks: number) => Partial<SimOptions>;
+  /** Job sizes and seeds of its own, instead of the matrix's (the scale family). */
+  sizes?: { ranks: number; seeds: number[] }[];
+  /** Steps of its own, instead of the matrix's. */
+  steps?: number;
 }
 
 const onset = (rng: Random) => 40 + rng.int(40);
@@ -54,7 +58,77 @@ export const FAMILIES: Family[] = [
       return { type: 'link', rank, peer: rank + stride, at: onset(rng), factor: 3 };
     },
   },
+  // Field-like cases (issue 16): what real jobs do that the simulator's defaults do not.
+  {
+    name: 'clean, field-like',
+    sim: (seed) => ({
+      lateArrival: true,
+      pauseProb: 0.3,
+      rank0Checkpoint: true,
+      checkpointEvery: 25,
+      clockSkewMs: 2000,
+      lastStageCost: seed % 2 ? 1.12 : 1.3,
+    }),
+  },
+  { name: 'clean, elastic restart', sim: () => ({ restartAt: 100, renumber: true }) },
+  {
+    name: 'slow_rank 3%',
+    fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.03 }),
+  },
+  {
+    name: 'drift to 10% over 200 steps',
+    fault: (n, rng) => ({ type: 'drift', rank: rng.int(n), at: onset(rng) - 30, slowdown: 0.1, ramp: 200 }),
+  },
+  {
+    name: 'flapping rail /3 1-in-8',
+    fault: (n, rng) => ({ type: 'flap', rank: rng.int(n), at: onset(rng), factor: 3, every: 8, burst: 1 }),
+  },
+  {
+    name: 'flapping rail /2.5 bursts',
+    fault: (n, rng) => ({ type: 'flap', rank: rng.int(n), at: onset(rng), factor: 2.5, every: 40, burst: 4 }),
+  },
+  {
+    name: 'slow_rank 10%, late arrival',
+    fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.1 }),
+    sim: () => ({ lateArrival: true }),
+  },
+  {
+    name: 'nvlink /3 + XID 74',
+    fault: (n, rng) => ({ type: 'nvlink', rank: rng.int(n), at: onset(rng), factor: 3, code: 74 }),
+  },
+  {
+    name: 'nvlink /2 (tp 2 pair)',
+    fault: (n, rng) => ({ type: 'nvlink', rank: rng.int(n), at: onset(rng), factor: 2 }),
+    sim: (_seed, ranks) => ({ layout: { tp: 2, pp: 4, dp: ranks / 8 } }),
+  },
 ];
+
+/**
+ * Scale: a 6% slow rank in 8,192- and 16,384-rank jobs must be found as fast as at 256 ranks.
+ * At 1.2 s steps, as in the field: the simulator's per-rank spike rate would put a 1.5-3x spike
+ * on some rank of a 16k job in nearly every step (2.5 s steps), so here it is scaled to the
+ * 256-rank job's spikes per step. Telemetry is off: a slow rank has no telemetry sign, and it
+ * halves the events.
+ */
+export const SCALE_FAMILY: Family = {
+  name: 'slow_rank 6% at 8k-16k ranks',
+  fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.06 }),
+  sim: () => ({ telemetry: false }),
+  sizes: [
+    { ranks: 8192, seeds: [6] },
+    { ranks: 16384, seeds: [7] },
+  ],
+  steps: 140,
+};
+
+/** The same fault at 256 ranks, for comparison. */
+const SCALE_BASE: Family = {
+  name: 'slow_rank 6% at 256 ranks',
+  fault: SCALE_FAMILY.fault,
+  sim: SCALE_FAMILY.sim,
+  sizes: [{ ranks: 256, seeds: [1, 2, 3, 6, 7] }],
+  steps: 140,
+};
 
 export interface MatrixSpec {
   /** Job sizes, each with its seeds. */
@@ -71,8 +145,9 @@ export const MATRICES: Record<string, MatrixSpec> = {
       { ranks: 4096, seeds: [5] },
     ],
     steps: 240,
-    families: FAMILIES,
+    families: [...FAMILIES, SCALE_BASE, SCALE_FAMILY],
   },
+  scale: { sizes: [], steps: 140, families: [SCALE_BASE, SCALE_FAMILY] },
   quick: { sizes: [{ ranks: 256, seeds: [1] }], steps: 200, families: FAMILIES },
   long: {
     sizes: [
@@ -88,7 +163,7 @@ export const MATRICES: Record<string, MatrixSpec> = {
 export function expand(m: MatrixSpec, extra: Partial<SimOptions> = {}): EvalCase[] {
   const cases: EvalCase[] = [];
   for (const fam of m.families) {
-    for (const { ranks, seeds } of m.sizes) {
+    for (const { ranks, seeds } of fam.sizes ?? m.sizes) {
       for (const seed of seeds) {
         const rng = new Random(seed * 7919 + ranks);
         const fault = fam.fault?.(ranks, rng);
@@ -99,10 +174,12 @@ export function expand(m: MatrixSpec, extra: Partial<SimOptions> = {}): EvalCase
           sim: {
             ranks,
             seed,
-            steps: m.steps,
+            steps: fam.steps ?? m.steps,
+            // Spikes per step as in a 256-rank job (see SCALE_FAMILY).
+            ...(fam.sizes && ranks > 256 ? { spikeProb: (SIM_DEFAULTS.spikeProb * 256) / ranks } : {}),
             faults: fault ? [fault] : [],
             job: `eval-${ranks}-${seed}`,
-            ...fam.sim?.(seed),
+            ...fam.sim?.(seed, ranks),
             ...extra,
           },
         });

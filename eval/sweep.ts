@@ -21,7 +21,11 @@ export const SWEEP_H = [8, 12, 16, 20, 24, 32];
 
 export function sweep(hs: number[] = SWEEP_H, seeds = [1, 2, 3, 4], onRun?: () => void): SweepRow[] {
   const pick = (name: string) => FAMILIES.filter((f) => f.name.startsWith(name));
-  const stress: MatrixSpec = { sizes: [{ ranks: 256, seeds }], steps: 240, families: pick('clean') };
+  const stress: MatrixSpec = {
+    sizes: [{ ranks: 256, seeds }],
+    steps: 240,
+    families: FAMILIES.filter((f) => f.name === 'clean'),
+  };
   const faults: MatrixSpec = {
     sizes: [{ ranks: 256, seeds }],
     steps: 240,

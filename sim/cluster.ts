@@ -12,7 +12,7 @@ import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
 import { findGpu } from '../detectors/mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
-import { checkFault, clockSlowdown, type FaultSpec, isActive } from './faults.js';
+import { checkFault, clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -46,6 +46,26 @@ export interface SimOptions {
   telemetry?: boolean;
   collectives?: boolean;
   checkpointEvery?: number;
+  /**
+   * As in real traces: a rank's collective duration includes waiting for the slowest member to
+   * arrive (a late rank makes its communicators look slow to everyone but itself).
+   */
+  lateArrival?: boolean;
+  /** Probability per step of a job-wide pause (GC, a slow filesystem read), heavy-tailed: Pareto from 150 ms, capped at 20 s. */
+  pauseProb?: number;
+  /** Rank 0 writes the checkpoint inside its step (the others wait for it in their collectives). */
+  rank0Checkpoint?: boolean;
+  /** Each host's clock is off by up to this much (uniform, fixed per host), on every event it stamps. */
+  clockSkewMs?: number;
+  /** The job restarts before this step: a gap, a checkpoint load, a few slow warm-up steps. */
+  restartAt?: number;
+  /**
+   * Tensor-parallel all-reduces inside each host (NVLink), one record per rank per step, as a
+   * Megatron job has them (default on; off for a lighter stream).
+   */
+  intraHost?: boolean;
+  /** At the restart, hosts are renumbered (elastic): every rank lands on another host. Faults stay with their rank. */
+  renumber?: boolean;
   faults?: FaultSpec[];
 }
 
@@ -60,6 +80,8 @@ export interface InjectedFault {
   ranks: number[];
   onsetStep: number;
   onsetTs?: number;
+  /** When the fault began, where that is earlier than the onset scored (a drift: its ramp starts at 0%). */
+  startTs?: number;
   /** Share of throughput lost to this fault alone over its active steps, percent. */
   trueCostPct: number;
 }
@@ -87,8 +109,11 @@ export const SIM_DEFAULTS = {
 };
 
 const EXPOSED_COMM_SHARE = 0.06;
+/** A drift counts as a fault once its slowdown passes this (3%). */
+export const DRIFT_VISIBLE = 0.03;
 const RAIL_BUSBW_BYTES_PER_MS = 40e6; // 40 GB/s bus bandwidth per NIC rail
 const P2P_BYTES_PER_MS = 20e6;
+const NVLINK_BUSBW_BYTES_PER_MS = 150e6; // 150 GB/s bus bandwidth inside a host
 
 export class ClusterSim {
   readonly opts: typeof SIM_DEFAULTS & SimOptions & { job: string };
@@ -183,14 +208,45 @@ export class ClusterSim {
     return seqs * this.model.seq_len;
   }
 
+  /** The job's events, each stamped by its host's clock (off by up to clockSkewMs). */
   *events(): Generator<RankwatchEvent> {
+    const skewMs = this.opts.clockSkewMs ?? 0;
+    if (!skewMs) {
+      yield* this.run();
+      return;
+    }
+    const rng = new Random(this.opts.seed ^ 0x7f4a7c15);
+    const skew = new Map<string, number>();
+    for (const p of this.places)
+      if (!skew.has(p.host)) skew.set(p.host, Math.round(skewMs * (2 * rng.next() - 1)));
+    for (const e of this.run()) {
+      const host = 'host' in e ? e.host : undefined;
+      const off = host === undefined ? undefined : skew.get(host);
+      yield off ? { ...e, ts: e.ts + off } : e;
+    }
+  }
+
+  /** Elastic restart: every host's ranks move `shift` hosts on (GPU index kept). */
+  private renumberHosts(shift: number, hostCount: number): void {
+    for (let r = 0; r < this.places.length; r++) {
+      const p = place(r, this.layout);
+      const hostIndex = (p.hostIndex + shift) % hostCount;
+      this.places[r] = { ...p, hostIndex, host: hostName(hostIndex) };
+    }
+  }
+
+  private *run(): Generator<RankwatchEvent> {
     const o = this.opts;
+    if (o.renumber) this.renumberHosts(0, Number.POSITIVE_INFINITY); // a second run starts as the first did
     const { tp, dp, pp } = this.layout;
     const n = o.ranks;
     const noiseRng = new Random(o.seed);
     const jobRng = new Random(o.seed ^ 0x5bd1e995);
     const telRng = new Random(o.seed ^ 0x27d4eb2f);
     const commRng = new Random(o.seed ^ 0x165667b1);
+    // Options added later draw from their own generator, so the noise above stays as it was.
+    const extraRng = new Random(o.seed ^ 0x3c6ef372);
+    const hostCount = Math.ceil(n / this.layout.gpusPerHost);
     const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
     // Compute so that the costliest stage plus exposed comm fills the step.
     const unit =
@@ -204,8 +260,18 @@ export class ClusterSim {
     const actBytes = ((this.globalBatchTokens() / dp) * this.model.hidden * 2) / tp;
     const p2pNominal = actBytes / P2P_BYTES_PER_MS;
     const exposedBase = o.stepMs * EXPOSED_COMM_SHARE;
+    // Tensor-parallel groups (one per stage and replica) all-reduce activations over NVLink.
+    const intra = o.intraHost !== false && tp > 1;
+    const tpRng = new Random(o.seed ^ 0x1b873593);
+    const tpBytes = actBytes * tp * 8;
+    const tpNominal = (tpBytes * (2 * (tp - 1))) / tp / NVLINK_BUSBW_BYTES_PER_MS;
+    const tpDurs = new Float64Array(pp * dp);
+    const tpArrive = new Float64Array(pp * dp);
 
     const arDurs = new Float64Array(pp * tp);
+    const arArrive = new Float64Array(pp * tp);
+    // Waiting for the slowest member to arrive, when collectives are timed as in real traces.
+    const late = (r: number, arrive: number) => (o.lateArrival ? Math.max(0, arrive - compute[r]) : 0);
     const p2pDurs = new Float64Array(n);
     const compute = new Float64Array(n);
     const clean = new Float64Array(n);
@@ -215,9 +281,31 @@ export class ClusterSim {
     yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'start' };
 
     for (let step = 0; step < o.steps; step++) {
+      if (step === o.restartAt) {
+        ts += 60_000 + Math.round(30_000 * extraRng.next());
+        yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'restart', cause: 'node replaced' };
+        if (o.renumber) this.renumberHosts(1 + extraRng.int(hostCount - 1 || 1), hostCount);
+        ts += 20_000;
+        yield {
+          v: 1,
+          kind: 'checkpoint',
+          ts,
+          job: o.job,
+          rank: 0,
+          step,
+          phase: 'load',
+          dur_ms: 20_000,
+          ok: true,
+        };
+      }
       const t0 = ts;
-      const jobFactor = Math.exp(o.jobJitter * jobRng.normal());
-      const stall = jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0;
+      const warmup = o.restartAt !== undefined && step >= o.restartAt && step < o.restartAt + 3 ? 1.5 : 1;
+      const jobFactor = Math.exp(o.jobJitter * jobRng.normal()) * warmup;
+      const pause =
+        o.pauseProb && extraRng.chance(o.pauseProb)
+          ? Math.min(20_000, 150 * (1 - extraRng.next()) ** (-1 / 1.5))
+          : 0;
+      const stall = (jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0) + pause;
       for (let r = 0; r < n; r++) {
         const spike = noiseRng.chance(o.spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
         const z = noiseRng.normal();
@@ -236,8 +324,13 @@ export class ClusterSim {
       for (let s = 0; s < pp && dp > 1; s++) {
         for (let t = 0; t < tp; t++) {
           let f = 1;
-          for (let d = 0; d < dp; d++)
-            f = Math.max(f, this.linkFactor(rankOf(t, d, s, this.layout), -1, step));
+          let arrive = 0;
+          for (let d = 0; d < dp; d++) {
+            const r = rankOf(t, d, s, this.layout);
+            f = Math.max(f, this.linkFactor(r, -1, step));
+            arrive = Math.max(arrive, compute[r]);
+          }
+          arArrive[s * tp + t] = arrive;
           const clean = arNominal * weather * jitter();
           arDurs[s * tp + t] = clean * f;
           commExtra = Math.max(commExtra, clean * f - arNominal * weather);
@@ -254,8 +347,32 @@ export class ClusterSim {
         commExtra = Math.max(commExtra, clean * f - p2pNominal * weather);
         commExtraClean = Math.max(commExtraClean, clean - p2pNominal * weather);
       }
+      // NVLink: only a fault's excess reaches the step (the healthy cost is inside the compute share).
+      let tpExtra = 0;
+      for (let g = 0; intra && g < pp * dp; g++) {
+        const s = Math.floor(g / dp);
+        const d = g % dp;
+        let f = 1;
+        let arrive = 0;
+        for (let t = 0; t < tp; t++) {
+          const r = rankOf(t, d, s, this.layout);
+          f = Math.max(f, this.nvlinkFactor(r, step));
+          arrive = Math.max(arrive, compute[r]);
+        }
+        const clean =
+          tpNominal *
+          Math.exp(o.commNoise * tpRng.normal()) *
+          (tpRng.chance(o.commBurstProb) ? 1.5 + tpRng.next() : 1);
+        tpDurs[g] = clean * f;
+        tpArrive[g] = arrive;
+        tpExtra = Math.max(tpExtra, clean * (f - 1));
+      }
+      commExtra += tpExtra;
       const checkpoint = o.checkpointEvery > 0 && step > 0 && step % o.checkpointEvery === 0;
-      const ckptMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
+      const writeMs = checkpoint ? 8000 + jobRng.next() * 4000 : 0;
+      // Rank 0 writing inside its step: its compute holds the write, everyone else waits for it.
+      if (o.rank0Checkpoint) compute[0] += writeMs;
+      const ckptMs = o.rank0Checkpoint ? 0 : writeMs;
       const maxCompute = maxOf(compute);
       const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
       const t1 = Math.round(t0 + stepMs);
@@ -263,8 +380,14 @@ export class ClusterSim {
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
       for (const f of this.faults) {
-        if (step === f.spec.at) f.onsetTs = t0;
-        if (f.spec.type === 'xid' && step === f.spec.at) {
+        if (step === f.spec.at) f.startTs = t0;
+        // A drift is a fault once it passes DRIFT_VISIBLE: its time to detect counts from there.
+        if (f.spec.type === 'drift') {
+          if (f.onsetTs === undefined && driftSlowdown(f.spec, step) >= DRIFT_VISIBLE) f.onsetTs = t0;
+        } else if (step === f.spec.at) f.onsetTs = t0;
+        // A degraded NVLink may also log an XID (74) a couple of steps in, when its spec gives a code.
+        const nvlinkXid = f.spec.type === 'nvlink' && f.spec.code !== undefined && step === f.spec.at + 2;
+        if ((f.spec.type === 'xid' && step === f.spec.at) || nvlinkXid) {
           yield {
             v: 1,
             kind: 'fault',
@@ -297,7 +420,28 @@ export class ClusterSim {
               comm: `dp.s${p.stage}.t${p.tp}`,
               nranks: dp,
               bytes: Math.round(gradBytes),
-              dur_ms: ms3(arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal())),
+              dur_ms: ms3(
+                arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal()) +
+                  late(r, arArrive[p.stage * tp + p.tp]),
+              ),
+            };
+          }
+          if (intra) {
+            const g = p.stage * dp + p.dp;
+            yield {
+              v: 1,
+              kind: 'collective',
+              ts: tc,
+              job: o.job,
+              rank: r,
+              host: p.host,
+              gpu: p.gpu,
+              step,
+              op: 'allreduce',
+              comm: `tp.s${p.stage}.d${p.dp}`,
+              nranks: tp,
+              bytes: Math.round(tpBytes),
+              dur_ms: ms3(tpDurs[g] * (1 + 0.002 * tpRng.normal()) + late(r, tpArrive[g])),
             };
           }
           if (p.stage < pp - 1) {
@@ -317,7 +461,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: ms3(p2pDurs[r]),
+              dur_ms: ms3(p2pDurs[r] + late(r, Math.max(compute[r], compute[peer]))),
             };
           }
           if (p.stage > 0) {
@@ -337,7 +481,7 @@ export class ClusterSim {
               peer,
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
-              dur_ms: ms3(p2pDurs[peer]),
+              dur_ms: ms3(p2pDurs[peer] + late(r, Math.max(compute[r], compute[peer]))),
             };
           }
         }
@@ -370,7 +514,7 @@ export class ClusterSim {
           rank: 0,
           step,
           phase: 'save',
-          dur_ms: Math.round(ckptMs),
+          dur_ms: Math.round(writeMs),
           bytes: Math.round(params * 14),
           ok: true,
         };
@@ -403,8 +547,18 @@ export class ClusterSim {
     for (const fault of this.faults) {
       if (fault.rank !== r || !isActive(fault.spec, step)) continue;
       if (fault.spec.type === 'nic') f *= fault.spec.factor ?? 3;
+      if (fault.spec.type === 'flap' && flapSlow(fault.spec, step)) f *= fault.spec.factor ?? 3;
       if (fault.spec.type === 'link' && fault.spec.peer === peer) f *= fault.spec.factor ?? 3;
     }
+    return f;
+  }
+
+  /** Bandwidth divisor on the tensor-parallel all-reduce of rank r's group: a degraded NVLink on r's GPU. */
+  private nvlinkFactor(r: number, step: number): number {
+    let f = 1;
+    for (const fault of this.faults)
+      if (fault.spec.type === 'nvlink' && fault.rank === r && isActive(fault.spec, step))
+        f *= fault.spec.factor ?? 3;
     return f;
   }
 
@@ -420,7 +574,7 @@ export class ClusterSim {
     this.faults.forEach((fault, i) => {
       if (!isActive(fault.spec, step)) return;
       let without: number;
-      if (fault.spec.type === 'nic' || fault.spec.type === 'link') {
+      if (['nic', 'link', 'flap', 'nvlink'].includes(fault.spec.type)) {
         without = stepMs - commExtra;
       } else {
         // Only the compute the fault slowed changes; the step's communication stays as it was.
@@ -507,6 +661,8 @@ export function faultComputeFactor(spec: FaultSpec, step: number): number {
       return clockSlowdown(spec.depth ?? 0.45);
     case 'slow_rank':
       return 1 + (spec.slowdown ?? 0.1);
+    case 'drift':
+      return 1 + driftSlowdown(spec, step);
     case 'intermittent':
       return (step - spec.at) % (spec.every ?? 3) === 0 ? 1 + (spec.slowdown ?? 0.3) : 1;
     default:
@@ -517,6 +673,7 @@ export function faultComputeFactor(spec: FaultSpec, step: number): number {
 function xidMessage(code: number): string {
   const known: Record<number, string> = {
     48: 'Double Bit ECC Error',
+    74: 'NVLink Error',
     79: 'GPU has fallen off the bus.',
     94: 'Contained ECC error.',
     95: 'Uncontained ECC error.',

@@ -2,6 +2,10 @@
  * Faults the simulator can inject, and how each one changes a rank's compute time, its GPU's
  * telemetry and its links. A fault is written `type:key=value,...`, e.g.
  * `throttle:rank=37,at=60,depth=0.2` or `nic:host=3,gpu=5,at=40,factor=3`.
+ *
+ * Field-like faults: `flap` (a NIC rail slow on one step in `every`, or in bursts of `burst`
+ * steps), `drift` (a rank that slows gradually, reaching `slowdown` after `ramp` steps), `nvlink`
+ * (a degraded NVLink on one GPU: its host's tensor-parallel all-reduce runs `factor` times slower).
  */
 import { RankwatchError } from '../core/errors.js';
 
@@ -13,6 +17,9 @@ export const FAULT_TYPES = [
   'link',
   'power_brake',
   'xid',
+  'flap',
+  'drift',
+  'nvlink',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -37,8 +44,12 @@ export interface FaultSpec {
   peer?: number;
   /** nic / link: bandwidth divisor on every transfer through the degraded NIC or link. */
   factor?: number;
-  /** xid: the XID code. */
+  /** xid: the XID code; nvlink: the XID it also logs (74), if any. */
   code?: number;
+  /** flap: slow steps come in runs of `burst` (1: one step in `every`, periodic). */
+  burst?: number;
+  /** drift: steps over which the slowdown grows linearly from 0 to `slowdown`. */
+  ramp?: number;
 }
 
 export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
@@ -49,6 +60,9 @@ export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
   link: { factor: 3 },
   power_brake: { depth: 0.45 },
   xid: { code: 79 },
+  flap: { factor: 3, every: 8, burst: 1 },
+  drift: { slowdown: 0.1, ramp: 200 },
+  nvlink: { factor: 3 },
 };
 
 const NUMERIC_KEYS = [
@@ -63,6 +77,8 @@ const NUMERIC_KEYS = [
   'depth',
   'factor',
   'code',
+  'burst',
+  'ramp',
 ] as const;
 
 export function parseFault(text: string): FaultSpec {
@@ -98,6 +114,17 @@ export function formatFault(f: FaultSpec): string {
 
 export function isActive(f: FaultSpec, step: number): boolean {
   return step >= f.at && (f.until === undefined || step <= f.until);
+}
+
+/** flap: whether the rail is slow at `step` (runs of `burst` slow steps starting every `every` steps). */
+export function flapSlow(f: FaultSpec, step: number): boolean {
+  return isActive(f, step) && (step - f.at) % (f.every ?? 8) < (f.burst ?? 1);
+}
+
+/** drift: the extra compute fraction at `step`, growing linearly to `slowdown` over `ramp` steps. */
+export function driftSlowdown(f: FaultSpec, step: number): number {
+  if (!isActive(f, step)) return 0;
+  return (f.slowdown ?? 0.1) * Math.min(1, (step - f.at + 1) / Math.max(1, f.ramp ?? 200));
 }
 
 /** Share of compute that scales with the SM clock; the rest waits on memory and is unchanged. */

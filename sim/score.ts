@@ -15,10 +15,13 @@ export const CATCHES: Record<string, string[]> = {
   link: ['slow_link'],
   power_brake: ['throttle', 'straggler'],
   xid: ['xid'],
+  flap: ['slow_link'],
+  drift: ['straggler'],
+  nvlink: ['slow_link'],
 };
 
 /** Types whose findings on a clean job are false alarms. */
-export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link']);
+export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link', 'mfu_drop']);
 
 export interface FaultScore {
   fault: InjectedFault;
@@ -42,6 +45,9 @@ export function matches(f: Finding, fault: InjectedFault): boolean {
   if (!hostMatch) return false;
   if (fault.peerHost !== undefined && ![f.host, f.peer_host].includes(fault.peerHost)) return false;
   if (fault.gpu === undefined || f.gpu === undefined) return true;
+  // An intra-host pair (NVLink between two GPUs) is named by either end.
+  const gpus = f.evidence?.gpus;
+  if (Array.isArray(gpus) && gpus.length === 2) return gpus.includes(fault.gpu);
   return f.gpu === fault.gpu;
 }
 
@@ -49,7 +55,7 @@ export function scoreRun(findings: Finding[], faults: InjectedFault[]): RunScore
   const opens = findings.filter((f) => f.state === 'open');
   const used = new Set<string>();
   const scores = faults.map((fault): FaultScore => {
-    const hits = opens.filter((f) => matches(f, fault) && f.ts >= (fault.onsetTs ?? 0));
+    const hits = opens.filter((f) => matches(f, fault) && f.ts >= (fault.startTs ?? fault.onsetTs ?? 0));
     for (const h of hits) used.add(h.id);
     const first = hits.sort((a, b) => a.ts - b.ts)[0];
     const costIds = new Set(hits.filter((h) => h.est_cost_pct !== undefined).map((h) => h.id));
@@ -59,7 +65,8 @@ export function scoreRun(findings: Finding[], faults: InjectedFault[]): RunScore
       fault,
       detected: first !== undefined,
       first,
-      ttdMs: first && fault.onsetTs !== undefined ? first.ts - fault.onsetTs : undefined,
+      // Found before it passed the visible level (a drift): detected at once.
+      ttdMs: first && fault.onsetTs !== undefined ? Math.max(0, first.ts - fault.onsetTs) : undefined,
       estCostPct: latest?.est_cost_pct,
     };
   });

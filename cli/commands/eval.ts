@@ -19,7 +19,7 @@ scenario: recall (the finding names the right host and GPU), median and worst ti
 event time, cost-estimate error against the simulator's true cost, and false findings
 (straggler, throttle, slow_link that match no injected fault) per 1,000 rank-hours.
 
-  --matrix NAME        default (35 jobs, ~1-2 min), quick (7 jobs), long (many more rank-hours)
+  --matrix NAME        default (87 jobs, ~30 min), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks), long (many more rank-hours)
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON
   --update-docs FILE   write the tables into FILE between <!-- eval:start/end --> (or sweep:) markers`,

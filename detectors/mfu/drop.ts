@@ -4,11 +4,15 @@
  * and cannot move a median); the baseline is a slow average of it, frozen while a drop is
  * suspected or open. The finding links the open findings of the job that probably explain it,
  * the costliest first.
+ *
+ * Heavy-tailed steps (GC pauses, a slow filesystem on many steps) can move a median while the
+ * job's fast steps run as fast as ever: a drop needs its fast steps (the window's 90th percentile
+ * of MFU) to fall too, by half the margin. A restart refills the window. Only a finding with a
+ * cost is named as the cause; without one the drop says nothing explains it.
  */
 import { round } from '../../core/round.js';
 import type { Finding } from '../../schema/finding.js';
 import { type FindingLog, findingId } from '../findings.js';
-import { medianInPlace } from '../robust.js';
 import type { MfuPoint } from './series.js';
 
 export interface MfuDropConfig {
@@ -22,6 +26,8 @@ export interface MfuDropConfig {
   sustainSteps: number;
   /** Consecutive steps back within half the margin that resolve it. */
   resolveSteps: number;
+  /** A finding is a probable cause only when it costs the job at least this share (percent). */
+  minCauseCostPct: number;
 }
 
 export const MFU_DROP_DEFAULTS: MfuDropConfig = {
@@ -31,6 +37,7 @@ export const MFU_DROP_DEFAULTS: MfuDropConfig = {
   minBaselineSteps: 30,
   sustainSteps: 5,
   resolveSteps: 10,
+  minCauseCostPct: 1,
 };
 
 const CAUSE_TYPES = new Set(['straggler', 'throttle', 'slow_link']);
@@ -40,6 +47,8 @@ export class MfuDropDetector {
   private readonly scratch: Float64Array;
   private count = 0;
   private baseline: number | undefined;
+  /** Baseline of the window's fast steps (90th percentile of MFU). */
+  private fastBaseline: number | undefined;
   private below = 0;
   private above = 0;
   private id: string | undefined;
@@ -62,17 +71,24 @@ export class MfuDropDetector {
     this.ring[this.count % this.cfg.window] = p.mfu;
     this.count++;
     if (this.count < this.cfg.window) return;
+    // 21 values a step: a sort is cheap and gives the median and the fast steps' figure at once.
     this.scratch.set(this.ring);
-    const short = medianInPlace(this.scratch, this.cfg.window);
+    this.scratch.sort();
+    const w = this.cfg.window;
+    const short = this.scratch[w >> 1];
+    const fast = this.scratch[Math.floor(0.9 * (w - 1))];
     if (this.id) {
       this.whileOpen(p, short, open);
       return;
     }
     const base = this.baseline;
+    const fastBase = this.fastBaseline;
     if (
       base !== undefined &&
+      fastBase !== undefined &&
       this.count >= this.cfg.minBaselineSteps &&
-      short < base * (1 - this.cfg.margin)
+      short < base * (1 - this.cfg.margin) &&
+      fast < fastBase * (1 - this.cfg.margin / 2)
     ) {
       if (this.below === 0) {
         this.onsetTs = p.ts - p.step_ms;
@@ -84,6 +100,13 @@ export class MfuDropDetector {
     }
     this.below = 0;
     this.baseline = base === undefined ? short : base + this.cfg.baselineAlpha * (short - base);
+    this.fastBaseline = fastBase === undefined ? fast : fastBase + this.cfg.baselineAlpha * (fast - fastBase);
+  }
+
+  /** The job restarted: its first steps after the gap start a fresh window (the baseline holds). */
+  restart(): void {
+    this.count = 0;
+    this.below = 0;
   }
 
   private openDrop(p: MfuPoint, short: number, base: number, open: () => Finding[]): void {
@@ -112,7 +135,10 @@ export class MfuDropDetector {
 
   private draft(short: number, base: number, open: Finding[]) {
     const causes = open
-      .filter((f) => f.job === this.job && CAUSE_TYPES.has(f.type))
+      .filter(
+        (f) =>
+          f.job === this.job && CAUSE_TYPES.has(f.type) && (f.est_cost_pct ?? 0) >= this.cfg.minCauseCostPct,
+      )
       .sort((a, b) => (b.est_cost_pct ?? 0) - (a.est_cost_pct ?? 0));
     const fall = 100 * (1 - short / base);
     const cause = causes[0];
@@ -134,7 +160,9 @@ export class MfuDropDetector {
       },
       summary:
         `MFU of job ${this.job} fell ${round(fall, 1)}%, from ${pct(base)} to ${pct(short)}` +
-        (cause ? `; probable cause: ${cause.summary}` : '; no finding explains it yet.'),
+        (cause
+          ? `; probable cause: ${cause.summary}`
+          : '; no open finding with a cost explains it (job-wide: input pipeline, filesystem, network weather).'),
     };
   }
 }

@@ -9,6 +9,22 @@
  * members of a slow group are cleared by their other, fast links. That score feeds a bounded
  * CUSUM like the straggler detector's. An edge that is slow while neither end's rail is, is
  * pair-specific: reported with `peer_host`.
+ *
+ * A link's duration is the shortest its members report: in real traces each rank's time includes
+ * waiting for the slowest member to arrive, so a late rank (a straggler) makes a healthy
+ * communicator look slow to everyone but itself; the last to arrive measures the transfer alone.
+ *
+ * Flapping rails (slow on one step in eight, or in bursts) add too little to the CUSUM to fire:
+ * a second, Bernoulli CUSUM counts "hits", steps where every link through the rail is far below
+ * its kind (flapZ robust units). Two hits close together open the rail; a flagged rail or pair
+ * resolves only after sustained health: the clear CUSUM, no hit for several times the longest gap
+ * between hits, and never while hits go on. An edge whose rail has recent hits is never called
+ * pair-specific: the rail explains it.
+ *
+ * Intra-host communicators (every member on one host: tensor-parallel all-reduces over NVLink)
+ * carry no NIC traffic, so they never clear or blame a rail; they are compared with their kind
+ * on other hosts and get a CUSUM of their own. A slow one is the host's NVLink, named with its
+ * GPUs (the pair when the group has two; one GPU when an NVLink XID named it).
  */
 
 import { round } from '../../core/round.js';
@@ -24,6 +40,15 @@ export interface SlowLinkConfig extends CusumConfig {
   pairWaitSteps: number;
   /** Open steps kept while collectives arrive. */
   maxOpenSteps: number;
+  /** A step where every link through a rail is at least this far below its kind (robust units) is a hit. */
+  flapZ: number;
+  /** Hit probability per step on a healthy rail (p0) and on a flapping one (p1): the Bernoulli CUSUM's design. */
+  flapP0: number;
+  flapP1: number;
+  /** Decision threshold of the hit CUSUM (two hits within ~10 steps at the defaults). */
+  flapH: number;
+  /** Steps without a hit a flagged link needs before it may resolve, at least (and 3x its longest gap between hits). */
+  flapQuietSteps: number;
 }
 
 export const SLOWLINK_DEFAULTS: SlowLinkConfig = {
@@ -36,6 +61,11 @@ export const SLOWLINK_DEFAULTS: SlowLinkConfig = {
   minPeers: 4,
   pairWaitSteps: 2,
   maxOpenSteps: 6,
+  flapZ: 6,
+  flapP0: 0.002,
+  flapP1: 0.08,
+  flapH: 6.5,
+  flapQuietSteps: 50,
 };
 
 interface Link {
@@ -44,13 +74,15 @@ interface Link {
   op: string;
   nranks: number;
   bytes: number;
-  durSum: number;
-  n: number;
+  /** Shortest duration a member reported: the one that arrived last waited for nobody. */
+  durMin: number;
   /** Rails (host/gpu keys) the transfer goes through. */
   rails: Set<string>;
   /** For p2p edges: the two ends. */
   src?: string;
   dst?: string;
+  /** For a collective whose members are all on one host: its `nvlink:` key. */
+  intra?: string;
 }
 
 interface Cusum {
@@ -67,6 +99,14 @@ interface Cusum {
   worst: { key: string; kind: string } | undefined;
   id?: string;
   pendingSince?: number;
+  /** Bernoulli CUSUM over hits, the step of the last hit, and the longest gap between hits. */
+  flap: number;
+  lastHit: number;
+  maxGap: number;
+  /** Since onset: hit steps, and bandwidth measured and expected on them. */
+  hits: number;
+  hitMeasured: number;
+  hitExpected: number;
 }
 
 const newCusum = (): Cusum => ({
@@ -81,15 +121,26 @@ const newCusum = (): Cusum => ({
   sumExcessMs: 0,
   stepMsAtOnset: 0,
   worst: undefined,
+  flap: 0,
+  lastHit: Number.NEGATIVE_INFINITY,
+  maxGap: 0,
+  hits: 0,
+  hitMeasured: 0,
+  hitExpected: 0,
 });
 
 export class SlowLinkDetector {
   private readonly open = new Map<number, { colls: Map<string, Link>; edges: Map<number, Link> }>();
   /** host/gpu of each rank, built once (a string per event would dominate the cost). */
   private readonly railOfRank: string[] = [];
+  private readonly hostOfRank: string[] = [];
   private readonly sigma = new Map<string, number>();
   private readonly rails = new Map<string, Cusum>();
   private readonly edges = new Map<string, Cusum & { src: string; dst: string }>();
+  /** Intra-host communicators, keyed `nvlink:host/gpu+gpu+...`. */
+  private readonly intra = new Map<string, Cusum>();
+  /** GPUs an NVLink XID named, by host, for naming a slow intra-host group's GPU. */
+  private readonly nvlinkHints = new Map<string, number>();
   private readonly stepTimes = new Map<number, { stepMs: number; ts: number }>();
   private lastTimes: { stepMs: number; ts: number } | undefined;
   private cumStepMs = 0;
@@ -122,8 +173,7 @@ export class SlowLinkDetector {
         link = this.newLink(`p2p:${src}>${dst}`, 'p2p', e, new Set([src, dst]), src, dst);
         step.edges.set(key, link);
       }
-      link.durSum += e.dur_ms;
-      link.n++;
+      if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
       return;
     }
     const key = `${e.op}:${e.comm}`;
@@ -132,8 +182,7 @@ export class SlowLinkDetector {
       link = this.newLink(key, e.op, e, new Set());
       step.colls.set(key, link);
     }
-    link.durSum += e.dur_ms;
-    link.n++;
+    if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
     link.rails.add(rail);
   }
 
@@ -152,8 +201,7 @@ export class SlowLinkDetector {
       op: e.op,
       nranks: e.nranks ?? 2,
       bytes: e.bytes,
-      durSum: 0,
-      n: 0,
+      durMin: Number.POSITIVE_INFINITY,
       rails,
       src,
       dst,
@@ -190,11 +238,15 @@ export class SlowLinkDetector {
 
   private rail(rank: number, host: string | undefined, gpu: number | undefined): string {
     const cached = this.railOfRank[rank];
-    if (cached !== undefined) return cached;
+    // An elastic restart can move a rank to another host: its rail follows the report.
+    if (cached !== undefined && (host === undefined || host === this.hostOfRank[rank])) return cached;
     const h = host ?? this.ranks.host[rank];
     const g = gpu ?? (rank < this.ranks.gpu.length ? this.ranks.gpu[rank] : -1);
     const rail = `${h}/${g}`;
-    if (g >= 0 && h !== undefined) this.railOfRank[rank] = rail; // cache only once fully known
+    if (g >= 0 && h !== undefined) {
+      this.railOfRank[rank] = rail; // cache only once fully known
+      this.hostOfRank[rank] = h;
+    }
     return rail;
   }
 
@@ -203,11 +255,16 @@ export class SlowLinkDetector {
     // Per kind: the median log bus bandwidth and its robust spread.
     const byKind = new Map<string, Link[]>();
     for (const l of links) {
-      const list = byKind.get(l.kind);
+      if (!(l.durMin > 0 && l.durMin < Number.POSITIVE_INFINITY)) continue;
+      // Inside a host (NVLink) and across hosts (NIC) are different kinds, whatever their sizes.
+      l.intra = l.src ? undefined : intraHostKey(l.rails);
+      const kind = l.intra ? `${l.kind}:nvlink` : l.kind;
+      const list = byKind.get(kind);
       if (list) list.push(l);
-      else byKind.set(l.kind, [l]);
+      else byKind.set(kind, [l]);
     }
     const railScore = new Map<string, number>();
+    const railLinks = new Map<string, number>();
     const railWorst = new Map<
       string,
       { link: Link; z: number; measured: number; expected: number; excessMs: number }
@@ -216,11 +273,15 @@ export class SlowLinkDetector {
       string,
       { link: Link; z: number; measured: number; expected: number; excessMs: number }
     >();
+    const intraScore = new Map<
+      string,
+      { link: Link; z: number; measured: number; expected: number; excessMs: number }
+    >();
     for (const [kind, list] of byKind) {
       if (list.length < this.cfg.minPeers) continue;
       if (this.scratch.length < list.length) this.scratch = new Float64Array(list.length * 2);
       const bw = list.map((l) =>
-        Math.log(((l.bytes / (l.durSum / l.n / 1000)) * busbwFactor(l.op, l.nranks)) / 1e9),
+        Math.log(((l.bytes / (l.durMin / 1000)) * busbwFactor(l.op, l.nranks)) / 1e9),
       );
       bw.forEach((v, i) => {
         this.scratch[i] = v;
@@ -236,10 +297,15 @@ export class SlowLinkDetector {
         const z = score(med - bw[i], sigma, this.cfg);
         const measured = Math.exp(bw[i]);
         const expected = Math.exp(med);
-        const durMs = l.durSum / l.n;
+        const durMs = l.durMin;
         const excessMs = Math.max(0, durMs - durMs * (measured / expected));
         const judged = { link: l, z, measured, expected, excessMs };
+        if (l.intra) {
+          intraScore.set(l.intra, judged);
+          return; // no NIC traffic: it neither clears nor blames a rail
+        }
         for (const r of l.rails) {
+          railLinks.set(r, (railLinks.get(r) ?? 0) + 1);
           const cur = railScore.get(r);
           if (cur === undefined || z < cur) railScore.set(r, z);
           const w = railWorst.get(r);
@@ -250,7 +316,7 @@ export class SlowLinkDetector {
     }
     // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
     // that shares none of its rails (what the step would take without it), as for stragglers.
-    const judged = [...edgeScore.values(), ...railWorst.values()];
+    const judged = [...edgeScore.values(), ...railWorst.values(), ...intraScore.values()];
     const top = judged.reduce<(typeof judged)[number] | undefined>(
       (a, b) => (!a || b.excessMs > a.excessMs ? b : a),
       undefined,
@@ -263,9 +329,11 @@ export class SlowLinkDetector {
     const paceCost = (link: Link) => (top && link === top.link ? lead : 0);
     for (const [rail, x] of railScore) {
       const w = railWorst.get(rail)!;
+      // With one link, a rail's hit is its communicator's (a burst shared by every member): not a flap.
       this.stepCusum(
         this.railState(rail),
         x,
+        (railLinks.get(rail) ?? 0) >= 2,
         w,
         top?.link.rails.has(rail) ? lead : 0,
         step,
@@ -277,9 +345,19 @@ export class SlowLinkDetector {
     for (const [edge, j] of edgeScore) {
       const st = this.edges.get(edge) ?? { ...newCusum(), src: j.link.src!, dst: j.link.dst! };
       this.edges.set(edge, st);
-      this.stepCusum(st, j.z, j, paceCost(j.link), step, stepMs, ts, edge);
+      this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, edge);
+    }
+    for (const [key, j] of intraScore) {
+      const st = this.intra.get(key) ?? newCusum();
+      this.intra.set(key, st);
+      this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, key);
     }
     this.decidePairs(step, ts);
+  }
+
+  /** An NVLink XID (or error counter) named this GPU: a slow intra-host group through it is named by it. */
+  nvlinkHint(host: string, gpu: number): void {
+    this.nvlinkHints.set(host, gpu);
   }
 
   private railState(rail: string): Cusum {
@@ -291,6 +369,8 @@ export class SlowLinkDetector {
   private stepCusum(
     st: Cusum,
     x: number,
+    /** Whether a hit may open this link on its own (rails with several links, not single edges). */
+    flapOpens: boolean,
     worst: { link: Link; measured: number; expected: number; excessMs: number },
     costMs: number,
     step: number,
@@ -299,10 +379,18 @@ export class SlowLinkDetector {
     key: string,
   ): void {
     const before = st.s;
+    const flapBefore = st.flap;
     st.s = rise(st.s, x, this.cfg);
+    if (x >= this.cfg.flapZ) {
+      if (st.flagged && Number.isFinite(st.lastHit)) st.maxGap = Math.max(st.maxGap, step - st.lastHit);
+      st.lastHit = step;
+      st.flap += Math.log(this.cfg.flapP1 / this.cfg.flapP0);
+    } else {
+      st.flap = Math.max(0, st.flap + Math.log((1 - this.cfg.flapP1) / (1 - this.cfg.flapP0)));
+    }
     if (!st.flagged) {
-      if (st.s === 0) return;
-      if (before === 0) {
+      if (st.s === 0 && st.flap === 0) return;
+      if (before === 0 && flapBefore === 0) {
         st.onsetStep = step;
         st.onsetTs = ts - stepMs;
         st.n = 0;
@@ -310,27 +398,37 @@ export class SlowLinkDetector {
         st.sumExpected = 0;
         st.sumExcessMs = 0;
         st.stepMsAtOnset = this.cumStepMs - stepMs;
+        st.hits = 0;
+        st.hitMeasured = 0;
+        st.hitExpected = 0;
       }
     }
     st.n++;
     st.sumMeasured += worst.measured;
     st.sumExpected += worst.expected;
     st.sumExcessMs += costMs;
+    if (x >= this.cfg.flapZ) {
+      st.hits++;
+      st.hitMeasured += worst.measured;
+      st.hitExpected += worst.expected;
+    }
     st.worst = { key: worst.link.key, kind: worst.link.kind };
     if (st.flagged) {
       st.clear = fall(st.clear, x, this.cfg);
-      if (st.clear >= this.cfg.resolveH) this.resolve(st, ts);
+      const quiet = step - st.lastHit >= Math.max(this.cfg.flapQuietSteps, 3 * st.maxGap);
+      if (st.clear >= this.cfg.resolveH && quiet) this.resolve(st, ts);
       else if (st.id) this.log.update(st.id, ts, this.draft(st, key));
-    } else if (st.s >= this.cfg.h) {
+    } else if (st.s >= this.cfg.h || (flapOpens && st.flap >= this.cfg.flapH)) {
       st.flagged = true;
       st.clear = 0;
+      st.maxGap = 0;
       if ('src' in st) st.pendingSince = step;
       else this.openRail(st, key, ts);
     }
   }
 
   private openRail(st: Cusum, rail: string, ts: number): void {
-    const [host, gpu] = splitRail(rail);
+    const [host, gpu] = rail.startsWith('nvlink:') ? this.intraWhere(rail) : splitRail(rail);
     st.id = findingId('slow_link', this.job, host, gpu, undefined, st.onsetStep);
     this.log.openFinding(st.id, ts, this.draft(st, rail));
   }
@@ -340,7 +438,14 @@ export class SlowLinkDetector {
     for (const [edge, st] of this.edges) {
       if (st.pendingSince === undefined || step - st.pendingSince < this.cfg.pairWaitSteps) continue;
       st.pendingSince = undefined;
-      if (this.rails.get(st.src)?.flagged || this.rails.get(st.dst)?.flagged) continue; // the rail explains it
+      const src = this.rails.get(st.src);
+      const dst = this.rails.get(st.dst);
+      if (src?.flagged || dst?.flagged) continue; // the rail explains it
+      // A rail with recent hits may yet open (a flapping NIC): wait for it rather than blame the pair.
+      if ((src?.flap ?? 0) > 0 || (dst?.flap ?? 0) > 0) {
+        st.pendingSince = step - this.cfg.pairWaitSteps + 1;
+        continue;
+      }
       const [host, gpu] = splitRail(st.src);
       st.id = findingId('slow_link', this.job, host, gpu, splitRail(st.dst)[0], st.onsetStep);
       this.log.openFinding(st.id, ts, this.draft(st, edge));
@@ -353,22 +458,42 @@ export class SlowLinkDetector {
     st.flagged = false;
     st.s = 0;
     st.clear = 0;
+    st.flap = 0;
+  }
+
+  /** Host and GPU of an intra-host group: the lower of a pair, or the GPU an NVLink XID named. */
+  private intraWhere(key: string): [string, number | undefined, number[]] {
+    const i = key.lastIndexOf('/');
+    const host = key.slice('nvlink:'.length, i);
+    const gpus = key
+      .slice(i + 1)
+      .split('+')
+      .map(Number);
+    const hint = this.nvlinkHints.get(host);
+    const gpu = gpus.length <= 2 ? gpus[0] : hint !== undefined && gpus.includes(hint) ? hint : undefined;
+    return [host, gpu, gpus];
   }
 
   private draft(st: Cusum, key: string) {
+    if (key.startsWith('nvlink:')) return this.draftIntra(st, key);
     const pair = key.includes('>');
     const [srcRail, dstRail] = pair ? key.split('>') : [key, undefined];
     const [host, gpu] = splitRail(srcRail);
     const peerHost = dstRail ? splitRail(dstRail)[0] : undefined;
     const n = Math.max(1, st.n);
-    const measured = st.sumMeasured / n;
-    const expected = st.sumExpected / n;
+    // Flapping (slow on under half its steps): the figures of its slow steps, and how often.
+    const flapping = st.hits > 0 && st.hits < 0.5 * n;
+    const measured = flapping ? st.hitMeasured / st.hits : st.sumMeasured / n;
+    const expected = flapping ? st.hitExpected / st.hits : st.sumExpected / n;
     const span = this.cumStepMs - st.stepMsAtOnset;
     const cost = span > 0 ? Math.min(100, (100 * st.sumExcessMs) / span) : 0;
     const where = pair ? `the link ${host}/${gpu} -> ${peerHost}` : `NIC rail ${gpu} of ${host}`;
     const what = pair
       ? 'only this pair is slow; each end is fine with its other peers'
       : 'every collective and p2p transfer through it is slow';
+    const when = flapping
+      ? ` on ${st.hits} of ${st.n} steps (about 1 in ${round(st.n / st.hits, 0)}, flapping)`
+      : '';
     return {
       type: 'slow_link',
       job: this.job,
@@ -387,11 +512,53 @@ export class SlowLinkDetector {
         slowest: st.worst?.key,
         kind: st.worst?.kind,
         steps: st.n,
+        slow_steps: st.hits,
+        flapping,
         gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
       },
       summary:
-        `${where} moves ${round(measured, 1)} GB/s bus bandwidth where its peers move ${round(expected, 1)} GB/s; ` +
+        `${where} moves ${round(measured, 1)} GB/s bus bandwidth where its peers move ${round(expected, 1)} GB/s${when}; ` +
         `${what}; costs the job ~${round(cost, 1)}% of its throughput.`,
+    };
+  }
+
+  private draftIntra(st: Cusum, key: string) {
+    const [host, gpu, gpus] = this.intraWhere(key);
+    const n = Math.max(1, st.n);
+    const measured = st.sumMeasured / n;
+    const expected = st.sumExpected / n;
+    const span = this.cumStepMs - st.stepMsAtOnset;
+    const cost = span > 0 ? Math.min(100, (100 * st.sumExcessMs) / span) : 0;
+    const which =
+      gpus.length === 2
+        ? `between GPUs ${gpus[0]} and ${gpus[1]}`
+        : gpu !== undefined
+          ? `of GPU ${gpu} (named by an NVLink error; group GPUs ${gpus.join(', ')})`
+          : `of the group of GPUs ${gpus.join(', ')}`;
+    return {
+      type: 'slow_link',
+      job: this.job,
+      host,
+      gpu,
+      severity: severityForCost(cost),
+      onset_ts: st.onsetTs,
+      est_cost_pct: round(cost, 2),
+      action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
+      evidence: {
+        link: 'nvlink',
+        gpus,
+        onset_step: st.onsetStep,
+        measured_busbw_gbps: round(measured, 2),
+        expected_busbw_gbps: round(expected, 2),
+        bandwidth_ratio: round(measured / expected, 3),
+        slowest: st.worst?.key,
+        kind: st.worst?.kind,
+        steps: st.n,
+        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+      },
+      summary:
+        `the NVLink ${which} on ${host} moves ${round(measured, 1)} GB/s bus bandwidth where the same groups on other hosts move ${round(expected, 1)} GB/s; ` +
+        `costs the job ~${round(cost, 1)}% of its throughput.`,
     };
   }
 
@@ -400,8 +567,25 @@ export class SlowLinkDetector {
     const out: { id: string; key: string }[] = [];
     for (const [k, st] of this.rails) if (st.id) out.push({ id: st.id, key: k });
     for (const [k, st] of this.edges) if (st.id) out.push({ id: st.id, key: k });
+    for (const [k, st] of this.intra) if (st.id) out.push({ id: st.id, key: k });
     return out;
   }
+}
+
+/** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */
+function intraHostKey(rails: Set<string>): string | undefined {
+  if (rails.size < 2) return undefined;
+  let host: string | undefined;
+  const gpus: number[] = [];
+  for (const r of rails) {
+    const i = r.lastIndexOf('/');
+    const h = r.slice(0, i);
+    if (host === undefined) host = h;
+    else if (h !== host) return undefined;
+    gpus.push(Number(r.slice(i + 1)));
+  }
+  gpus.sort((a, b) => a - b);
+  return `nvlink:${host}/${gpus.join('+')}`;
 }
 
 function splitRail(rail: string): [string, number | undefined] {

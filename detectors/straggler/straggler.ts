@@ -9,6 +9,16 @@
  *   slow on one step in three adds cap-k and loses 2k per cycle, a net gain when cap > 3k.
  * - k and h set the false-alarm rate (see docs/detectors.md for the trade-off curve).
  *
+ * Beside the CUSUM, a slow drift (a fan, thermal paste, a sagging clock) is watched by an EWMA of
+ * the same peer-relative log ratio (each step clipped to driftClip robust units, so spikes and a
+ * 1-in-3 fault barely move it): it fires when the smoothed slowdown passes driftMin (3%) or
+ * driftL of its own standard deviation, whichever is larger. A 3% slow rank passes the relative
+ * test below (2.4% above its own level) in ~20 steps;
+ * a ramp is found a little after it passes 3% (the EWMA lags ~1/λ steps of the ramp). A rank that
+ * was a little fast to begin with (silicon differs by a percent or two) is judged against its own
+ * long-run level too: a rise of 0.8 x the threshold above it fires once the rank is within driftFloor of its
+ * peers' median, so it is not found late, and a fast rank that becomes average does not fire.
+ *
  * Several ranks of one host crossing together (a node-wide power brake) become one host-level
  * finding. Pure: no I/O, no clock; event time comes from the frames.
  */
@@ -23,6 +33,23 @@ import type { RankTable, StepFrame } from '../steps.js';
 export interface StragglerConfig extends CusumConfig {
   /** Steps to wait for other ranks of the same host before deciding rank- or host-level. */
   groupWaitSteps: number;
+  /** Drift EWMA: weight of the newest step. */
+  driftLambda: number;
+  /** Drift EWMA: smallest smoothed slowdown (log ratio) that fires. */
+  driftMin: number;
+  /** Drift EWMA: fires past this many of its own standard deviations, when that is more than driftMin. */
+  driftL: number;
+  /** Drift EWMA: each step's log ratio is clipped to this many robust units. */
+  driftClip: number;
+  /** Long-run level: weight of the newest step after its first 1/driftBaseLambda steps (a running mean before). */
+  driftBaseLambda: number;
+  /** A rise above the long-run level fires only once the rank is this close to the median (log ratio) or slower. */
+  driftFloor: number;
+  /**
+   * The rise above the long-run level that fires, as a share of the EWMA's threshold: the long-run
+   * level removes the rank's own offset, so its test can be tighter.
+   */
+  driftRelative: number;
 }
 
 export const STRAGGLER_DEFAULTS: StragglerConfig = {
@@ -34,6 +61,13 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   resolveH: 30,
   groupWaitSteps: 3,
   minPeers: 4,
+  driftLambda: 0.08,
+  driftMin: 0.03,
+  driftL: 8,
+  driftClip: 3,
+  driftBaseLambda: 0.005,
+  driftFloor: -0.01,
+  driftRelative: 0.8,
 };
 
 interface Pending {
@@ -63,6 +97,13 @@ export class StragglerDetector {
   private stepMsAtOnset = new Float64Array(0);
   private n = new Int32Array(0);
   private flagged = new Uint8Array(0);
+  /** EWMA of each rank's clipped log ratio to its stage median (the drift test). */
+  private ewma = new Float64Array(0);
+  private stageDriftThr: number[] = [];
+  /** Long-run level of the same ratio, and steps it has seen. */
+  private base = new Float64Array(0);
+  private baseN = new Int32Array(0);
+  private held = new Int32Array(0);
   private stageSigma: number[] = [];
   private scratch = new Float64Array(0);
   private scratch2 = new Float64Array(0);
@@ -105,6 +146,10 @@ export class StragglerDetector {
       this.stageMedian[stage] = med;
       this.stageWaitMedian[stage] = w > 0 ? medianInPlace(this.scratch2, w) : Number.NaN;
       const peerMs = Math.exp(med);
+      const lam = cfg.driftLambda;
+      const clip = cfg.driftClip * Math.max(sigma, cfg.minSigma);
+      const driftThr = Math.max(cfg.driftMin, cfg.driftL * sigma * Math.sqrt(lam / (2 - lam)));
+      this.stageDriftThr[stage] = driftThr;
 
       for (const r of members) {
         if (!f.seen[r] || !(f.compute[r] > 0)) continue;
@@ -113,8 +158,24 @@ export class StragglerDetector {
         const before = this.s[r];
         const after = rise(before, x, cfg);
         this.s[r] = after;
+        const clipped = Math.min(clip, Math.max(-clip, lr));
+        this.ewma[r] += lam * (clipped - this.ewma[r]);
+        const ew = this.ewma[r];
+        const relThr = cfg.driftRelative * driftThr;
+        // The relative test waits until the EWMA, started at 0, has settled (3/λ steps).
+        const settled = this.baseN[r] * lam >= 3;
+        // The long-run level: a running mean, then a slow EWMA; held (for up to 2/λ steps) while
+        // the rank rises above it, so the shift being tested does not drag its own reference up.
+        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) this.held[r]++;
+        else {
+          this.held[r] = 0;
+          const n = ++this.baseN[r];
+          this.base[r] +=
+            (n * cfg.driftBaseLambda <= 1 ? 1 / n : cfg.driftBaseLambda) * (clipped - this.base[r]);
+        }
+        const drifted = ew >= driftThr || (settled && ew - this.base[r] >= relThr && ew >= cfg.driftFloor);
         if (!this.flagged[r]) {
-          if (after === 0) continue;
+          if (after === 0 && !drifted) continue;
           if (before === 0) {
             // CUSUM's change-point estimate: the last step the statistic left zero.
             this.onsetStep[r] = f.step;
@@ -125,7 +186,7 @@ export class StragglerDetector {
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
           this.clear[r] = fall(this.clear[r], x, cfg);
-        } else if (after >= cfg.h) {
+        } else if (after >= cfg.h || drifted) {
           this.flagged[r] = 1;
           this.clear[r] = 0;
           const host = this.ranks.host[r];
@@ -211,7 +272,12 @@ export class StragglerDetector {
     for (const [host, p] of this.pending) {
       const onHost = this.ranks.ranksOnHost.get(host) ?? 1;
       const hostWide = p.ranks.length >= Math.max(2, Math.ceil(onHost / 2));
-      if (f.step - p.firstStep < this.cfg.groupWaitSteps && !(hostWide && p.ranks.length >= onHost)) continue;
+      if (
+        f.step - p.firstStep < this.cfg.groupWaitSteps &&
+        !(hostWide && p.ranks.length >= onHost) &&
+        !this.hostQuiet(host, p.ranks)
+      )
+        continue;
       this.pending.delete(host);
       const existing = [...this.incidents.values()].find((i) => i.host === host && i.ranks.length > 1);
       if (existing) {
@@ -222,6 +288,19 @@ export class StragglerDetector {
         for (const r of p.ranks) this.openIncident(host, [r], f);
       }
     }
+  }
+
+  /**
+   * Whether no other rank of the host can cross within the wait: each is unflagged and further
+   * from h than groupWaitSteps steps of the largest increment. Then waiting would change nothing.
+   */
+  private hostQuiet(host: string, ranks: number[]): boolean {
+    const reach = this.cfg.h - this.cfg.groupWaitSteps * (this.cfg.cap - this.cfg.k);
+    for (let r = 0; r < this.ranks.size; r++) {
+      if (this.ranks.host[r] !== host || ranks.includes(r)) continue;
+      if (this.flagged[r] || this.s[r] > reach) return false;
+    }
+    return true;
   }
 
   private join(inc: Incident, r: number): void {
@@ -278,6 +357,7 @@ export class StragglerDetector {
         stage: this.ranks.stage[lead],
         steps: this.n[lead],
         cusum: round(this.s[lead], 1),
+        drift_pct: round(100 * (Math.exp(this.ewma[lead]) - 1), 2),
         ranks: rs.slice().sort((a, b) => a - b),
         gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
       },
@@ -290,7 +370,10 @@ export class StragglerDetector {
 
   private updateIncidents(f: StepFrame): void {
     for (const [id, inc] of this.incidents) {
-      if (inc.ranks.every((r) => this.clear[r] >= this.cfg.resolveH)) {
+      const healthy = (r: number) =>
+        this.clear[r] >= this.cfg.resolveH &&
+        this.ewma[r] < 0.5 * (this.stageDriftThr[this.ranks.stage[r]] ?? 0);
+      if (inc.ranks.every(healthy)) {
         this.log.resolve(id, f.ts, { summary: `${inc.host}: compute back in line with stage peers.` });
         this.incidents.delete(id);
         for (const r of inc.ranks) {
@@ -303,6 +386,17 @@ export class StragglerDetector {
         this.log.update(id, f.ts, this.draft(inc));
       }
     }
+  }
+
+  /**
+   * The job restarted (perhaps on other hosts, its ranks renumbered): each rank's drift figures
+   * start again, since its long-run level belonged to the GPU it ran on.
+   */
+  restart(): void {
+    this.ewma.fill(0);
+    this.base.fill(0);
+    this.baseN.fill(0);
+    this.held.fill(0);
   }
 
   /** Open incidents, for linking and the end-of-job summary. */
@@ -325,6 +419,10 @@ export class StragglerDetector {
     this.onsetStep = grown(this.onsetStep, capacity);
     this.n = grown(this.n, capacity);
     this.flagged = grown(this.flagged, capacity);
+    this.ewma = grown(this.ewma, capacity);
+    this.base = grown(this.base, capacity);
+    this.baseN = grown(this.baseN, capacity);
+    this.held = grown(this.held, capacity);
     this.scratch = new Float64Array(capacity);
     this.scratch2 = new Float64Array(capacity);
     this.cap = capacity;

@@ -120,7 +120,11 @@ describe('throttle and straggler', () => {
     expect(straggler.length).toBeGreaterThanOrEqual(2);
     expect(throttle.length).toBeGreaterThanOrEqual(3);
     expect(throttle.filter((f) => f.state === 'update').length).toBeGreaterThanOrEqual(1);
-    for (const f of straggler) expect(f.related).toEqual([throttle[0].id]);
+    // The straggler may open first (it no longer waits when no other rank of the host is near its
+    // threshold); every event from the throttle's opening on carries the link.
+    const linked = straggler.filter((f) => f.ts >= throttle[0].ts);
+    expect(linked.length).toBeGreaterThanOrEqual(2);
+    for (const f of linked) expect(f.related).toEqual([throttle[0].id]);
     for (const f of throttle.slice(1)) expect(f.related).toEqual([straggler[0].id]);
     expect(throttle.at(-1)!.est_cost_pct).toBe(straggler.at(-1)!.est_cost_pct);
   });

@@ -5,7 +5,8 @@
  */
 import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { sh } from './procs.js';
+import type { Fault } from './feed.js';
+import { sh, sleep } from './procs.js';
 
 export class Disk {
   readonly dir: string;
@@ -48,6 +49,19 @@ export class Disk {
 
   free(): void {
     rmSync(this.ballast, { force: true });
+  }
+
+  /** The fault both paths inject: the disk full for `ms`, then space again. */
+  fullFor(at: number, ms: number): Fault {
+    return {
+      at,
+      name: `the store's disk full for ${ms / 1000} s (ENOSPC)`,
+      run: async () => {
+        this.fill();
+        await sleep(ms);
+        this.free();
+      },
+    };
   }
 
   async unmount(): Promise<void> {

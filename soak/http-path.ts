@@ -93,16 +93,7 @@ export async function httpPath(o: {
         },
       },
     ];
-    if (diskFaults)
-      faults.push({
-        at: 0.35,
-        name: "the store's disk full for 6 s (ENOSPC)",
-        run: async () => {
-          disk.fill();
-          await sleep(6_000);
-          disk.free();
-        },
-      });
+    if (diskFaults) faults.push(disk.fullFor(0.35, 6_000));
     const fed = await feed({
       lines: o.input.fed,
       url: () => `http://127.0.0.1:${colPort}`,

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import re
 import os
 import shutil
 import socket
@@ -194,7 +195,8 @@ def test_through_the_node_collector(tmp_path):
             text=True,
         )
         line = _read_until(collector.stderr, "health on ")
-        local = line.split("health on ")[1].split("/metrics")[0]
+        # "health on http://127.0.0.1:N/healthz, http://127.0.0.1:N/metrics": the base URL.
+        local = re.search(r"health on (https?://[^/\s,]+)", line).group(1)
         run_loop(local + "/v1/ingest", "--steps", "12")
         pipeline = _wait_for_events(base, 1 + 12 + 1)
         assert pipeline["events"] == 1 + 12 + 1

@@ -77,3 +77,18 @@ export async function feed(o: {
   await Promise.all(running);
   return { ...res, faults: done };
 }
+
+/** Feeds the job to a collector's local port over `seconds`, 500 lines a post, with the faults. */
+export function feedCollector(o: {
+  lines: string[];
+  colPort: number;
+  seconds: number;
+  faults: Fault[];
+  log: (line: string) => void;
+}): Promise<FeedResult & { faults: string[] }> {
+  return feed({ ...o, url: () => `http://127.0.0.1:${o.colPort}`, chunk: 500 });
+}
+
+/** The faults to report: what ran, and the disk faults when the machine could not inject them. */
+export const faultsRun = (ran: string[], diskFaults: boolean): string[] =>
+  diskFaults ? ran : [...ran, 'disk faults not run: mount is not permitted here'];

@@ -7,9 +7,9 @@ import { join } from 'node:path';
 import { type Accounting, account, replayFindings } from './account.js';
 import { collectorRefusals, quiet } from './collector.js';
 import { Disk } from './disk.js';
-import { type Fault, feed } from './feed.js';
+import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
-import { answering, freePort, Proc, sleep, startChdbServer } from './procs.js';
+import { answering, freePort, Proc, sleep, startChdbServer, stopAll } from './procs.js';
 
 export async function httpPath(o: {
   dir: string;
@@ -94,14 +94,7 @@ export async function httpPath(o: {
       },
     ];
     if (diskFaults) faults.push(disk.fullFor(0.35, 6_000));
-    const fed = await feed({
-      lines: o.input.fed,
-      url: () => `http://127.0.0.1:${colPort}`,
-      seconds: o.seconds,
-      chunk: 500,
-      faults,
-      log: o.log,
-    });
+    const fed = await feedCollector({ lines: o.input.fed, colPort, seconds: o.seconds, faults, log: o.log });
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the collector to deliver`);
     await quiet(colPort, `http://127.0.0.1:${upPort}/healthz`);
     await stopCollector();
@@ -118,13 +111,10 @@ export async function httpPath(o: {
       refusedAtIngest: fed.rejected,
       refusedOversized,
       replay,
-      faults: diskFaults ? fed.faults : [...fed.faults, 'disk faults not run: mount is not permitted here'],
+      faults: faultsRun(fed.faults, diskFaults),
     });
   } finally {
-    for (const p of procs) {
-      await p.stop('SIGKILL', 5_000).catch(() => {});
-      p.save(o.dir);
-    }
+    await stopAll(procs, o.dir);
     await disk.unmount();
   }
 }

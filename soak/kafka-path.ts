@@ -9,9 +9,9 @@ import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, replayFindings } from './account.js';
 import { collectorRefusals, quiet } from './collector.js';
 import { Disk } from './disk.js';
-import { type Fault, feed } from './feed.js';
+import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
-import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, until } from './procs.js';
+import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
 
 /** The group's committed offsets have reached the end of every partition of the topic. */
 async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
@@ -121,14 +121,7 @@ export async function kafkaPath(o: {
       },
     ];
     if (diskFaults) faults.push(disk.fullFor(0.55, 6_000));
-    const fed = await feed({
-      lines: o.input.fed,
-      url: () => `http://127.0.0.1:${colPort}`,
-      seconds: o.seconds,
-      chunk: 500,
-      faults,
-      log: o.log,
-    });
+    const fed = await feedCollector({ lines: o.input.fed, colPort, seconds: o.seconds, faults, log: o.log });
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the group to catch up`);
     await quiet(colPort, `${storeUrl}/ping`);
     await until('the detect group to commit every message', async () =>
@@ -148,13 +141,10 @@ export async function kafkaPath(o: {
       refusedAtIngest: fed.rejected,
       refusedOversized,
       replay,
-      faults: diskFaults ? fed.faults : [...fed.faults, 'disk faults not run: mount is not permitted here'],
+      faults: faultsRun(fed.faults, diskFaults),
     });
   } finally {
-    for (const p of procs) {
-      await p.stop('SIGKILL', 5_000).catch(() => {});
-      p.save(o.dir);
-    }
+    await stopAll(procs, o.dir);
     await broker.stop().catch(() => {});
     await disk.unmount();
   }

@@ -141,3 +141,11 @@ export async function sh(cmd: string): Promise<string> {
   const { stdout } = await run('bash', ['-c', cmd], { timeout: 120_000 });
   return stdout;
 }
+
+/** Kills what a path started and keeps each one's output in DIR/NAME.log. */
+export async function stopAll(procs: Proc[], dir: string): Promise<void> {
+  for (const p of procs) {
+    await p.stop('SIGKILL', 5_000).catch(() => {});
+    p.save(dir);
+  }
+}

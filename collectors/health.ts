@@ -5,8 +5,8 @@
  * over loopback and share its batching and disk spool.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { checkIngestBody } from '../api/routes/ingest.js';
 import type { Health } from '../core/health.js';
+import { checkIngestBody } from '../stream/ingest-body.js';
 import type { CollectorCounters } from './collector.js';
 
 /** Largest ingest body the local port takes. */

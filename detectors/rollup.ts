@@ -1,19 +1,8 @@
 /** Per-step, per-stage summary of a job's ranks: what the heatmap and dashboards read. */
+
+import type { StepRollup } from '../schema/output.js';
 import { medianInPlace } from './robust.js';
 import type { RankTable, StepFrame } from './steps.js';
-
-export interface StepRollup {
-  job: string;
-  step: number;
-  stage: number;
-  ts: number;
-  ranks: number;
-  step_ms: number;
-  compute_p50_ms: number;
-  compute_max_ms: number;
-  compute_max_rank: number;
-  comm_wait_p50_ms: number;
-}
 
 export function rollupSteps(
   job: string,

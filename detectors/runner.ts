@@ -4,6 +4,9 @@
  * the detectors produced. Pure: the only clock is the events' `ts`, so a replay of a recorded
  * stream gives exactly the findings of the live run.
  */
+
+import { DEFAULT_CONVENTION, type FlopConvention } from '../mfu/flops.js';
+import { findGpu } from '../mfu/peaks.js';
 import type {
   CollectiveEvent,
   FaultEvent,
@@ -13,6 +16,7 @@ import type {
   StepEvent,
 } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { DetectorOutput, MfuPoint } from '../schema/output.js';
 import {
   CHECKPOINT_ADVISOR_DEFAULTS,
   CheckpointAdvisor,
@@ -22,13 +26,11 @@ import { FaultTriage, TRIAGE_DEFAULTS, type TriageConfig } from './faults/xid.js
 import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
 import { HangDetector } from './hang/hang.js';
 import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
-import { DEFAULT_CONVENTION, type FlopConvention } from './mfu/flops.js';
 import { noteMfu, resolveMfuUnavailable } from './mfu/notes.js';
-import { findGpu } from './mfu/peaks.js';
-import { type MfuPoint, MfuSeries } from './mfu/series.js';
+import { MfuSeries } from './mfu/series.js';
 import { NCCL_CHECK_DEFAULTS, type NcclCheckConfig, NcclCheckDetector } from './nccl_tests/nccl_tests.js';
 import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
-import { rollupSteps, type StepRollup } from './rollup.js';
+import { rollupSteps } from './rollup.js';
 import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
 import {
   ASSEMBLER_DEFAULTS,
@@ -68,12 +70,6 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
 };
 
 const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
-
-export interface DetectorOutput {
-  findings: Finding[];
-  mfu: MfuPoint[];
-  rollups: StepRollup[];
-}
 
 export interface RunnerCounters {
   events: number;

@@ -5,9 +5,10 @@
  * stops delivering and producers feel the backpressure; nothing is dropped.
  */
 import { RankwatchError, retry } from '../core/errors.js';
-import { type DetectorOutput, DetectorRunner } from '../detectors/runner.js';
+import { DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { DetectorOutput } from '../schema/output.js';
 import { parseEventLine, validateEvent } from '../schema/validate.js';
 import { latestEventTs, rawEventsBetween } from '../store/queries.js';
 import {

@@ -10,7 +10,7 @@
  */
 import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
-import { findGpu } from '../detectors/mfu/peaks.js';
+import { findGpu } from '../mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
 import { checkFault, clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
 import { MODELS } from './models.js';

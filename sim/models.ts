@@ -1,4 +1,4 @@
-/** Model shapes the simulator can train; the FLOPs of each come from detectors/mfu/flops.ts. */
+/** Model shapes the simulator can train; the FLOPs of each come from mfu/flops.ts. */
 import type { ModelConfig } from '../schema/events.js';
 
 export const MODELS: Record<string, ModelConfig> = {

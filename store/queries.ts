@@ -7,8 +7,6 @@
 import type { Finding } from '../schema/finding.js';
 import type { Store } from './store.js';
 
-export * from './health-queries.js';
-
 export interface TimeRange {
   /** Epoch ms, inclusive. */
   from?: number;

@@ -7,9 +7,10 @@
  * `detect`, measured). Every other table takes JSONEachRow, one JSON object per line: for typed
  * numeric rows the engine's cost is the same either way and JSON.stringify is the cheaper encoder.
  */
-import type { DetectorOutput } from '../detectors/runner.js';
+
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { DetectorOutput } from '../schema/output.js';
 
 export interface DeadLetter {
   ts: number;

@@ -9,20 +9,15 @@ import type { Finding } from '../schema/finding.js';
 import { validateEvent } from '../schema/validate.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
-import { applyMigrations } from './migrate.js';
 import {
   checkpointSaves,
   checkpointStats,
   failureCounts,
   faultHistory,
-  findings,
-  findingsOf,
-  jobs,
-  mfuOverTime,
   nodeHealth,
-  rankHeatmap,
-  tableCounts,
-} from './queries.js';
+} from './health-queries.js';
+import { applyMigrations } from './migrate.js';
+import { findings, findingsOf, jobs, mfuOverTime, rankHeatmap, tableCounts } from './queries.js';
 import { eventRows, findingRow, outputRows } from './rows.js';
 import { MIGRATIONS, SCHEMA_DEFAULTS, SCHEMA_OBJECTS } from './schema.js';
 import type { Store } from './store.js';

@@ -10,7 +10,8 @@ import { buildApp } from '../api/app.js';
 import { RankwatchError } from '../core/errors.js';
 import { HttpPublisher } from './http.js';
 import { MemoryTransport } from './memory.js';
-import { DiskSpool, SpoolingPublisher } from './spool.js';
+import { DiskSpool } from './spool.js';
+import { SpoolingPublisher } from './spool-publisher.js';
 
 const gpu = (i: number) => ({
   v: 1,

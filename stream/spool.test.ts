@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
 import { MemoryTransport } from './memory.js';
-import { DiskSpool, SpoolingPublisher } from './spool.js';
+import { DiskSpool } from './spool.js';
+import { SpoolingPublisher } from './spool-publisher.js';
 import type { Batch, Publisher } from './transport.js';
 
 const dirs: string[] = [];

@@ -27,8 +27,6 @@ import { join } from 'node:path';
 import { RankwatchError } from '../core/errors.js';
 import type { Batch } from './transport.js';
 
-export { SpoolingPublisher, type SpoolingPublisherOptions } from './spool-publisher.js';
-
 export interface DiskSpoolConfig {
   /** Folder of the journal; created when missing. One spool per folder. */
   dir: string;

@@ -12,7 +12,8 @@ import type { RankwatchEvent } from '../schema/events.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { KafkaTransport } from '../stream/kafka.js';
-import { DiskSpool, SpoolingPublisher } from '../stream/spool.js';
+import { DiskSpool } from '../stream/spool.js';
+import { SpoolingPublisher } from '../stream/spool-publisher.js';
 import { batchByKey } from '../stream/transport.js';
 import {
   brokers,

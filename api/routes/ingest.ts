@@ -8,9 +8,8 @@
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import type { RankwatchEvent } from '../../schema/events.js';
-import { validateEvent } from '../../schema/validate.js';
-import { decodeBatch, inflateText } from '../../stream/codec.js';
+import { inflateText } from '../../stream/codec.js';
+import { checkIngestText } from '../../stream/ingest-body.js';
 import { batchByKey, type Publisher } from '../../stream/transport.js';
 import { DEFAULT_INGEST_RATE, limitRate } from './rate-limit.js';
 
@@ -75,7 +74,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
         return reply
           .code(body.tooLarge ? 413 : 400)
           .send({ accepted: 0, rejected: 1, message: `body: ${body.error}` });
-      const { good, errors, rejected } = check(body.text);
+      const { good, errors, rejected } = checkIngestText(body.text, MAX_REASONS);
       if (good.length > 0) await opts.publisher.publish(batchByKey(good));
       if (rejected === 0) return { accepted: good.length, rejected: 0 };
       return reply.code(400).send({
@@ -87,47 +86,6 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
     },
   );
 };
-
-export interface CheckedBody {
-  good: RankwatchEvent[];
-  errors: { line: number; reason: string }[];
-  rejected: number;
-}
-
-/** Gunzips (by magic number), decodes and validates a body, keeping each rejected line's number. */
-export function checkIngestBody(raw: Buffer): CheckedBody | { message: string } {
-  const body = inflateText(raw);
-  return 'error' in body ? { message: `body: ${body.error}` } : check(body.text);
-}
-
-function check(text: string): CheckedBody {
-  const decoded = decodeBatch(text);
-  const badLines = new Map(decoded.undecodable.map((u) => [u.line, u.reason]));
-  const errors: { line: number; reason: string }[] = [];
-  const good: RankwatchEvent[] = [];
-  let rejected = badLines.size;
-  for (const [line, reason] of badLines) errors.push({ line, reason });
-  // decodeBatch keeps event order and skips blank lines: walk the lines to recover each number.
-  let next = 0;
-  let pos = 0;
-  for (let n = 1; pos <= text.length; n++) {
-    let end = text.indexOf('\n', pos);
-    if (end < 0) end = text.length;
-    const blank = text.slice(pos, end).trim() === '';
-    pos = end + 1;
-    if (blank || badLines.has(n)) continue;
-    const v = validateEvent(decoded.events[next++]);
-    if (v.ok) good.push(v.event);
-    else {
-      rejected++;
-      errors.push({ line: n, reason: v.reason });
-    }
-  }
-  // Capped only once sorted: the reply lists the first rejected lines, whichever way they failed.
-  errors.sort((a, b) => a.line - b.line);
-  errors.length = Math.min(errors.length, MAX_REASONS);
-  return { good, errors, rejected };
-}
 
 function empty(reply: FastifyReply) {
   return reply

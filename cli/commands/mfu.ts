@@ -7,10 +7,10 @@ import {
   FLOP_CONVENTIONS,
   flopsPerToken,
   parseConvention,
-} from '../../detectors/mfu/flops.js';
-import { computeMfu } from '../../detectors/mfu/mfu.js';
-import { GPU_SPECS, peakFlops } from '../../detectors/mfu/peaks.js';
-import { implausibility } from '../../detectors/mfu/plausible.js';
+} from '../../mfu/flops.js';
+import { computeMfu } from '../../mfu/mfu.js';
+import { GPU_SPECS, peakFlops } from '../../mfu/peaks.js';
+import { implausibility } from '../../mfu/plausible.js';
 import { ModelConfig } from '../../schema/events.js';
 import { type Command, num, parse } from '../args.js';
 import { table } from '../table.js';

@@ -1,6 +1,6 @@
 import { RankwatchError } from '../../core/errors.js';
-import { parseConvention } from '../../detectors/mfu/flops.js';
 import { DETECTOR_DEFAULTS, DetectorRunner } from '../../detectors/runner.js';
+import { parseConvention } from '../../mfu/flops.js';
 import type { Finding } from '../../schema/finding.js';
 import { parseEventLine } from '../../schema/validate.js';
 import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../store/rows.js';

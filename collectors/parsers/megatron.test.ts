@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { activeParams, estimateParams, flopsPerToken } from '../../detectors/mfu/flops.js';
+import { activeParams, estimateParams, flopsPerToken } from '../../mfu/flops.js';
 import { validateEvent } from '../../schema/validate.js';
 import { MegatronParser, mfuCrossCheck } from './megatron.js';
 import { megatronJob, modelFromArgs, paramMismatch } from './megatron_job.js';

@@ -4,7 +4,7 @@
  * config's fields on top. It is what gives a job tailed only from its log an MFU. Pure: the
  * source decides when to emit it and says once what is missing.
  */
-import { estimateParams } from '../../detectors/mfu/flops.js';
+import { estimateParams } from '../../mfu/flops.js';
 import type { JobEvent, ModelConfig, ParallelLayout } from '../../schema/events.js';
 import type { MegatronRun } from './megatron.js';
 

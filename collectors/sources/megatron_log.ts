@@ -9,8 +9,8 @@
  * count Megatron printed disagrees with the model config by more than 2%.
  */
 import { Type } from '@sinclair/typebox';
-import { flopsPerToken } from '../../detectors/mfu/flops.js';
-import { findGpu } from '../../detectors/mfu/peaks.js';
+import { flopsPerToken } from '../../mfu/flops.js';
+import { findGpu } from '../../mfu/peaks.js';
 import type { ModelConfig } from '../../schema/events.js';
 import { MegatronParser, mfuCrossCheck } from '../parsers/megatron.js';
 import { megatronJob, paramMismatch } from '../parsers/megatron_job.js';

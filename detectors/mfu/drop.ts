@@ -12,8 +12,8 @@
  */
 import { round } from '../../core/round.js';
 import type { Finding } from '../../schema/finding.js';
+import type { MfuPoint } from '../../schema/output.js';
 import { type FindingLog, findingId } from '../findings.js';
-import type { MfuPoint } from './series.js';
 
 export interface MfuDropConfig {
   /** Relative fall that counts as a drop (0.1 = 10% below baseline). */

@@ -6,23 +6,13 @@
  * reports that replica's tokens. A frame that closed before every rank reported is scaled up by
  * world / reporting ranks, so a late rank does not show as a dip in MFU.
  */
-import type { JobEvent } from '../../schema/events.js';
-import type { StepFrame } from '../steps.js';
-import { DEFAULT_CONVENTION, type FlopConvention, flopsPerToken } from './flops.js';
-import { findGpu, peakFlops } from './peaks.js';
-import { implausibility, type MfuInputs } from './plausible.js';
 
-export interface MfuPoint {
-  job: string;
-  step: number;
-  ts: number;
-  step_ms: number;
-  tokens: number;
-  tflops_per_gpu: number;
-  mfu: number;
-  /** Set when the figure cannot be true: which input is likely wrong. */
-  implausible?: string;
-}
+import { DEFAULT_CONVENTION, type FlopConvention, flopsPerToken } from '../../mfu/flops.js';
+import { findGpu, peakFlops } from '../../mfu/peaks.js';
+import { implausibility, type MfuInputs } from '../../mfu/plausible.js';
+import type { JobEvent } from '../../schema/events.js';
+import type { MfuPoint } from '../../schema/output.js';
+import type { StepFrame } from '../steps.js';
 
 export class MfuSeries {
   private meta: JobEvent | undefined;

@@ -17,8 +17,8 @@
  * Defaults follow Megatron's own (megatron/training/arguments.py): without `ffn_hidden`, a gated
  * (swiglu) MLP has int(4h·2/3 / 64)·64, a plain one 4h; `moe_ffn_hidden` defaults to `ffn_hidden`.
  */
-import { RankwatchError } from '../../core/errors.js';
-import type { ModelConfig } from '../../schema/events.js';
+import { RankwatchError } from '../core/errors.js';
+import type { ModelConfig } from '../schema/events.js';
 
 export const FLOP_CONVENTIONS = ['palm', 'megatron', 'megatron-causal'] as const;
 export type FlopConvention = (typeof FLOP_CONVENTIONS)[number];

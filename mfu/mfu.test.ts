@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RankwatchError } from '../../core/errors.js';
+import { RankwatchError } from '../core/errors.js';
 import { activeParams, defaultFfnHidden, estimateParams, flopsPerToken } from './flops.js';
 import { computeMfu } from './mfu.js';
 import { GPU_SPECS, peakFlops } from './peaks.js';

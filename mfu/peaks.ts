@@ -3,7 +3,7 @@
  * maximum SM clock the throttle detector compares against. Vendors print sparse figures
  * first; every value here is the dense one, with the datasheet it comes from.
  */
-import { RankwatchError } from '../../core/errors.js';
+import { RankwatchError } from '../core/errors.js';
 
 export interface GpuSpec {
   name: string;

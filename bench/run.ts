@@ -1,5 +1,5 @@
 /** `npm run bench`: runs every benchmark, prints each as ratios to its same-run baseline, writes docs/benchmarks.md. */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { collectorBench } from './collector.bench.js';
@@ -19,7 +19,12 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
 ];
 
 const only = process.argv[2];
-const sections: string[] = [];
+if (only && !BENCHES.some(([name]) => name === only)) {
+  process.stderr.write(`no bench named ${only}; one of: ${BENCHES.map(([n]) => n).join(', ')}\n`);
+  process.exit(2);
+}
+const doc = join(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md');
+const sections = new Map<string, string>();
 for (const [name, bench] of BENCHES) {
   if (only && only !== name) continue;
   process.stderr.write(`running ${name}...\n`);
@@ -27,19 +32,25 @@ for (const [name, bench] of BENCHES) {
   if (!section) continue; // skipped; the bench said why
   const text = renderSection(section);
   console.log(`${text}\n`);
-  sections.push(text);
+  sections.set(name, text);
 }
 
-if (!only) {
-  const header = [
-    '# Benchmarks',
-    '',
-    `Written by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}.`,
-    'Every figure is shown next to a baseline measured in the same run, so the ratios travel between machines even when the absolute numbers do not.',
-    '',
-  ];
-  writeFileSync(
-    join(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md'),
-    `${header.join('\n')}\n${sections.join('\n\n')}\n`,
-  );
+// Each section sits under a marker naming its bench, so `npm run bench -- NAME` rewrites only its own.
+const previous = existsSync(doc) ? readFileSync(doc, 'utf8') : '';
+const kept = new Map<string, string>();
+for (const part of previous.split(/^<!-- bench:/m).slice(1)) {
+  const end = part.indexOf(' -->\n');
+  if (end > 0) kept.set(part.slice(0, end), part.slice(end + 5).trim());
 }
+const header = [
+  '# Benchmarks',
+  '',
+  `Written by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}.`,
+  'Every figure is shown next to a baseline measured in the same run, so the ratios travel between machines even when the absolute numbers do not.',
+  "`npm run bench -- NAME` reruns one section (NAME as in each section's marker); every ratio compares figures of one run.",
+  '',
+];
+const body = BENCHES.map(([name]) => [name, sections.get(name) ?? kept.get(name)] as const)
+  .filter(([, text]) => text !== undefined)
+  .map(([name, text]) => `<!-- bench:${name} -->\n${text}`);
+writeFileSync(doc, `${header.join('\n')}\n${body.join('\n\n')}\n`);

@@ -18,7 +18,7 @@ import {
   REASON_PREFIX,
 } from '../actions/drivers/driver.js';
 import { safetyConfig } from '../actions/governor.js';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import type { Finding } from '../schema/finding.js';
 import { ChdbStore } from '../store/chdb.js';
 import { MemoryTransport } from '../stream/memory.js';
@@ -86,7 +86,7 @@ beforeAll(async () => {
   store = new ChdbStore({ path: join(dir, 'data') });
   // A host the store knows from a fault, that the automation has not seen.
   const transport = new MemoryTransport({ maxQueuedBatches: 4 });
-  const pipeline = new Pipeline({ transport, store });
+  const pipeline = buildPipeline({ transport, store });
   await pipeline.start();
   await transport.publish([
     {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
@@ -42,7 +42,7 @@ beforeAll(async () => {
     faults: [parseFault('throttle:rank=5,at=40'), parseFault('xid:rank=12,at=100')],
   });
   const transport = new MemoryTransport({ maxQueuedBatches: 16 });
-  const pipeline = new Pipeline({ transport, store });
+  const pipeline = buildPipeline({ transport, store });
   await pipeline.start();
   let batch = [];
   for (const e of sim.events()) {

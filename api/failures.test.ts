@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CAUSE_GROUPS } from '../analytics/causes.js';
 import { poissonInterval } from '../analytics/poisson.js';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import { FailureSim } from '../sim/failures.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -80,7 +80,7 @@ beforeAll(async () => {
     { v: 1, kind: 'job_event', ts: tinyT, job: 'nosave', event: 'start' },
   ] as RankwatchEvent[];
   const transport = new MemoryTransport({ maxQueuedBatches: 16 });
-  const pipeline = new Pipeline({ transport, store });
+  const pipeline = buildPipeline({ transport, store });
   await pipeline.start();
   await transport.publish([{ key: 'fleet-0', events: fleet }]);
   await transport.publish([{ key: 'small', events: small }]);

@@ -4,57 +4,25 @@
  * the detectors produced. Pure: the only clock is the events' `ts`, so a replay of a recorded
  * stream gives exactly the findings of the live run.
  */
-
-import { DEFAULT_CONVENTION, type FlopConvention } from '../mfu/flops.js';
-import { findGpu } from '../mfu/peaks.js';
-import type {
-  CollectiveEvent,
-  FaultEvent,
-  GpuEvent,
-  JobEvent,
-  RankwatchEvent,
-  StepEvent,
-} from '../schema/events.js';
+import { DEFAULT_CONVENTION } from '../mfu/flops.js';
+import type { JobEvent, RankwatchEvent, StepEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput, MfuPoint } from '../schema/output.js';
-import {
-  CHECKPOINT_ADVISOR_DEFAULTS,
-  CheckpointAdvisor,
-  type CheckpointAdvisorConfig,
-} from './checkpoint/advisor.js';
-import { FaultTriage, TRIAGE_DEFAULTS, type TriageConfig } from './faults/xid.js';
-import { FindingLog, LIFECYCLE_DEFAULTS, type LifecycleConfig } from './findings.js';
-import { HangDetector } from './hang/hang.js';
-import { MFU_DROP_DEFAULTS, type MfuDropConfig, MfuDropDetector } from './mfu/drop.js';
+import { CHECKPOINT_ADVISOR_DEFAULTS } from './checkpoint/advisor.js';
+import type { Detector, DetectorConfig, DetectorContext, EventKind, JobDetector } from './detector.js';
+import { TRIAGE_DEFAULTS } from './faults/xid.js';
+import { FindingLog, LIFECYCLE_DEFAULTS } from './findings.js';
+import { DETECTORS, STRAGGLER, THROTTLE } from './list.js';
+import { MFU_DROP_DEFAULTS } from './mfu/drop.js';
 import { noteMfu, resolveMfuUnavailable } from './mfu/notes.js';
 import { MfuSeries } from './mfu/series.js';
-import { NCCL_CHECK_DEFAULTS, type NcclCheckConfig, NcclCheckDetector } from './nccl_tests/nccl_tests.js';
+import { NCCL_CHECK_DEFAULTS } from './nccl_tests/nccl_tests.js';
 import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps } from './rollup.js';
-import { SLOWLINK_DEFAULTS, type SlowLinkConfig, SlowLinkDetector } from './slowlink/slowlink.js';
-import {
-  ASSEMBLER_DEFAULTS,
-  type AssemblerConfig,
-  RankTable,
-  StepAssembler,
-  type StepFrame,
-} from './steps.js';
-import { STRAGGLER_DEFAULTS, type StragglerConfig, StragglerDetector } from './straggler/straggler.js';
-import { THROTTLE_DEFAULTS, type ThrottleConfig, ThrottleDetector } from './throttle/throttle.js';
-
-export interface DetectorConfig {
-  convention: FlopConvention;
-  assembler: AssemblerConfig;
-  straggler: StragglerConfig;
-  throttle: ThrottleConfig;
-  slowLink: SlowLinkConfig;
-  mfuDrop: MfuDropConfig;
-  lifecycle: LifecycleConfig;
-  ncclChecks: NcclCheckConfig;
-  /** `checkpoint_interval` from each job's saves and interruptions (a fleet MTBF for jobs with none). */
-  checkpointInterval: CheckpointAdvisorConfig;
-  triage: TriageConfig;
-}
+import { SLOWLINK_DEFAULTS } from './slowlink/slowlink.js';
+import { ASSEMBLER_DEFAULTS, RankTable, StepAssembler, type StepFrame } from './steps.js';
+import { STRAGGLER_DEFAULTS } from './straggler/straggler.js';
+import { THROTTLE_DEFAULTS } from './throttle/throttle.js';
 
 export const DETECTOR_DEFAULTS: DetectorConfig = {
   convention: DEFAULT_CONVENTION,
@@ -86,10 +54,9 @@ interface JobRuntime {
   meta?: JobEvent;
   ranks: RankTable;
   assembler: StepAssembler;
-  straggler: StragglerDetector;
-  slowLink: SlowLinkDetector;
+  /** One per job entry of the list, in its order. */
+  detectors: JobDetector[];
   mfu: MfuSeries;
-  mfuDrop: MfuDropDetector;
   lastTs: number;
   /** Whether the job's MFU problem (implausible or unavailable) was said: once per job. */
   mfuNoted: boolean;
@@ -102,11 +69,15 @@ export class DetectorRunner {
   private readonly finishedMfu = new Map<string, number | undefined>();
   private out: DetectorOutput = { findings: [], mfu: [], rollups: [] };
   private readonly log: FindingLog;
-  private readonly throttle: ThrottleDetector;
-  private readonly ncclChecks: NcclCheckDetector;
-  private readonly hangs: HangDetector;
-  private readonly checkpoints: CheckpointAdvisor;
-  private readonly faults: FaultTriage;
+  private readonly ctx: DetectorContext;
+  /** The fleet detectors, one per fleet entry of the list, and which read each event kind. */
+  private readonly fleet = new Map<string, Detector>();
+  private readonly fleetReading = new Map<EventKind, Detector[]>();
+  private readonly advancing: Detector[] = [];
+  private readonly jobChanged: Detector[] = [];
+  /** Job entries of the list (their index in JobRuntime.detectors) that read each event kind. */
+  private readonly jobReading = new Map<EventKind, number[]>();
+  private readonly jobEntries = DETECTORS.filter((d) => d.scope === 'job');
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
@@ -127,78 +98,80 @@ export class DetectorRunner {
     this.cfg = { ...DETECTOR_DEFAULTS, ...config };
     this.log = new FindingLog(this.out.findings, this.cfg.lifecycle);
     this.quiet = new QuietTracker(this.cfg.lifecycle);
-    this.throttle = new ThrottleDetector(
-      this.log,
-      (job) => {
-        const model = job ? this.jobs.get(job)?.meta?.gpu_model : undefined;
-        return model ? findGpu(model)?.maxSmClockMhz : undefined;
-      },
-      this.cfg.throttle,
-    );
-    this.ncclChecks = new NcclCheckDetector(this.log, this.cfg.ncclChecks);
-    this.hangs = new HangDetector(this.log);
-    this.checkpoints = new CheckpointAdvisor(
-      this.log,
-      (job) => (this.jobs.get(job)?.meta ?? this.endedMeta.get(job))?.world_size,
-      this.cfg.checkpointInterval,
-    );
-    this.faults = new FaultTriage(this.log, this.cfg.triage);
+    this.ctx = {
+      log: this.log,
+      config: this.cfg,
+      ownerOf: (host, gpu) => this.jobOfGpu.get(`${host}/${gpu}`),
+      jobMeta: (job) => this.jobs.get(job)?.meta ?? this.endedMeta.get(job),
+    };
+    for (const entry of DETECTORS) {
+      if (entry.scope === 'job') {
+        const index = this.jobEntries.indexOf(entry);
+        for (const kind of entry.reads)
+          this.jobReading.set(kind, [...(this.jobReading.get(kind) ?? []), index]);
+        continue;
+      }
+      const d = entry.create(this.ctx);
+      this.fleet.set(entry.name, d);
+      for (const kind of entry.reads)
+        this.fleetReading.set(kind, [...(this.fleetReading.get(kind) ?? []), d]);
+      if (d.advance) this.advancing.push(d);
+      if (d.jobChanged) this.jobChanged.push(d);
+    }
+  }
+
+  /** The detectors, in the order they run: what the topology line names. */
+  detectorNames(): string[] {
+    return DETECTORS.map((d) => d.name);
   }
 
   push(e: RankwatchEvent): void {
     this.counters.events++;
     if (e.ts > this.lastTs) this.lastTs = e.ts;
-    this.faults.advance(e.ts);
+    for (const d of this.advancing) d.advance!(e.ts);
     const before = this.out.findings.length;
     const swept = this.quiet.advance(e.ts);
     if (swept) this.sweepQuiet(swept);
-    switch (e.kind) {
-      case 'step':
-        this.onStep(e);
-        break;
-      case 'gpu':
-        this.onGpu(e);
-        break;
-      case 'job':
-        this.onJob(e);
-        break;
-      case 'fault':
-        this.onFault(e);
-        break;
-      case 'collective':
-        this.onCollective(e);
-        break;
-      case 'job_event':
-        this.checkpoints.process(e);
-        if (e.event === 'finished') this.finishJob(e.job, e.ts);
-        else if (e.event === 'restart') {
-          this.jobs.get(e.job)?.mfuDrop.restart();
-          this.jobs.get(e.job)?.straggler.restart();
-        }
-        break;
-      case 'check':
-        this.ncclChecks.process(e);
-        break;
-      case 'checkpoint':
-        this.checkpoints.process(e);
-        break;
-      default:
-        break;
+    if (e.kind === 'step') this.onStep(e);
+    else if (e.kind === 'job') this.onJob(e);
+    this.dispatch(e);
+    if (e.kind === 'job_event') {
+      if (e.event === 'finished') this.finishJob(e.job, e.ts);
+      else if (e.event === 'restart') for (const d of this.jobs.get(e.job)?.detectors ?? []) d.restart?.();
+      for (const d of this.jobChanged) d.jobChanged!(e);
     }
-    if (e.kind === 'job_event' && e.event !== 'interrupted') this.hangs.endJob(e.job, e.ts, e.event);
     if (this.out.findings.length > before) this.link(before);
+  }
+
+  /**
+   * An event to the detectors that read its kind, in list order: job detectors of the job it names
+   * (a collective makes its job known), or of every job when it names none (a fault).
+   */
+  private dispatch(e: RankwatchEvent): void {
+    for (const d of this.fleetReading.get(e.kind) ?? []) d.event!(e);
+    const readers = this.jobReading.get(e.kind);
+    if (!readers) return;
+    const id = (e as { job?: string }).job;
+    if (e.kind === 'collective') {
+      const j = this.job(e.job);
+      for (const i of readers) j.detectors[i].event!(e);
+      return;
+    }
+    for (const j of id === undefined ? this.jobs.values() : [this.jobs.get(id)]) {
+      if (j) for (const i of readers) j.detectors[i].event!(e);
+    }
+  }
+
+  /** The running instance of a fleet entry (for the links between findings). */
+  private fleetDetector<D>(entry: { name: string; create(...a: never[]): D }): D {
+    return this.fleet.get(entry.name) as D;
   }
 
   /** Closes every open step (end of input). Findings stay open: the stream may go on. */
   flush(): void {
     const before = this.out.findings.length;
-    for (const job of this.jobs.values()) {
-      job.assembler.flush(this.closed);
-      this.processClosed(job);
-      job.slowLink.flush();
-    }
-    this.throttle.flush(this.lastTs);
-    this.faults.flush();
+    for (const job of this.jobs.values()) this.closeOpenSteps(job);
+    for (const d of this.fleet.values()) d.flush?.(this.lastTs);
     if (this.out.findings.length > before) this.link(before);
   }
 
@@ -273,10 +246,8 @@ export class DetectorRunner {
         id,
         ranks,
         assembler: new StepAssembler(64, 0, this.cfg.assembler),
-        straggler: new StragglerDetector(id, ranks, this.log, this.cfg.straggler),
-        slowLink: new SlowLinkDetector(id, ranks, this.log, this.cfg.slowLink),
+        detectors: this.jobEntries.map((entry) => entry.create({ id, ranks }, this.ctx)),
         mfu: new MfuSeries(id, this.cfg.convention),
-        mfuDrop: new MfuDropDetector(id, this.log, this.cfg.mfuDrop),
         lastTs: 0,
         mfuNoted: false,
       };
@@ -327,13 +298,12 @@ export class DetectorRunner {
       if (this.scratch.length < j.ranks.gpu.length) this.scratch = new Float64Array(j.ranks.gpu.length);
       const stepMs = rollupSteps(j.id, f, j.ranks, this.scratch, this.out.rollups);
       this.quiet.stepTime(j.id, stepMs);
-      j.straggler.process(f);
-      j.slowLink.onStepClosed(f.step, stepMs, f.ts);
+      for (const d of j.detectors) d.step?.(f, stepMs);
       // MFU last, so a drop sees the findings that explain it.
       const point = j.mfu.process(f, stepMs);
       if (point) {
         this.out.mfu.push(point);
-        j.mfuDrop.process(point, () => this.log.openFindings());
+        for (const d of j.detectors) d.mfu?.(point);
       }
       this.noteMfu(j, point, f.ts);
       j.assembler.release(f);
@@ -360,30 +330,17 @@ export class DetectorRunner {
     }
   }
 
-  private onCollective(e: CollectiveEvent): void {
-    this.job(e.job).slowLink.add(e);
-  }
-
-  private onGpu(e: GpuEvent): void {
-    const owner = e.job === undefined ? this.jobOfGpu.get(`${e.host}/${e.gpu}`) : undefined;
-    this.throttle.process(e, e.job ?? owner?.job, e.rank ?? owner?.rank);
-  }
-
-  private onFault(e: FaultEvent): void {
-    this.faults.process(e);
-    // An NVLink XID names the GPU a slow intra-host group runs through.
-    if (e.source === 'xid' && e.code === 74 && e.gpu !== undefined)
-      for (const j of this.jobs.values())
-        if (e.job === undefined || e.job === j.id) j.slowLink.nvlinkHint(e.host, e.gpu);
-    this.hangs.process(e);
+  /** Closes the steps a job left open, so their figures count, and lets its detectors close theirs. */
+  private closeOpenSteps(j: JobRuntime): void {
+    j.assembler.flush(this.closed);
+    this.processClosed(j);
+    for (const d of j.detectors) d.flush?.(j.lastTs);
   }
 
   private finishJob(id: string, ts: number): void {
     const j = this.jobs.get(id);
     if (!j) return;
-    j.assembler.flush(this.closed);
-    this.processClosed(j);
-    j.slowLink.flush();
+    this.closeOpenSteps(j);
     // What belongs to the job ends with it; hardware findings (throttle, XID) outlive it.
     for (const f of this.log.openFindings()) {
       if (f.job !== id || !JOB_SCOPED.has(f.type)) continue;
@@ -405,10 +362,7 @@ export class DetectorRunner {
     for (const id of swept.stale) {
       // Stale: close the steps it left open, so their figures count; findings stay open.
       const j = this.jobs.get(id);
-      if (!j) continue;
-      j.assembler.flush(this.closed);
-      this.processClosed(j);
-      j.slowLink.flush();
+      if (j) this.closeOpenSteps(j);
     }
     for (const end of swept.ended) this.endQuietJob(end);
   }
@@ -422,9 +376,7 @@ export class DetectorRunner {
       return;
     }
     // Its last steps count first, so what they open resolves with the same reason.
-    j.assembler.flush(this.closed);
-    this.processClosed(j);
-    j.slowLink.flush();
+    this.closeOpenSteps(j);
     const since = new Date(lastStepTs).toISOString();
     const quietS = Math.round((endTs - lastStepTs) / 1000);
     for (const f of this.log.openFindings()) {
@@ -454,13 +406,15 @@ export class DetectorRunner {
       if (f.type === 'straggler') {
         const ids = this.throttleIdsFor(f);
         if (ids.length === 0 && f.gpu !== undefined) {
-          const id = this.throttle.explainByPowerCap(f.host, f.gpu, f.ts, f.id);
+          const id = this.fleetDetector(THROTTLE).detector.explainByPowerCap(f.host, f.gpu, f.ts, f.id);
           if (id) ids.push(id);
         }
         for (const id of ids) this.relate(f, id);
       } else if (f.type === 'throttle') {
+        const straggler = this.jobEntries.indexOf(STRAGGLER);
         for (const j of this.jobs.values()) {
-          for (const inc of j.straggler.openIncidents()) {
+          const d = j.detectors[straggler] as ReturnType<typeof STRAGGLER.create>;
+          for (const inc of d.detector.openIncidents()) {
             if (inc.host !== f.host) continue;
             const gpus = inc.ranks.map((r) => j.ranks.gpu[r]);
             if (f.gpu === undefined || gpus.includes(f.gpu)) this.relate(f, inc.id);
@@ -479,7 +433,7 @@ export class DetectorRunner {
           );
     const ids = new Set<string>();
     for (const g of gpus) {
-      const id = this.throttle.incidentFor(f.host, g);
+      const id = this.fleetDetector(THROTTLE).detector.incidentFor(f.host, g);
       if (id) ids.add(id);
     }
     return [...ids];

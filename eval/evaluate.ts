@@ -1,5 +1,6 @@
 /** Runs evaluation cases through the detectors and sums up, per fault family, what was caught, how fast, and what cried wolf. */
-import { type DetectorConfig, DetectorRunner } from '../detectors/runner.js';
+import type { DetectorConfig } from '../detectors/detector.js';
+import { DetectorRunner } from '../detectors/runner.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { scoreRun } from '../sim/score.js';

@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { LIFECYCLE_DEFAULTS } from '../detectors/findings.js';
-import { DetectorRunner } from '../detectors/runner.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -13,7 +12,7 @@ import { decodeBatch } from '../stream/codec.js';
 import { MemoryTransport } from '../stream/memory.js';
 import { batchByKey } from '../stream/transport.js';
 import { SwitchableStore } from '../tests/helpers.js';
-import { Pipeline } from './pipeline.js';
+import { buildPipeline } from './build.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-pipeline-'));
 const chdb = new ChdbStore({ path: dir });
@@ -40,7 +39,7 @@ describe('embedded pipeline', () => {
     const sim = job(['slow_rank:rank=20,at=10,slowdown=0.4']);
     const events = [...sim.events()];
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({ transport, store: chdb });
+    const pipeline = buildPipeline({ transport, store: chdb });
     await pipeline.start();
     for (let i = 0; i < events.length; i += 500) {
       const batches = batchByKey(events.slice(i, i + 500));
@@ -62,7 +61,7 @@ describe('embedded pipeline', () => {
   it('without raw events still stores steps (heatmaps keep working), MFU and findings', async () => {
     const sim = job(['slow_rank:rank=20,at=10,slowdown=0.4']);
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({ transport, store: chdb, storeEvents: false });
+    const pipeline = buildPipeline({ transport, store: chdb, storeEvents: false });
     await pipeline.start();
     await transport.publish(batchByKey([...sim.events()]));
     await pipeline.stop();
@@ -78,10 +77,10 @@ describe('embedded pipeline', () => {
   it('sets malformed events aside with their reason and keeps the good ones', async () => {
     const transport = new MemoryTransport();
     const dead: string[] = [];
-    const pipeline = new Pipeline({
+    const pipeline = buildPipeline({
       transport,
       store: chdb,
-      onDeadLetters: (rows) => dead.push(...rows.map((r) => r.reason)),
+      deadLetterSinks: [{ name: 'test', write: (rows) => void dead.push(...rows.map((r) => r.reason)) }],
     });
     await pipeline.start();
     const good = [...job().events()].slice(0, 300);
@@ -103,7 +102,7 @@ describe('embedded pipeline', () => {
   });
 
   it('stores events and dead letters as the text they arrived as, when the transport decoded bytes', async () => {
-    const pipeline = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    const pipeline = buildPipeline({ transport: new MemoryTransport(), store: chdb });
     await chdb.migrate();
     const [first, second] = [...job().events()];
     const sent = `${JSON.stringify(first)}\n{ "v": 1,  "kind": "step", "ts": 1 }\n${JSON.stringify(second).replace(',', ', ')}\n`;
@@ -119,7 +118,7 @@ describe('embedded pipeline', () => {
     const store = new SwitchableStore(chdb);
     const transport = new MemoryTransport({ maxQueuedBatches: 2 });
     const retries: number[] = [];
-    const pipeline = new Pipeline({ transport, store, onStoreRetry: (_e, n) => retries.push(n) });
+    const pipeline = buildPipeline({ transport, store, onStoreRetry: (_e, n) => retries.push(n) });
     await pipeline.start();
     const events = [...job().events()];
     store.down = true;
@@ -144,7 +143,7 @@ describe('embedded pipeline', () => {
   it('stops within the grace period when the store stays down, saying so, instead of hanging', async () => {
     const store = new SwitchableStore(chdb);
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({ transport, store, stopGraceMs: 300 });
+    const pipeline = buildPipeline({ transport, store, stopGraceMs: 300 });
     await pipeline.start();
     store.down = true;
     await transport.publish(batchByKey([...job().events()].slice(0, 500)));
@@ -164,7 +163,7 @@ describe('embedded pipeline', () => {
   it('close() without draining finishes the batch in hand once the store is back', async () => {
     const store = new SwitchableStore(chdb);
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({ transport, store, stopGraceMs: 60_000 });
+    const pipeline = buildPipeline({ transport, store, stopGraceMs: 60_000 });
     await pipeline.start();
     store.down = true;
     const events = [...job().events()].slice(0, 500);
@@ -190,10 +189,10 @@ describe('embedded pipeline', () => {
     };
     const dead: string[] = [];
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({
+    const pipeline = buildPipeline({
       transport,
       store: refusing,
-      onDeadLetters: (r) => dead.push(...r.map((x) => x.reason)),
+      deadLetterSinks: [{ name: 'test', write: (r) => void dead.push(...r.map((x) => x.reason)) }],
     });
     await pipeline.start();
     const events = [...job().events()].slice(0, 300);
@@ -233,10 +232,10 @@ describe('embedded pipeline', () => {
       endFloorMs: 0,
     };
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({
+    const pipeline = buildPipeline({
       transport,
       store: chdb,
-      runner: new DetectorRunner({ lifecycle }),
+      detectors: { lifecycle },
       idleAdvanceMs: 50,
     });
     await pipeline.start();
@@ -266,7 +265,7 @@ describe('Kafka deliveries', () => {
     await chdb.migrate();
     const good = [...job().events()].slice(0, 40);
     const bad = { v: 1, kind: 'step', ts: 1 };
-    const pipeline = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    const pipeline = buildPipeline({ transport: new MemoryTransport(), store: chdb });
     const a = pipeline.handle({
       key: 'sim-2',
       partition: 1,

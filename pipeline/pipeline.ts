@@ -1,8 +1,9 @@
 /**
  * The detection pipeline, whatever the bus and store: take a delivered batch, set malformed
- * events aside with their reason, run the detectors, write events and output to the store, then
- * acknowledge. A store that is down is retried with backoff while the batch is held, so the bus
- * stops delivering and producers feel the backpressure; nothing is dropped.
+ * events aside with their reason, run the detectors, write events and output to the store, hand
+ * findings and dead letters to the sinks, then acknowledge. A store that is down is retried with
+ * backoff while the batch is held, so the bus stops delivering and producers feel the
+ * backpressure; nothing is dropped. Commands build one with `buildPipeline` (pipeline/build.ts).
  */
 import { RankwatchError, retry } from '../core/errors.js';
 import { DetectorRunner } from '../detectors/runner.js';
@@ -21,6 +22,7 @@ import {
 } from '../store/rows.js';
 import type { Store } from '../store/store.js';
 import type { Delivery, Transport } from '../stream/transport.js';
+import type { DeadLetterSink, FindingSink } from './sinks.js';
 
 export interface PipelineOptions {
   transport: Transport;
@@ -32,10 +34,16 @@ export interface PipelineOptions {
    * then stays empty.
    */
   storeEvents?: boolean;
-  onFindings?: (findings: Finding[]) => void;
+  /** Every finding event goes to each, in order, before its delivery is acknowledged. */
+  findingSinks?: FindingSink[];
+  /** Every dead letter goes to each (besides the store), before its delivery is acknowledged. */
+  deadLetterSinks?: DeadLetterSink[];
   /** Valid events once stored (e.g. health checks for the repair loop); must return at once. */
   onEvents?: (events: RankwatchEvent[]) => void;
-  onDeadLetters?: (rows: DeadLetter[]) => void;
+  /** A delivery was stored and sunk, just before it is acknowledged (e.g. the bus is healthy). */
+  onHandled?: (d: Delivery) => void;
+  /** Names the store in the topology line (default: its type). */
+  storeName?: string;
   onStoreRetry?: (err: unknown, attempt: number) => void;
   /** Told when a store write succeeds after failed attempts (the end of an outage). */
   onStoreRecovered?: () => void;
@@ -113,19 +121,43 @@ export class Pipeline {
   private deliveredAt = Date.now();
   private idleTimer: NodeJS.Timeout | undefined;
   private lastError: string | undefined;
+  /** A delivery stored but not yet sunk (a sink failed): its redelivery sinks without storing again. */
+  private readonly stored = new WeakMap<Delivery, Handled>();
+  private paused = false;
 
   constructor(private readonly o: PipelineOptions) {
     this.runner = o.runner ?? new DetectorRunner();
   }
 
-  /** Starts the store first, then consumption, so nothing is read that cannot be written. */
+  /** Where events come from and where what they produce goes, in one line for the start-up log. */
+  describe(): string {
+    const t = this.o.transport as Transport & { name?: string };
+    const detectors = this.runner.detectorNames();
+    const parts = [
+      `pipeline: ${t.type}${t.name ? ` ${t.name}` : ''}`,
+      `${detectors.length} detectors (${detectors.join(', ')})`,
+      `store: ${this.o.store ? (this.o.storeName ?? this.o.store.type) : 'none'}`,
+    ];
+    const sinks = (label: string, list: { name: string }[] | undefined) =>
+      list?.length ? [`${label}: ${list.map((s) => s.name).join(', ')}`] : [];
+    return [
+      parts.join(' → '),
+      ...sinks('findings', this.o.findingSinks),
+      ...sinks('dead letters', this.o.deadLetterSinks),
+    ].join(' · ');
+  }
+
+  /**
+   * Starts the store first, then consumption, so nothing is read that cannot be written. A failed
+   * start (store or bus down) can be tried again.
+   */
   async start(): Promise<void> {
     if (this.started) return;
-    this.started = true;
     await this.o.store?.migrate();
     await this.o.transport.consume(async (d) => {
       await this.handle(d);
     });
+    this.started = true;
     const idle = this.o.idleAdvanceMs ?? 30_000;
     if (idle > 0) this.idleTimer = setInterval(() => this.advanceIdle(idle), idle).unref();
   }
@@ -138,7 +170,9 @@ export class Pipeline {
     const out = this.runner.take();
     if (out.findings.length + out.mfu.length + out.rollups.length === 0) return;
     // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
-    const p = this.write([], [], out).catch(() => {});
+    const p = this.write([], [], out)
+      .then(() => this.sink(out.findings, [], undefined))
+      .catch(() => {});
     this.inflight.add(p);
     p.then(() => this.inflight.delete(p));
   }
@@ -146,8 +180,12 @@ export class Pipeline {
   /** Waits for everything published to be processed, flushes the detectors and writes what remains. */
   async drain(): Promise<void> {
     await this.o.transport.drain();
-    this.runner.flush();
-    await this.write([], [], this.runner.take());
+    // A recorded input is over: jobs that never said `finished` end as the live run would end them.
+    if (this.o.transport.bounded) this.runner.endOfInput();
+    else this.runner.flush();
+    const out = this.runner.take();
+    await this.write([], [], out);
+    await this.sink(out.findings, [], undefined);
   }
 
   /**
@@ -192,6 +230,7 @@ export class Pipeline {
       // Batches in hand finish (or give up after the grace period, see write) before close resolves.
       await Promise.allSettled(this.inflight);
       this.abort.abort();
+      for (const s of [...(this.o.findingSinks ?? []), ...(this.o.deadLetterSinks ?? [])]) await s.close?.();
     })();
     return this.closed;
   }
@@ -210,7 +249,7 @@ export class Pipeline {
    * other delivery's).
    */
   handle(d: Delivery): Promise<Handled> {
-    const p = this.process(d);
+    const p = this.processAndSink(d);
     this.inflight.add(p);
     const forget = () => this.inflight.delete(p);
     p.then(forget, forget);
@@ -224,6 +263,21 @@ export class Pipeline {
       reason: this.failingSince === undefined ? undefined : this.lastError,
       retries: this.c.store_retries,
     };
+  }
+
+  private async processAndSink(d: Delivery): Promise<Handled> {
+    const handled = this.stored.get(d) ?? (await this.process(d));
+    this.stored.set(d, handled);
+    await this.sink(handled.findings, handled.deadLetters, d);
+    this.stored.delete(d);
+    this.o.onHandled?.(d);
+    return handled;
+  }
+
+  /** Findings and dead letters to every sink, in order; a sink that rejects holds the delivery. */
+  private async sink(findings: Finding[], dead: DeadLetter[], d: Delivery | undefined): Promise<void> {
+    if (dead.length) for (const s of this.o.deadLetterSinks ?? []) await s.write(dead, d);
+    if (findings.length) for (const s of this.o.findingSinks ?? []) await s.write(findings);
   }
 
   private async process(d: Delivery): Promise<Handled> {
@@ -257,6 +311,7 @@ export class Pipeline {
           reason: undecodable[u].reason,
           raw: undecodable[u].raw,
           ...at(m.offset),
+          ...(undecodable[u].line === undefined ? {} : { line: undecodable[u].line }),
         });
       for (let k = 0; k < m.events; k++, i++) {
         const value = d.events[i];
@@ -274,6 +329,7 @@ export class Pipeline {
             reason: v.reason,
             raw: d.lines?.[i] ?? JSON.stringify(value) ?? String(value),
             ...at(m.offset),
+            ...(d.lineNumbers ? { line: d.lineNumbers[i] } : {}),
           });
         }
       }
@@ -293,11 +349,6 @@ export class Pipeline {
     return { deadLetters: dead, findings: out.findings };
   }
 
-  /**
-   * Rebuilds detector state from a batch that was processed (and stored) before, e.g. by another
-   * consumer that owned its partition: the detectors see its events, their output is dropped, so
-   * a new owner goes on where the old one stopped without re-opening its findings.
-   */
   /**
    * Rebuilds detector state from the raw events the store kept for the last `windowMs` of event
    * time (oldest first, a minute of event time at a time), output dropped, the way `replay` does
@@ -321,6 +372,11 @@ export class Pipeline {
     return seen;
   }
 
+  /**
+   * Rebuilds detector state from a batch that was processed (and stored) before, e.g. by another
+   * consumer that owned its partition: the detectors see its events, their output is dropped, so
+   * a new owner goes on where the old one stopped without re-opening its findings.
+   */
   replay(d: Delivery): void {
     for (const value of d.events) {
       const v = validateEvent(value);
@@ -366,9 +422,7 @@ export class Pipeline {
     this.c.dead_letters += dead.length;
     this.c.findings += out.findings.length;
     this.c.mfu_points += out.mfu.length;
-    if (dead.length) this.o.onDeadLetters?.(dead);
     if (good.length) this.o.onEvents?.(good);
-    if (out.findings.length) this.o.onFindings?.(out.findings);
     return dead;
   }
 
@@ -442,10 +496,17 @@ export class Pipeline {
         this.c.store_retries++;
         this.lastError = (err as Error)?.message ?? String(err);
         this.failingSince ??= Date.now();
+        // The store is behind or away: stop fetching until it takes this batch.
+        if (!this.paused) this.o.transport.pause?.();
+        this.paused = true;
         if (this.stopping && Date.now() - this.failingSince >= this.grace()) this.abort.abort();
         this.o.onStoreRetry?.(err, attempt);
       },
     });
+    if (this.paused) {
+      this.paused = false;
+      this.o.transport.resume?.();
+    }
     if (this.failingSince !== undefined) this.o.onStoreRecovered?.();
     this.failingSince = undefined;
   }

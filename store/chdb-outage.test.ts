@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { MemoryTransport } from '../stream/memory.js';
 import { batchByKey } from '../stream/transport.js';
@@ -82,7 +82,7 @@ describe.skipIf(!mounted)('chdb on a full disk', () => {
       ...new ClusterSim({ ranks: 16, steps: 40, seed: 3, startTs: Date.now() - 600_000 }).events(),
     ];
     const transport = new MemoryTransport();
-    const pipeline = new Pipeline({ transport, store: s });
+    const pipeline = buildPipeline({ transport, store: s });
     await pipeline.start();
     fillDisk();
     const publishing = transport.publish(batchByKey(events));

@@ -21,6 +21,8 @@ export interface DeadLetter {
   topic?: string;
   partition?: number;
   offset?: number;
+  /** The input line, when read from a file. Not stored in the table. */
+  line?: number;
 }
 
 export interface InsertBatch {

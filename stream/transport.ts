@@ -22,7 +22,9 @@ export interface Delivery {
   /** The text each event arrived as, aligned with `events`, when the transport decoded bytes. */
   lines?: string[];
   /** Payloads the transport could not decode, with the reason, for the dead-letter sink. */
-  undecodable?: { raw: string; reason: string }[];
+  undecodable?: { raw: string; reason: string; line?: number }[];
+  /** The input line each event was read from, aligned with `events` (file sources). */
+  lineNumbers?: number[];
   /**
    * The bus messages this delivery holds, in order (Kafka): each one's offset and how many of
    * `events` and `undecodable` came from it. The store deduplicates per message, so a message
@@ -60,6 +62,14 @@ export interface Transport extends Publisher {
   /** Idempotent; stops delivery after the batch in flight and releases resources. */
   stop(): Promise<void>;
   counters(): TransportCounters;
+  /**
+   * A recorded input that ends (a file): once it is drained, jobs that never said `finished` end
+   * as the live run would have ended them. Live buses leave it unset.
+   */
+  readonly bounded?: boolean;
+  /** Stops fetching while the store holds a batch back (Kafka); delivery resumes on `resume`. */
+  pause?(): void;
+  resume?(): void;
 }
 
 /** Key for an event: its job, else its host, else a fixed key. */

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../schema/finding.js';
+import { expectBuiltPipeline } from './helpers.js';
 
 const run = promisify(execFile);
 const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
@@ -60,6 +61,11 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
     const r = await rankwatch('replay', faulty, '--findings', out);
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/replayed \d+ events/);
+    expectBuiltPipeline(
+      r.stderr,
+      `file ${faulty}`,
+      /^none · findings: file .*f1\.jsonl · dead letters: stderr summary$/,
+    );
     const [injected] = JSON.parse(readFileSync(truth, 'utf8'));
     expect(injected).toMatchObject({ host: 'gpu-0004', gpu: 5, rank: 37 });
     const hits = readFindings(out).filter(
@@ -155,7 +161,13 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
     );
     expect(sim.code).toBe(0);
     const out = join(dir, 'f-small.jsonl');
-    expect((await rankwatch('replay', small, '--findings', out, '--data', data)).code).toBe(0);
+    const stored = await rankwatch('replay', small, '--findings', out, '--data', data);
+    expect(stored.code).toBe(0);
+    expectBuiltPipeline(
+      stored.stderr,
+      `file ${small}`,
+      /^chDB at .* · findings: file .*f-small\.jsonl · dead letters: stderr summary$/,
+    );
     const { ChdbStore } = await import('../store/chdb.js');
     const { findingsOf, tableCounts } = await import('../store/queries.js');
     const store = new ChdbStore({ path: data });
@@ -337,6 +349,7 @@ describe('rankwatch demo', () => {
     );
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/FOUND +throttle: gpu-0001\/1/);
+    expectBuiltPipeline(r.stdout, 'memory', /^chDB at .* · findings: summary, console$/);
     expect(r.stdout).toMatch(/Injected faults/);
     expect(r.stdout).toMatch(/Job MFU: \d+\.\d%/);
     expect(r.stdout).toMatch(/stored: events [1-9][\d,]*, steps 7,680/);

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ClickHouseStore, type ClickHouseStoreConfig } from '../store/clickhouse.js';
@@ -190,7 +190,7 @@ describe('store outage through the pipeline', () => {
     const events = [...sim.events()];
     const transport = new MemoryTransport({ maxQueuedBatches: 2, retryDelayMs: 20 });
     const retries: unknown[] = [];
-    const pipeline = new Pipeline({ transport, store: s, onStoreRetry: (err) => retries.push(err) });
+    const pipeline = buildPipeline({ transport, store: s, onStoreRetry: (err) => retries.push(err) });
     await pipeline.start();
     await fixture.down();
     let published = false;

@@ -3,7 +3,9 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { expect } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
+import { DETECTORS } from '../detectors/list.js';
 import type { InsertBatch } from '../store/rows.js';
 import type { Store } from '../store/store.js';
 
@@ -131,4 +133,18 @@ export class SwitchableStore implements Store {
   close() {
     return Promise.resolve();
   }
+}
+
+/**
+ * Checks a command built its pipeline through the one builder (pipeline/build.ts): its output
+ * has the builder's topology line, naming the source and every detector of detectors/list.ts in
+ * order; `sinks` is matched against the rest of the line (the store, then where findings and dead
+ * letters go).
+ */
+export function expectBuiltPipeline(output: string, source: string, sinks: RegExp): void {
+  const line = output.split('\n').find((l) => l.includes('pipeline: '));
+  expect(line, `no topology line in:\n${output.slice(0, 2000)}`).toBeDefined();
+  const names = DETECTORS.map((d) => d.name).join(', ');
+  expect(line).toContain(`pipeline: ${source} → ${DETECTORS.length} detectors (${names}) → store: `);
+  expect(line!.split('→ store: ')[1].trim()).toMatch(sinks);
 }

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { ChdbStore } from '../store/chdb.js';
 import { KafkaTransport } from '../stream/kafka.js';
@@ -45,7 +45,7 @@ describe.skipIf(brokers().length === 0)('kafka: the same batch sent twice by its
     await producer.stop();
 
     const consumer = new KafkaTransport(cfg);
-    const pipeline = new Pipeline({ transport: consumer, store: chdb });
+    const pipeline = buildPipeline({ transport: consumer, store: chdb });
     await pipeline.start();
     await waitFor(() => caughtUp(brokers(), n.group, n.topic), 60_000, 'the group to commit everything');
     await pipeline.stop();

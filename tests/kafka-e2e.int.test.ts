@@ -15,6 +15,7 @@ import { KafkaTransport } from '../stream/kafka.js';
 import { DiskSpool } from '../stream/spool.js';
 import { SpoolingPublisher } from '../stream/spool-publisher.js';
 import { batchByKey } from '../stream/transport.js';
+import { expectBuiltPipeline } from './helpers.js';
 import {
   brokers,
   caughtUp,
@@ -174,6 +175,7 @@ describe.skipIf(brokers().length === 0)('collectors -> Kafka -> two detect insta
     d2.kill('SIGTERM');
     expect(await exited(d1)).toBe(0);
     expect(await exited(d2)).toBe(0);
+    expectBuiltPipeline(d1.log(), 'kafka', /^chDB at .* · dead letters: kafka dead-letter topic$/);
 
     const dumps = [await dumpStore(join(dir, `${n.group}-d1`)), await dumpStore(join(dir, `${n.group}-d2`))];
     // Each instance did one job's share.

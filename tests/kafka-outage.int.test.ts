@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { ChdbStore } from '../store/chdb.js';
@@ -45,7 +45,7 @@ describe.skipIf(brokers().length === 0)('a 30 s broker outage under a publishing
 
     const store = new ChdbStore({ path: join(dir, 'store') });
     const consumer = new KafkaTransport({ brokers: address, ...n, partitions: 2, sessionTimeoutMs: 10_000 });
-    const pipeline = new Pipeline({ transport: consumer, store });
+    const pipeline = buildPipeline({ transport: consumer, store });
     await pipeline.start();
 
     const spool = new DiskSpool({ dir: join(dir, 'spool'), maxBytes: 512 << 20 });

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { ChdbStore } from '../store/chdb.js';
 import { DeliveryRanges } from '../store/delivery-ranges.js';
@@ -48,7 +48,7 @@ describe.skipIf(brokers().length === 0)('kafka: a crash after the store write, t
 
     // First owner: two messages per delivery; it stores offsets 2-3 and "crashes" before committing.
     const first = new KafkaTransport({ ...cfg, mergeEvents: 2 * per }, { boundaries: ranges });
-    const p1 = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    const p1 = buildPipeline({ transport: new MemoryTransport(), store: chdb });
     let stored23 = false;
     await first.consume(async (d) => {
       await p1.handle(d);
@@ -62,7 +62,7 @@ describe.skipIf(brokers().length === 0)('kafka: a crash after the store write, t
 
     // Next owner: merges everything it fetches into one delivery unless a recorded range says otherwise.
     const next = new KafkaTransport({ ...cfg, mergeEvents: 32_768 }, { boundaries: ranges });
-    const p2 = new Pipeline({ transport: new MemoryTransport(), store: chdb });
+    const p2 = buildPipeline({ transport: new MemoryTransport(), store: chdb });
     const seen: string[] = [];
     await next.consume(async (d) => {
       // Noted as handed over (in offset order): several deliveries are in flight, and finish in any order.

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Pipeline } from '../pipeline/pipeline.js';
+import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { ChdbStore } from '../store/chdb.js';
 import { tableCounts } from '../store/queries.js';
@@ -51,7 +51,7 @@ describe.skipIf(brokers().length === 0)('kafka detector shutdown with the store 
 
     const down = new SwitchableStore(chdb);
     down.down = true;
-    const first = new Pipeline({ transport: new KafkaTransport(cfg), store: down, stopGraceMs: 1_000 });
+    const first = buildPipeline({ transport: new KafkaTransport(cfg), store: down, stopGraceMs: 1_000 });
     await first.start();
     await waitFor(() => down.failures >= 2, 60_000);
     const t = Date.now();
@@ -60,7 +60,7 @@ describe.skipIf(brokers().length === 0)('kafka detector shutdown with the store 
     expect(await committed(n.group, n.topic)).toBe(0);
     expect((await tableCounts(chdb)).events).toBe(0);
 
-    const second = new Pipeline({ transport: new KafkaTransport(cfg), store: chdb });
+    const second = buildPipeline({ transport: new KafkaTransport(cfg), store: chdb });
     await second.start();
     await waitFor(async () => (await tableCounts(chdb)).events >= events.length, 60_000);
     await second.stop();

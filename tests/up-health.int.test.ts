@@ -67,7 +67,7 @@ describe('rankwatch up health', () => {
       await up.pipeline.drain();
       const [row] = await chdb.query<{ n: string }>('SELECT count() AS n FROM events FINAL');
       expect(Number(row.n)).toBe(events.length);
-      const storeLines = lines.filter((l) => /store/.test(l));
+      const storeLines = lines.filter((l) => /store/.test(l) && !l.includes('pipeline: '));
       expect(storeLines).toHaveLength(2);
       expect(storeLines[0]).toMatch(
         /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z WARN rankwatch up: store failing: /,

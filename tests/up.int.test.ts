@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postLines, type Running, simLines, startRankwatch, until } from './helpers.js';
+import { expectBuiltPipeline, postLines, type Running, simLines, startRankwatch, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-'));
 
@@ -19,6 +19,10 @@ describe('rankwatch up', () => {
   beforeAll(async () => {
     up = startRankwatch(['up', '--port', '0', '--data', join(dir, 'data'), '--token', 't0k']);
     url = await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1]);
+  });
+
+  it('builds its pipeline through the builder: the in-process bus, the detectors, chDB, the console', () => {
+    expectBuiltPipeline(up.stderr(), 'wal(memory)', /^chDB at .* · findings: actions, console$/);
   });
 
   afterAll(() => {

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import { Pipeline } from '../../pipeline/pipeline.js';
+import { buildPipeline } from '../../pipeline/build.js';
+import { callbackSink, consoleSink } from '../../pipeline/sinks.js';
 import type { RankwatchEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
 import { SIM_DEFAULTS } from '../../sim/cluster.js';
@@ -71,24 +72,27 @@ ${SIM_FLAGS_HELP}`,
       const s = Math.max(0, Math.round((ts - t0) / 1000));
       return `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
     };
-    const pipeline = new Pipeline({
+    const pipeline = buildPipeline({
       transport,
       store,
-      onFindings: (fs) => {
-        all.push(...fs);
-        for (const f of fs) {
-          if (f.state === 'update') continue;
-          progress.clear();
-          console.log(
-            `[${clock(f.ts)}] ${f.state === 'open' ? 'FOUND   ' : 'RESOLVED'} ${f.type}: ${f.summary}`,
-          );
-        }
-      },
+      storeName: `chDB at ${dataDir}`,
+      findingSinks: [
+        callbackSink('summary', (fs) => all.push(...fs)),
+        consoleSink(
+          (line) => {
+            progress.clear();
+            console.log(line);
+          },
+          (f) => clock(f.ts),
+          false,
+        ),
+      ],
     });
     console.log(
       `rankwatch demo: job ${simulation.opts.job}, ${ranks} ranks (tp ${simulation.layout.tp}, dp ${simulation.layout.dp}, pp ${simulation.layout.pp}), ` +
         `${steps} steps, ${simulation.opts.gpuModel}; injecting ${faults.join(', ')}; chDB at ${dataDir}`,
     );
+    console.log(pipeline.describe());
     await pipeline.start();
     const wallStart = performance.now();
     let batch: RankwatchEvent[] = [];

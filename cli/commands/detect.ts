@@ -5,7 +5,9 @@ import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
 import { Metrics } from '../../core/metrics.js';
-import { Pipeline } from '../../pipeline/pipeline.js';
+import { buildPipeline } from '../../pipeline/build.js';
+import type { Pipeline } from '../../pipeline/pipeline.js';
+import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
 import { KafkaTransport } from '../../stream/kafka.js';
@@ -112,7 +114,6 @@ ${STORE_FLAGS_HELP}`,
       process.env,
       (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
     );
-    const out = values.findings ? new LineWriter(values.findings) : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
       log: kafkaLog,
@@ -125,22 +126,30 @@ ${STORE_FLAGS_HELP}`,
       // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
       boundaries: new DeliveryRanges(store),
     });
-    let paused = false;
-    pipeline = new Pipeline({
+    pipeline = buildPipeline({
       transport,
       store,
+      storeName: where,
       storeEvents: values['no-events'] !== true,
-      onFindings: (fs) => alerting?.onFindings(fs),
-      onStoreRetry: (err) => {
-        // The store is behind or away: stop fetching until it takes this batch.
-        if (!paused) transport.pause();
-        paused = true;
-        // Logged once when the failure starts and once when it ends, not per attempt.
-        health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`);
+      // Dead letters and findings go out before the offset is committed: at least once as well.
+      deadLetterSinks: [busDeadLetterSink(transport)],
+      findingSinks: [
+        ...(values.findings
+          ? [findingFileSink(`file ${values.findings}`, new LineWriter(values.findings))]
+          : []),
+        ...(alerting ? [alertSink(alerting)] : []),
+      ],
+      onHandled: () => {
+        if (busFailedAt) busOk();
       },
+      // The pipeline stops fetching while the store holds a batch back. Logged once when the
+      // failure starts and once when it ends, not per attempt.
+      onStoreRetry: (err) =>
+        health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`),
       onStoreRecovered: () => health.ok('store'),
     });
     const p = pipeline;
+    log('info', p.describe());
 
     // A store or broker that is down (or not up yet) is waited for, with backoff, until SIGTERM.
     const waitFor = <T>(what: 'store' | 'bus', fn: () => Promise<T>) =>
@@ -160,25 +169,6 @@ ${STORE_FLAGS_HELP}`,
       await store.close();
       return 0;
     }
-    const stored = new WeakMap<object, Awaited<ReturnType<typeof p.handle>>>();
-    const handler = async (d: Parameters<Parameters<typeof transport.consume>[0]>[0]) => {
-      // This delivery's own dead letters and findings (several are in flight at once). A retry
-      // after a failed dead-letter send (same delivery object) sends again without storing again.
-      const handled = stored.get(d) ?? (await p.handle(d));
-      stored.set(d, handled);
-      const { deadLetters: dl, findings: fs } = handled;
-      if (busFailedAt) busOk();
-      if (paused) {
-        transport.resume();
-        paused = false;
-      }
-      // Dead letters and findings go out before the offset is committed: at least once as well.
-      if (dl.length) await transport.deadLetter(dl, { partition: d.partition, offset: d.offset });
-      if (out && fs.length) {
-        for (const f of fs) await out.write(JSON.stringify(f));
-        await out.flush();
-      }
-    };
     const figures = () => {
       const t = transport.counters();
       const c = p.counters();
@@ -200,15 +190,14 @@ ${STORE_FLAGS_HELP}`,
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
     try {
-      await waitFor('bus', () => transport.consume(handler));
+      await waitFor('bus', () => p.start());
       busOk();
     } catch (err) {
       if (!stopping.signal.aborted) throw err;
       log('info', `${await stopped}: stopped while waiting for the bus`);
       clearInterval(busQuiet);
       if (timer) clearInterval(timer);
-      await transport.stop();
-      await out?.close();
+      await p.close();
       await store.close();
       await server?.close();
       return 0;
@@ -223,9 +212,7 @@ ${STORE_FLAGS_HELP}`,
     if (timer) clearInterval(timer);
     // The batch in hand finishes and commits; with the store down it is given up after the grace
     // period (uncommitted, so the next owner gets it) instead of holding shutdown.
-    await p.close();
-    await out?.close();
-    await alerting?.stop();
+    await p.close(); // and its sinks: the findings file, the alerts
     await store.close();
     stats();
     await server?.close();

@@ -1,11 +1,11 @@
 import { RankwatchError } from '../../core/errors.js';
-import { DETECTOR_DEFAULTS, DetectorRunner } from '../../detectors/runner.js';
+import { DETECTOR_DEFAULTS } from '../../detectors/runner.js';
 import { parseConvention } from '../../mfu/flops.js';
-import type { Finding } from '../../schema/finding.js';
-import { parseEventLine } from '../../schema/validate.js';
-import { deadLetterRows, eventRows, type InsertBatch, outputRows } from '../../store/rows.js';
+import { buildPipeline } from '../../pipeline/build.js';
+import { deadLetterFileSink, findingFileSink } from '../../pipeline/sinks.js';
+import { FileTransport } from '../../stream/file.js';
 import { type Command, num, parse } from '../args.js';
-import { LineWriter, readLineChunks } from '../jsonl.js';
+import { LineWriter } from '../jsonl.js';
 import { ExpiredCount } from '../retention.js';
 import { stdinToFile } from '../stdin.js';
 import { openStore, STORE_FLAGS } from '../store-options.js';
@@ -51,7 +51,7 @@ event exits 1.
     }
     if (positionals.length !== 1)
       throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give one input FILE, or - for stdin');
-    const runner = new DetectorRunner({
+    const detectors = {
       convention: values.convention ? parseConvention(values.convention) : DETECTOR_DEFAULTS.convention,
       checkpointInterval: {
         ...DETECTOR_DEFAULTS.checkpointInterval,
@@ -60,9 +60,7 @@ event exits 1.
             ? undefined
             : num(values['gpu-mtbf-h'], 'gpu-mtbf-h', undefined, { min: 0, exclusiveMin: true }),
       },
-    });
-    const out = new LineWriter(values.findings);
-    const dead = values['dead-letter'] ? new LineWriter(values['dead-letter']) : undefined;
+    };
     // Replay stores only when asked to: a folder, a server, or an explicit --store.
     const wantsStore =
       values.data !== undefined || values['clickhouse-url'] !== undefined || values.store !== undefined;
@@ -71,74 +69,49 @@ event exits 1.
     const opened = wantsStore ? await openStore(values) : undefined;
     const store = opened?.store;
     const expired = new ExpiredCount(opened?.config.schema?.rawTtlDays);
-    await store?.migrate();
     const errors: string[] = [];
     const jobsSeen = new Set<string>();
-    let malformed = 0;
-    let events = 0;
-    let findings = 0;
-    const started = performance.now();
-    const pending: Parameters<typeof eventRows>[0] = [];
-    const pendingLines: string[] = [];
-    const deadRows: Parameters<typeof deadLetterRows>[0] = [];
-
-    const emit = async (fs: Finding[]) => {
-      findings += fs.length;
-      for (const f of fs) await out.write(JSON.stringify(f));
-    };
-    const flushStore = async () => {
-      if (!store) return;
-      const o = runner.take();
-      await emit(o.findings);
-      const batches: InsertBatch[] = [
-        ...eventRows(pending, pendingLines),
-        ...deadLetterRows(deadRows),
-        ...outputRows(o),
-      ];
-      pending.length = 0;
-      pendingLines.length = 0;
-      deadRows.length = 0;
-      await store.insert(batches);
-    };
-
-    try {
-      for await (const { first, lines } of readLineChunks(input)) {
-        for (let i = 0; i < lines.length; i++) {
-          const line = lines[i];
-          if (line.length === 0 || line.trim().length === 0) continue;
-          const n = first + i;
-          const v = parseEventLine(line);
-          if (!v.ok) {
-            malformed++;
-            if (errors.length < SHOW_FIRST_ERRORS) errors.push(`  line ${n}: ${v.reason}`);
-            await dead?.write(JSON.stringify({ line: n, reason: v.reason, raw: line }));
-            if (store) deadRows.push({ ts: Date.now(), source: positionals[0], reason: v.reason, raw: line });
-            continue;
-          }
-          events++;
-          if ('job' in v.event && v.event.job) jobsSeen.add(v.event.job);
-          runner.push(v.event);
-          if (store) {
-            expired.see(v.event.ts);
-            pending.push(v.event);
-            pendingLines.push(line.trim());
-            if (pending.length >= 50_000) await flushStore();
-          }
+    const source = new FileTransport({ path: input, linesPerDelivery: store ? 50_000 : 8192 });
+    const pipeline = buildPipeline({
+      transport: source,
+      store,
+      storeName: opened?.where,
+      detectors,
+      findingSinks: [
+        findingFileSink(
+          values.findings ? `file ${values.findings}` : 'stdout',
+          new LineWriter(values.findings),
+        ),
+      ],
+      deadLetterSinks: [
+        {
+          name: 'stderr summary',
+          write: (letters) => {
+            for (const d of [...letters].sort((a, b) => (a.line ?? 0) - (b.line ?? 0)))
+              if (errors.length < SHOW_FIRST_ERRORS) errors.push(`  line ${d.line}: ${d.reason}`);
+          },
+        },
+        ...(values['dead-letter']
+          ? [deadLetterFileSink(`file ${values['dead-letter']}`, new LineWriter(values['dead-letter']))]
+          : []),
+      ],
+      onEvents: (events) => {
+        for (const e of events) {
+          if ('job' in e && e.job) jobsSeen.add(e.job);
+          expired.see(e.ts);
         }
-        if (!store) await emit(runner.take().findings);
-      }
+      },
+    });
+    if (!values.quiet) process.stderr.write(`${pipeline.describe()}\n`);
+    const started = performance.now();
+    try {
+      await pipeline.start();
+      await pipeline.stop();
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${positionals[0]}`);
-      }
+      await store?.close();
       throw err;
     }
-    // A recorded file is over: jobs that never said `finished` end as the live run would end them.
-    runner.endOfInput();
-    if (store) await flushStore();
-    else await emit(runner.take().findings);
-    await out.close();
-    await dead?.close();
+    const { events, dead_letters: malformed, findings } = pipeline.counters();
     // With a store, end with each job's report (on stderr when the findings take stdout).
     if (store && !values.quiet)
       (values.findings ? process.stdout : process.stderr).write(

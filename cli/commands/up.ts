@@ -10,8 +10,9 @@ import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger, type Logger, silentLogger } from '../../core/log.js';
 import { Metrics } from '../../core/metrics.js';
-import { Pipeline } from '../../pipeline/pipeline.js';
-import type { Finding } from '../../schema/finding.js';
+import { buildPipeline } from '../../pipeline/build.js';
+import type { Pipeline } from '../../pipeline/pipeline.js';
+import { actionSink, alertSink, consoleSink, type FindingSink } from '../../pipeline/sinks.js';
 import { deadLetterRows } from '../../store/rows.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
@@ -40,7 +41,10 @@ export interface UpOptions {
    * restart carries on with the findings it had (default 60; 0: start empty).
    */
   rebuildMinutes?: number;
-  onFindings?: (findings: Finding[]) => void;
+  /** Where findings go besides the store, the repair loop and the alerts (e.g. the console). */
+  sinks?: FindingSink[];
+  /** Names the store in the topology line. */
+  storeName?: string;
   /** Runtime log (default: silent). */
   logger?: Logger;
   /** Started alert sinks; they get every finding event and stop with the server. */
@@ -69,20 +73,22 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const log = o.logger ?? silentLogger();
   const health = new Health(log);
   health.ok('store');
-  const pipeline = new Pipeline({
+  const pipeline = buildPipeline({
     transport,
     store,
+    storeName: o.storeName,
     onEvents: o.automation?.onEvents,
-    onFindings: (fs) => {
-      o.automation?.onFindings(fs);
-      o.alerting?.onFindings(fs);
-      o.onFindings?.(fs);
-    },
+    findingSinks: [
+      ...(o.automation ? [actionSink(o.automation)] : []),
+      ...(o.alerting ? [alertSink(o.alerting)] : []),
+      ...(o.sinks ?? []),
+    ],
     // One line when the store starts failing and one when it is back (Health logs transitions).
     onStoreRetry: (err) =>
       health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`),
     onStoreRecovered: () => health.ok('store'),
   });
+  log.info(pipeline.describe());
   await pipeline.start();
   const rebuilt = await pipeline.rebuild(store, (o.rebuildMinutes ?? 60) * 60_000);
   if (rebuilt > 0)
@@ -151,9 +157,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
     (closing ??= (async () => {
       await app.close();
       try {
-        await pipeline.stop();
-        await o.automation?.idle();
-        await o.alerting?.stop();
+        await pipeline.stop(); // closes the sinks: the repair loop finishes, alerts flush
       } finally {
         await wal?.close();
         await store.close();
@@ -247,15 +251,8 @@ ${STORE_FLAGS_HELP}`,
       rebuildMinutes: num(values['rebuild-minutes'], 'rebuild-minutes', 60),
       alerting,
       automation: automationFrom(values, store, (fs) => alerting?.onFindings(fs)),
-      onFindings: (fs) => {
-        for (const f of fs) {
-          if (f.state === 'update') continue;
-          const where = `${f.host}${f.gpu !== undefined ? `/${f.gpu}` : ''}${f.rank !== undefined ? ` rank ${f.rank}` : ''}`;
-          console.log(
-            `[${new Date(f.ts).toISOString()}] ${f.state === 'open' ? 'FOUND   ' : 'RESOLVED'} ${f.type} ${f.job ?? ''} ${where}: ${f.summary}`,
-          );
-        }
-      },
+      storeName: where,
+      sinks: [consoleSink((line) => console.log(line))],
     });
     console.log(
       `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /v1/jobs, /v1/findings, /docs, /healthz, /metrics); storing in ${where}`,

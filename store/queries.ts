@@ -90,7 +90,7 @@ export async function jobs(
      ) AS j
      LEFT JOIN (
        SELECT job, argMaxIf(event, ts, event != 'config') AS last_event,
-         max(world_size) AS world_size, anyIf(gpu_model, gpu_model != '') AS gpu_model
+         maxIf(world_size, world_size > 0) AS world_size, anyIf(gpu_model, gpu_model != '') AS gpu_model
        FROM job_events FINAL GROUP BY job
      ) AS e ON e.job = j.job
      LEFT JOIN (
@@ -98,9 +98,11 @@ export async function jobs(
      ) AS m ON m.job = j.job
      ORDER BY (ifNull(e.last_event, '') NOT IN ('finished', 'interrupted')
        AND j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
-     LIMIT {limit:UInt32}`,
+     LIMIT {limit:UInt32}
+     SETTINGS join_use_nulls = 1`,
     params,
   );
+  // join_use_nulls: a job with no MFU (or no job event) reads null, not an MFU of 0.
   return rows.map((r) => {
     const last = Number(r.last_ts);
     const ev = String(r.last_event ?? '');
@@ -396,7 +398,7 @@ export async function jobDetail(store: Store, job: string, recentMinutes = 5): P
     p,
   );
   const [e] = await store.query<Record<string, string | number | null>>(
-    `SELECT argMaxIf(event, ts, event != 'config') AS last_event, max(world_size) AS world_size,
+    `SELECT argMaxIf(event, ts, event != 'config') AS last_event, maxIf(world_size, world_size > 0) AS world_size,
        anyIf(gpu_model, gpu_model != '') AS gpu_model
      FROM job_events FINAL WHERE job = {job:String}`,
     { job },

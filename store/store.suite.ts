@@ -472,6 +472,9 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
         world_size: 2,
         gpu_model: 'H100-SXM',
       });
+      // A job with no MFU figure and no job event reads "none", never an MFU of 0.
+      const cut = (await jobs(s, { now: t0 + 80_000, from: t0 - 60_000 })).find((j) => j.job === 'cut');
+      expect(cut).toMatchObject({ mfu_last: null, mfu_avg: null, world_size: 0, gpu_model: '' });
       expect(live.last_ts).toBeGreaterThan(lastStep);
       expect(live.last_ts).toBeLessThanOrEqual(lastStep + 60_000);
       // Long after: stale, most recent first; an end event stays what it was.

@@ -8,7 +8,13 @@
 import { statSync } from 'node:fs';
 import { readLineChunks } from '../cli/jsonl.js';
 import { RankwatchError } from '../core/errors.js';
-import type { Delivery, DeliveryHandler, Transport, TransportCounters } from './transport.js';
+import {
+  type Delivery,
+  type DeliveryHandler,
+  type Transport,
+  type TransportCounters,
+  zeroCounters,
+} from './transport.js';
 
 export interface FileTransportConfig {
   /** A file's path, or `-` for stdin. */
@@ -24,13 +30,7 @@ export class FileTransport implements Transport {
   private readonly perDelivery: number;
   private stopped = false;
   private done: Promise<void> | undefined;
-  private readonly c: TransportCounters = {
-    published_batches: 0,
-    published_events: 0,
-    delivered_batches: 0,
-    redelivered_batches: 0,
-    handler_errors: 0,
-  };
+  private readonly c: TransportCounters = zeroCounters();
   /** Lines read, blank ones included: the last line number. */
   lines = 0;
 

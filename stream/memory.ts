@@ -11,6 +11,7 @@ import {
   partitionOf,
   type Transport,
   type TransportCounters,
+  zeroCounters,
 } from './transport.js';
 
 export interface MemoryTransportConfig {
@@ -34,13 +35,7 @@ export class MemoryTransport implements Transport {
   private handler: DeliveryHandler | undefined;
   private stopped = false;
   private waiters: (() => void)[] = [];
-  private readonly c: TransportCounters = {
-    published_batches: 0,
-    published_events: 0,
-    delivered_batches: 0,
-    redelivered_batches: 0,
-    handler_errors: 0,
-  };
+  private readonly c: TransportCounters = zeroCounters();
 
   constructor(config: MemoryTransportConfig = {}) {
     this.parts = Array.from({ length: config.partitions ?? 1 }, () => ({

@@ -45,6 +45,17 @@ export interface TransportCounters {
   handler_errors: number;
 }
 
+/** Counters of a transport that has done nothing yet. */
+export function zeroCounters(): TransportCounters {
+  return {
+    published_batches: 0,
+    published_events: 0,
+    delivered_batches: 0,
+    redelivered_batches: 0,
+    handler_errors: 0,
+  };
+}
+
 /** The producer side alone: what collectors hold (Kafka, HTTP to `rankwatch up`, or the in-process bus). */
 export interface Publisher {
   readonly type: string;

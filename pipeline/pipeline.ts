@@ -319,8 +319,8 @@ export class Pipeline {
         if (v.ok) {
           good.push(v.event);
           if (v.event.ts > this.eventTime) this.eventTime = v.event.ts;
-          goodLines.push(d.lines?.[i]);
-          goodOffsets.push(m.offset);
+          if (d.lines) goodLines.push(d.lines[i]);
+          if (fits) goodOffsets.push(m.offset);
           this.runner.push(v.event);
         } else {
           bad.push({

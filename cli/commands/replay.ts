@@ -95,12 +95,15 @@ event exits 1.
           ? [deadLetterFileSink(`file ${values['dead-letter']}`, new LineWriter(values['dead-letter']))]
           : []),
       ],
-      onEvents: (events) => {
-        for (const e of events) {
-          if ('job' in e && e.job) jobsSeen.add(e.job);
-          expired.see(e.ts);
-        }
-      },
+      // Only a store needs them: the jobs for its reports, the events its retention will drop.
+      onEvents: store
+        ? (events) => {
+            for (const e of events) {
+              if ('job' in e && e.job) jobsSeen.add(e.job);
+              expired.see(e.ts);
+            }
+          }
+        : undefined,
     });
     if (!values.quiet) process.stderr.write(`${pipeline.describe()}\n`);
     const started = performance.now();

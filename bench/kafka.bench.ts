@@ -7,7 +7,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,9 +24,12 @@ import type { Measurement, Section } from './harness.js';
 const run = promisify(execFile);
 const BATCH = 4096;
 
-async function broker(): Promise<{ brokers: string[]; stop?: () => Promise<void> } | undefined> {
+/** A broker for benches and scripts: RANKWATCH_KAFKA_BROKERS, or one started with deploy/kafka/kafka.sh (stopped after, if it was not up). */
+export async function broker(): Promise<{ brokers: string[]; stop?: () => Promise<void> } | undefined> {
   if (process.env.RANKWATCH_KAFKA_BROKERS) return { brokers: process.env.RANKWATCH_KAFKA_BROKERS.split(',') };
-  const script = join(import.meta.dirname, '..', '..', 'deploy', 'kafka', 'kafka.sh');
+  // From dist/bench (npm run bench) or from the sources (tsx).
+  const up = existsSync(join(import.meta.dirname, '..', 'deploy')) ? ['..'] : ['..', '..'];
+  const script = join(import.meta.dirname, ...up, 'deploy', 'kafka', 'kafka.sh');
   try {
     const wasUp = await run('bash', [script, 'status']).then(
       () => true,

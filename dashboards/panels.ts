@@ -45,8 +45,9 @@ const latestFindings = (where: string) => `SELECT id, max(ts) AS time,
 /** Bus bandwidth of one collective in GB/s, as nccl-tests defines it (algbw × 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter). */
 const BUSBW = `JSONExtractFloat(raw, 'bytes') / nullIf(JSONExtractFloat(raw, 'dur_ms') * 1e6, 0)
     * multiIf(n <= 1, 1, op = 'allreduce', 2 * (n - 1) / n, op IN ('allgather', 'reducescatter'), (n - 1) / n, 1)`;
+// Collectives are stored in blocks since migration 6: raw_events reads them with the older rows.
 const COLLECTIVES = `SELECT ts, host, JSONExtractString(raw, 'op') AS op, toFloat64(JSONExtractUInt(raw, 'nranks')) AS n, raw
-    FROM events
+    FROM raw_events
     WHERE kind = 'collective' AND job = ${JOB} AND host IN (${HOSTS}) AND $__timeFilter(ts)`;
 
 export const VARIABLES = {

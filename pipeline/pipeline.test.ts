@@ -184,7 +184,9 @@ describe('embedded pipeline', () => {
     const refusing = new SwitchableStore(chdb);
     const insert = refusing.insert.bind(refusing);
     refusing.insert = async (batches) => {
-      if (batches.some((b) => b.table === 'events' && b.rows.some((r) => r.includes('"host":"poison"'))))
+      // Raw events are rows of events or lines of event_blocks (step and collective events).
+      const raw = (t: string) => t === 'events' || t === 'event_blocks';
+      if (batches.some((b) => raw(b.table) && b.rows.some((r) => r.includes('"host":"poison"'))))
         await chdb.insert([{ table: 'steps', rows: ['{"step":"not a number"}'] }]);
       return insert(batches);
     };

@@ -5,6 +5,7 @@
  * tables with FINAL, so a redelivered batch never shows twice.
  */
 import type { Finding } from '../schema/finding.js';
+import { BLOCK_LINES } from './schema.js';
 import type { Store } from './store.js';
 
 export interface TimeRange {
@@ -46,7 +47,12 @@ export async function tableCounts(store: Store): Promise<Record<string, number>>
   const tables = ['events', 'steps', 'mfu', 'step_rollups', 'findings', 'dead_letters'];
   const out: Record<string, number> = {};
   for (const t of tables) {
-    const [row] = await store.query<{ n: string }>(`SELECT count() AS n FROM ${t} FINAL`);
+    // Raw events are rows of `events` plus the lines of `event_blocks` (step and collective events).
+    const sql =
+      t === 'events'
+        ? 'SELECT (SELECT count() FROM events FINAL) + (SELECT sum(n) FROM event_blocks FINAL) AS n'
+        : `SELECT count() AS n FROM ${t} FINAL`;
+    const [row] = await store.query<{ n: string }>(sql);
     out[t] = Number(row?.n ?? 0);
   }
   return out;
@@ -476,17 +482,27 @@ export async function openFindingCounts(store: Store): Promise<Map<string, numbe
 /** The latest event time the store holds (epoch ms), or undefined when it holds none. */
 export async function latestEventTs(store: Store): Promise<number | undefined> {
   const [r] = await store.query<{ ts: string | null }>(
-    'SELECT toUnixTimestamp64Milli(max(ts)) AS ts FROM events HAVING count() > 0',
+    `SELECT toUnixTimestamp64Milli(max(t)) AS ts FROM
+       (SELECT ts AS t FROM events UNION ALL SELECT ts_max AS t FROM event_blocks) HAVING count() > 0`,
   );
   return r?.ts == null ? undefined : Number(r.ts);
 }
 
-/** Raw events stored with `from <= ts < to`, oldest first, each once (FINAL), as they arrived. */
+/**
+ * Raw events stored with `from <= ts < to`, oldest first, each once (FINAL), as they arrived: rows
+ * of `events` and the lines of the `event_blocks` whose time span meets the range.
+ */
 export async function rawEventsBetween(store: Store, from: number, to: number): Promise<string[]> {
+  const range =
+    "ts >= fromUnixTimestamp64Milli({from:Int64}, 'UTC') AND ts < fromUnixTimestamp64Milli({to:Int64}, 'UTC')";
   const rows = await store.query<{ raw: string }>(
-    `SELECT raw FROM events FINAL
-     WHERE ts >= fromUnixTimestamp64Milli({from:Int64}, 'UTC') AND ts < fromUnixTimestamp64Milli({to:Int64}, 'UTC')
-     ORDER BY ts, kind, rank`,
+    `SELECT raw FROM (
+       SELECT ts, kind, rank, raw FROM events FINAL WHERE ${range}
+       UNION ALL
+       SELECT ts, kind, rank, raw FROM (${BLOCK_LINES}
+         WHERE ts_max >= fromUnixTimestamp64Milli({from:Int64}, 'UTC') AND ts_min < fromUnixTimestamp64Milli({to:Int64}, 'UTC'))
+       WHERE ${range}
+     ) ORDER BY ts, kind, rank`,
     { from, to },
   );
   return rows.map((r) => r.raw);

@@ -36,6 +36,7 @@ export const INSERT_SETTINGS = { deduplicate_blocks_in_dependent_materialized_vi
 
 /** Every table and view the schema owns, in drop order (views before what they read and write). */
 export const SCHEMA_OBJECTS = [
+  'raw_events',
   'node_health',
   'action_audit',
   'job_minute_mv',
@@ -51,6 +52,7 @@ export const SCHEMA_OBJECTS = [
   'checkpoints',
   'job_events',
   'events',
+  'event_blocks',
   'steps',
   'mfu',
   'step_rollups',
@@ -69,6 +71,7 @@ export function ttlTargets(opts: SchemaOptions): { table: string; ttl: string }[
   return [
     { table: 'events', ttl: `toDateTime(ts) + toIntervalDay(${raw})` },
     { table: 'steps', ttl: `toDateTime(ts) + toIntervalDay(${raw})` },
+    { table: 'event_blocks', ttl: `toDateTime(ts_min) + toIntervalDay(${raw})` },
     ...['job_minute', 'rank_minute', 'gpu_minute'].map((table) => ({
       table,
       ttl: `minute + toIntervalDay(${roll})`,
@@ -87,6 +90,15 @@ const minuteOf = "toStartOfMinute(toDateTime(ts, 'UTC'))";
 const jInt = (f: string) => `if(JSONHas(raw, '${f}'), JSONExtractInt(raw, '${f}'), -1)`;
 
 const TS = "DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))";
+
+/** A block line's integer field, -1 when absent (as the events table keeps it). */
+const lInt = (f: string) => `if(JSONHas(line, '${f}'), JSONExtractInt(line, '${f}'), -1)`;
+
+/** Every raw event of a block with its typed fields, shaped like an `events` row (reads only). */
+export const BLOCK_LINES = `SELECT fromUnixTimestamp64Milli(toInt64(round(JSONExtractFloat(line, 'ts'))), 'UTC') AS ts,
+  kind, job, JSONExtractString(line, 'host') AS host, toInt16(${lInt('gpu')}) AS gpu,
+  toInt32(${lInt('rank')}) AS rank, toInt64(${lInt('step')}) AS step, line AS raw
+  FROM event_blocks FINAL ARRAY JOIN splitByChar('\\n', lines) AS line`;
 
 export const MIGRATIONS: Migration[] = [
   {
@@ -381,6 +393,29 @@ export const MIGRATIONS: Migration[] = [
       ) ENGINE = ReplacingMergeTree
       PARTITION BY toYYYYMM(ts)
       ORDER BY (host, ts, id, outcome)`,
+    ],
+  },
+  {
+    version: 6,
+    name: 'event_blocks: raw step and collective events as one row per kind, job and insert (half the insert CPU per event); raw_events reads both',
+    statements: ({ rawTtlDays }) => [
+      // The bulk kinds (every rank, every step) that no view reads from events: their lines,
+      // joined by newlines, one row per kind and job of an insert. Existing rows stay in events.
+      `CREATE TABLE IF NOT EXISTS event_blocks (
+      ts_min ${TS},
+      ts_max DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+      kind LowCardinality(String),
+      job LowCardinality(String),
+      n UInt32,
+      lines String CODEC(ZSTD(1))
+    ) ENGINE = ReplacingMergeTree
+    PARTITION BY toYYYYMMDD(ts_min)
+    ORDER BY (kind, job, ts_min, cityHash64(lines))
+    TTL toDateTime(ts_min) + INTERVAL ${days(rawTtlDays)} DAY
+    ${DEDUP}`,
+      `CREATE VIEW IF NOT EXISTS raw_events AS
+    SELECT ts, kind, job, toString(host) AS host, gpu, rank, step, raw FROM events FINAL
+    UNION ALL ${BLOCK_LINES}`,
     ],
   },
 ];

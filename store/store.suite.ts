@@ -17,8 +17,17 @@ import {
   nodeHealth,
 } from './health-queries.js';
 import { applyMigrations } from './migrate.js';
-import { findings, findingsOf, jobs, mfuOverTime, rankHeatmap, tableCounts } from './queries.js';
-import { eventRows, findingRow, outputRows } from './rows.js';
+import {
+  findings,
+  findingsOf,
+  jobs,
+  latestEventTs,
+  mfuOverTime,
+  rankHeatmap,
+  rawEventsBetween,
+  tableCounts,
+} from './queries.js';
+import { EVENT_COLUMNS, eventRows, findingRow, outputRows } from './rows.js';
 import { MIGRATIONS, SCHEMA_DEFAULTS, SCHEMA_OBJECTS } from './schema.js';
 import type { Store } from './store.js';
 
@@ -156,7 +165,7 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       const s = await make();
       const { batches } = data();
       await s.insert(batches);
-      await s.insert(batches.slice(0, 2)); // events and steps again
+      await s.insert(batches.slice(0, 3)); // events, event blocks and steps again
       const rank = await s.query(
         `SELECT toString(minute) AS m, rank, countMerge(steps) AS steps, round(avgMerge(compute_ms), 3) AS c,
            round(max(compute_max_ms), 3) AS cmax, round(avgMerge(comm_wait_ms), 3) AS w
@@ -258,7 +267,7 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       const q = 'SELECT toUnixTimestamp64Milli(ts) AS ts, rank, gpu, toString(step) AS step FROM';
       const want = { ts: String(edge.ts), rank: edge.rank, gpu: edge.gpu, step: String(edge.step) };
       const norm = (r: Record<string, unknown>) => ({ ...r, ts: String(r.ts) });
-      expect((await s.query(`${q} events`)).map(norm)).toEqual([want]);
+      expect((await s.query(`${q} raw_events`)).map(norm)).toEqual([want]);
       expect((await s.query(`${q} steps`)).map(norm)).toEqual([want]);
     });
 
@@ -277,14 +286,17 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
         step_ms: 1234.5,
         compute_ms: 1.5e-3,
       } as RankwatchEvent;
-      const line = ` {"v":1,\t"kind":"step", "spaced": "as sent"} `.trim();
+      // The line as it came (a tab, spaces), kept byte for byte; step lines are stored in blocks,
+      // whose reads take host and rank from the line itself.
+      const line =
+        ` ${JSON.stringify(step).replace(',"kind"', ',\t"kind"').replace('"ts":', ' "ts" : ')} `.trim();
       await s.insert(eventRows([step, step], [line, undefined]));
       const raw = await s.query<{ raw: string; job: string; host: string }>(
-        'SELECT raw, job, host FROM events ORDER BY length(raw)',
+        'SELECT raw, job, host FROM raw_events ORDER BY length(raw)',
       );
       expect(raw).toEqual([
-        { raw: line, job: NASTY, host: `${NASTY} ünï` },
         { raw: JSON.stringify(step), job: NASTY, host: `${NASTY} ünï` },
+        { raw: line, job: NASTY, host: `${NASTY} ünï` },
       ]);
       const steps = await s.query(
         'SELECT job, host, rank, toUInt32(step) AS step, step_ms, compute_ms, comm_wait_ms, tokens FROM steps',
@@ -301,6 +313,39 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
           tokens: 0,
         },
       ]);
+    });
+
+    it('reads raw events stored before migration 6 (rows of events) and after it (blocks) together, each once', async () => {
+      const s = await make();
+      const { events } = data();
+      const half = events.length >> 1;
+      const lines = events.map((e) => JSON.stringify(e));
+      // The first half as migrations 1-5 stored it: every kind one row of events.
+      const old = events.slice(0, half).map((e, i) => {
+        const a = e as Partial<Record<'job' | 'host', string>> &
+          Partial<Record<'gpu' | 'rank' | 'step', number>>;
+        return `${Math.round(e.ts)}\t${e.kind}\t${a.job ?? ''}\t${a.host ?? ''}\t${a.gpu ?? -1}\t${a.rank ?? -1}\t${a.step ?? -1}\t${lines[i]}`;
+      });
+      await s.insert([{ table: 'events', columns: EVENT_COLUMNS, rows: old }]);
+      // The second half as it is stored now, delivered twice under one token.
+      const now = eventRows(events.slice(half), lines.slice(half)).map((b) => ({ ...b, token: 'p/0/0-1' }));
+      expect(now.find((b) => b.table === 'event_blocks')?.rows.length).toBeGreaterThan(0);
+      await s.insert(now);
+      await s.insert(now);
+      const last = Math.max(...events.map((e) => e.ts));
+      const got = await rawEventsBetween(s, 0, last + 1);
+      expect([...got].sort()).toEqual([...lines].sort());
+      const ts = got.map((l) => (JSON.parse(l) as { ts: number }).ts);
+      expect(ts.every((t, i) => i === 0 || t >= ts[i - 1])).toBe(true);
+      expect(await latestEventTs(s)).toBe(Math.round(last));
+      expect((await tableCounts(s)).events).toBe(events.length);
+      // A window in the middle returns exactly the events inside it.
+      const from = events[half].ts - 30_000;
+      const to = events[half].ts + 30_000;
+      const inside = await rawEventsBetween(s, from, to);
+      expect(inside.length).toBe(events.filter((e) => e.ts >= from && e.ts < to).length);
+      const rawView = await s.query<{ n: string }>('SELECT count() AS n FROM raw_events');
+      expect(n(rawView[0].n)).toBe(events.length);
     });
 
     it('answers the reads people run: jobs, MFU, heatmap, findings, nodes, faults, checkpoints', async () => {

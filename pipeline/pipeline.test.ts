@@ -109,7 +109,7 @@ describe('embedded pipeline', () => {
     const sent = `${JSON.stringify(first)}\n{ "v": 1,  "kind": "step", "ts": 1 }\n${JSON.stringify(second).replace(',', ', ')}\n`;
     const { events, lines } = decodeBatch(sent);
     await pipeline.handle({ key: 'sim-2', partition: 0, offset: 0, events, lines });
-    const raw = await chdb.query<{ raw: string }>('SELECT raw FROM events ORDER BY ts, raw');
+    const raw = await chdb.query<{ raw: string }>('SELECT raw FROM raw_events ORDER BY ts, raw');
     expect(raw.map((r) => r.raw).sort()).toEqual([lines[0], lines[2]].sort());
     const dead = await chdb.query<{ raw: string }>('SELECT raw FROM dead_letters');
     expect(dead).toEqual([{ raw: '{ "v": 1,  "kind": "step", "ts": 1 }' }]);

@@ -64,7 +64,7 @@ export async function account(o: {
     const stored: Record<string, number> = {};
     for (const r of await q<{ kind: string; n: string }>(
       c,
-      'SELECT kind, uniqExact(cityHash64(raw)) AS n FROM events GROUP BY kind',
+      'SELECT kind, uniqExact(cityHash64(raw)) AS n FROM raw_events GROUP BY kind',
     ))
       stored[r.kind] = Number(r.n);
     const expected = { ...o.input.byKind };

@@ -72,7 +72,7 @@ describe('rankwatch collect --spool, SIGKILLed while the bus is away', () => {
     up = await startUp({ host: '127.0.0.1', port: 0, store: new ChdbStore({ path: join(dir, 'data') }) });
     const second = await collect(up.url);
     const count = async () =>
-      Number((await up!.store.query<{ n: string }>('SELECT count() AS n FROM events FINAL'))[0].n);
+      Number((await up!.store.query<{ n: string }>('SELECT count() AS n FROM raw_events'))[0].n);
     await until(
       'every event stored',
       async () => ((await count()) === lines.length ? true : undefined),

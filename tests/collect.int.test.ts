@@ -85,7 +85,7 @@ describe('rankwatch collect → rankwatch up', () => {
 
   it('delivers gpu events from dcgm-exporter and step/checkpoint events from the growing log', async () => {
     const rows = () =>
-      up.store.query<Row>('SELECT kind, job, host, gpu, rank, step FROM events ORDER BY kind, step');
+      up.store.query<Row>('SELECT kind, job, host, gpu, rank, step FROM raw_events ORDER BY kind, step');
     await until('the first steps', async () =>
       (await rows()).some((r) => r.kind === 'step' && r.step === 1002) ? true : undefined,
     );

@@ -77,7 +77,7 @@ describe.skipIf(brokers().length === 0)('a 30 s broker outage under a publishing
     await collector.stop();
 
     const count = async () =>
-      Number((await store.query<{ n: string }>('SELECT count() AS n FROM events FINAL'))[0].n);
+      Number((await store.query<{ n: string }>('SELECT count() AS n FROM raw_events'))[0].n);
     await waitFor(async () => (await count()) >= events.length, 180_000, 'every produced event in the store');
     // Settle: nothing more arrives, and nothing is doubled.
     await new Promise((r) => setTimeout(r, 1_000));

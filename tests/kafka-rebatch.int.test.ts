@@ -78,7 +78,7 @@ describe.skipIf(brokers().length === 0)('kafka: a crash after the store write, t
 
     const steps = events.filter((e) => (e as { kind: string }).kind === 'step').length;
     const [r] = await chdb.query<Record<string, string>>(
-      `SELECT (SELECT count() FROM events FINAL) AS events, (SELECT count() FROM steps FINAL) AS steps,
+      `SELECT (SELECT count() FROM raw_events) AS events, (SELECT count() FROM steps FINAL) AS steps,
          (SELECT countMerge(steps) FROM rank_minute) AS rank_steps, (SELECT countMerge(rows) FROM job_minute) AS job_rows`,
     );
     expect(Number(r.events)).toBe(events.length);

@@ -7,7 +7,7 @@ import { ChdbStore } from '../store/chdb.js';
 
 const store = new ChdbStore({ path: process.argv[2] });
 const events = await store.query<{ k: string }>(
-  `SELECT concat(kind, '|', job, '|', host, '|', toString(toUnixTimestamp64Milli(ts)), '|', toString(cityHash64(raw))) AS k FROM events FINAL`,
+  `SELECT concat(kind, '|', job, '|', host, '|', toString(toUnixTimestamp64Milli(ts)), '|', toString(cityHash64(raw))) AS k FROM raw_events`,
 );
 const findings = await store.query<{ id: string; state: string; type: string; ts: string }>(
   `SELECT id, state, type, toString(toUnixTimestamp64Milli(ts)) AS ts FROM findings FINAL`,

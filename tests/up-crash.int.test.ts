@@ -44,10 +44,10 @@ describe('rankwatch up, SIGKILLed right after it acknowledged', () => {
     const { ChdbStore } = await import('../store/chdb.js');
     const store = new ChdbStore({ path: data });
     try {
-      const [row] = await store.query<{ n: string }>('SELECT count() AS n FROM events FINAL');
+      const [row] = await store.query<{ n: string }>('SELECT count() AS n FROM raw_events');
       expect(Number(row.n)).toBe(lines.length);
       const [dup] = await store.query<{ n: string }>(
-        'SELECT count() AS n FROM (SELECT raw, count() AS c FROM events FINAL GROUP BY raw HAVING c > 1)',
+        'SELECT count() AS n FROM (SELECT raw, count() AS c FROM raw_events GROUP BY raw HAVING c > 1)',
       );
       expect(Number(dup.n)).toBe(0);
     } finally {

@@ -65,7 +65,7 @@ describe('rankwatch up health', () => {
         60_000,
       );
       await up.pipeline.drain();
-      const [row] = await chdb.query<{ n: string }>('SELECT count() AS n FROM events FINAL');
+      const [row] = await chdb.query<{ n: string }>('SELECT count() AS n FROM raw_events');
       expect(Number(row.n)).toBe(events.length);
       const storeLines = lines.filter((l) => /store/.test(l));
       expect(storeLines).toHaveLength(2);

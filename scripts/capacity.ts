@@ -23,7 +23,7 @@ import type { RankwatchEvent } from '../schema/events.js';
 import { validateEvent } from '../schema/validate.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { ChdbStore } from '../store/chdb.js';
-import { eventRows } from '../store/rows.js';
+import { eventRows, insertBody } from '../store/rows.js';
 import { decodeBatch, encodeBatch } from '../stream/codec.js';
 
 const { values: args } = parseArgs({
@@ -153,6 +153,11 @@ async function perEventCosts(noKafka: boolean) {
     byKind[kind] = { ...(await detect(evs)), share: evs.length / all.length };
   }
   const lines = all.map((e) => JSON.stringify(e));
+  // Building the insert bodies happens in the detect process whichever store it writes to.
+  const encode = await cost(all.length, () => {
+    for (let i = 0; i < all.length; i += DELIVERY)
+      for (const b of eventRows(all.slice(i, i + DELIVERY), lines.slice(i, i + DELIVERY))) insertBody(b);
+  });
   const dir = mkdtempSync(join(tmpdir(), 'rankwatch-capacity-'));
   let store: { cpu: number; wall: number };
   const steps = all.filter((e) => e.kind === 'step').length;
@@ -175,7 +180,7 @@ async function perEventCosts(noKafka: boolean) {
     rmSync(dir, { recursive: true, force: true });
   }
   const fetch = noKafka ? undefined : await kafkaFetch(msgs, all.length);
-  return { events: all.length, steps, decode, gunzip, detectAll, byKind, store, fetch };
+  return { events: all.length, steps, decode, gunzip, detectAll, byKind, encode, store, fetch };
 }
 
 /** The kafkajs fetch of the same messages (no decode), µs of wall time per event; undefined without a broker. */
@@ -255,31 +260,33 @@ p(
     `decode ${f1(c.decode.cpu)} (gunzip alone ${f1(c.gunzip.cpu)}), ` +
     `validate + every detector ${f1(c.detectAll.cpu)} [${f1(c.detectAll.wall)}] ` +
     `(step events ${f1(c.byKind.step.cpu)}, collectives ${f1(c.byKind.collective.cpu)}, GPU samples ${f1(c.byKind.gpu.cpu)}), ` +
-    `chDB insert of raw events + step rows ${f1(c.store.cpu)} [${f1(c.store.wall)}]` +
+    `building the insert bodies ${f1(c.encode.cpu)}, ` +
+    `chDB insert of raw events + step rows ${f1(c.store.cpu)} [${f1(c.store.wall)}] (bodies included)` +
     (c.fetch === undefined
       ? ', kafkajs fetch not measured (no broker)'
       : `, kafkajs fetch [${c.fetch.toFixed(2)}]`) +
     '.',
 );
 const fetchUs = c.fetch ?? 0;
-const detectUs = fetchUs + c.decode.cpu + c.detectAll.cpu;
+const detectUs = fetchUs + c.decode.cpu + c.detectAll.cpu + c.encode.cpu;
 const perProcess = (HEADROOM * 1e6) / detectUs;
 // Sharded by pipeline stage: step events (job-level figures) in one process; collectives and GPU
 // samples, the bulk, in shards whose per-link / per-GPU results are merged into the job's figures.
 const stepShare = (big.kinds.step ?? 0) / big.events;
-const stepStageUs = fetchUs + c.decode.cpu + c.byKind.step.cpu;
+const stepStageUs = fetchUs + c.decode.cpu + c.encode.cpu + c.byKind.step.cpu;
 const restUs =
   fetchUs +
   c.decode.cpu +
+  c.encode.cpu +
   (c.byKind.collective.cpu * c.byKind.collective.share + c.byKind.gpu.cpu * c.byKind.gpu.share) /
     (c.byKind.collective.share + c.byKind.gpu.share);
 const stepStageGpus = (HEADROOM * 1e6) / stepStageUs / (big.perRankPerS * stepShare);
 p(
-  `- One detect process (one core) does fetch + decode + validate + detect in ${f1(detectUs)} µs per event: ${fmt(1e6 / detectUs)} events/s flat out, ` +
+  `- One detect process (one core) does fetch + decode + validate + detect + insert bodies in ${f1(detectUs)} µs per event: ${fmt(1e6 / detectUs)} events/s flat out, ` +
     `${fmt(perProcess)} at ${HEADROOM * 100}% of its core: one job fits one process up to ${fmt(perProcess / big.perRankPerS)} GPUs.`,
 );
 p(
-  `- Step events alone (${(stepShare * 100).toFixed(1)}% of a job's events) cost ${f1(stepStageUs)} µs each with fetch and decode: one process carries the step stage of a job up to ${fmt(stepStageGpus)} GPUs.`,
+  `- Step events alone (${(stepShare * 100).toFixed(1)}% of a job's events) cost ${f1(stepStageUs)} µs each with fetch, decode and insert bodies: one process carries the step stage of a job up to ${fmt(stepStageGpus)} GPUs.`,
 );
 p();
 p('## Capacity per job');
@@ -300,7 +307,7 @@ for (const g of GPUS) {
     : `${f1(ev / perProcess)}× one process: step stage in 1, collectives and GPU samples in ${shards} shard${shards > 1 ? 's' : ''}`;
   const rows = ev * (1 + stepShare);
   p(
-    `| ${fmt(g)} | ${fmt(ev)} | ${f1(bytes / 1e6)} | ${partitions} | ${procs} | ${how} | ${fmt(rows)} | ${f1((ev * c.store.cpu) / 1e6)} |`,
+    `| ${fmt(g)} | ${fmt(ev)} | ${f1(bytes / 1e6)} | ${partitions} | ${procs} | ${how} | ${fmt(rows)} | ${f1((ev * (c.store.cpu - c.encode.cpu)) / 1e6)} |`,
   );
 }
 p();
@@ -315,6 +322,6 @@ p(
   `- A partition is planned for ${PARTITION_BYTES / 1e6} MB/s compressed and carries one detect process: partitions = max(wire MB/s / ${PARTITION_BYTES / 1e6}, processes).`,
 );
 p(
-  `- ClickHouse rows/s: every raw event plus a step row per step event; detector output is small beside it. Engine cores: the embedded engine's CPU per event here for the same rows (with the per-minute views); a server's per-row insert cost is of the same order.`,
+  `- ClickHouse rows/s: every raw event plus a step row per step event; detector output is small beside it. Engine cores: the embedded engine's CPU per event here for the same rows (with the per-minute views), less the bodies the detect process builds; a server's per-row insert cost is of the same order.`,
 );
 process.stdout.write(`${out.join('\n')}\n`);

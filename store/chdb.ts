@@ -54,19 +54,34 @@ export class ChdbStore implements Store {
     await applyMigrations(this, this.config.schema);
   }
 
+  /**
+   * Tables are written in parallel (the engine parses and writes each insert on its own threads,
+   * so the raw events and the step rows with their views overlap); one table's batches stay in
+   * order. Every insert settles before a failure is raised, so a retry never races a running one.
+   */
   async insert(batches: InsertBatch[]): Promise<void> {
     const s = this.live();
-    for (const b of batches) {
-      if (b.rows.length === 0) continue;
-      try {
-        const { format, body } = insertBody(b);
-        const settings = b.token
-          ? { ...INSERT_SETTINGS, insert_deduplication_token: b.token }
-          : INSERT_SETTINGS;
-        await s.insert({ table: b.table, values: body, format, settings });
-      } catch (err) {
-        throw failure(err, `chDB at ${this.path}: insert into ${b.table} failed`, true);
-      }
+    const byTable = new Map<string, InsertBatch[]>();
+    for (const b of batches)
+      if (b.rows.length > 0) byTable.set(b.table, [...(byTable.get(b.table) ?? []), b]);
+    const results = await Promise.allSettled(
+      [...byTable.values()].map(async (list) => {
+        for (const b of list) await this.insertOne(s, b);
+      }),
+    );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  private async insertOne(s: Session, b: InsertBatch): Promise<void> {
+    try {
+      const { format, body } = insertBody(b);
+      const settings = b.token
+        ? { ...INSERT_SETTINGS, insert_deduplication_token: b.token }
+        : INSERT_SETTINGS;
+      await s.insert({ table: b.table, values: body, format, settings });
+    } catch (err) {
+      throw failure(err, `chDB at ${this.path}: insert into ${b.table} failed`, true);
     }
   }
 

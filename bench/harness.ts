@@ -6,6 +6,8 @@ export interface Measurement {
   items: number;
   unit: string;
   bestMs: number;
+  /** Its own baseline, when not the section's (e.g. a bare route with the same body size). */
+  baseline?: Measurement;
 }
 
 export function measure(name: string, items: number, unit: string, fn: () => void, runs = 3): Measurement {
@@ -57,7 +59,7 @@ export function renderSection(s: Section): string {
     '| --- | ---: | ---: |',
     ...[s.baseline, ...s.rows].map(
       (m) =>
-        `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(s.baseline)).toFixed(2)}x |`,
+        `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(m.baseline ?? s.baseline)).toFixed(2)}x${m.baseline ? ` (to ${m.baseline.name})` : ''} |`,
     ),
   ];
   if (s.notes?.length) lines.push('', ...s.notes.map((n) => `- ${n}`));

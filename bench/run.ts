@@ -2,6 +2,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
+import { apiBench } from './api.bench.js';
 import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
@@ -16,6 +17,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['store-query', storeQueryBench],
   ['kafka', kafkaBench],
   ['collector', collectorBench],
+  ['api', apiBench],
 ];
 
 const only = process.argv[2];

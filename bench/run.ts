@@ -8,6 +8,7 @@ import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { kafkaBench } from './kafka.bench.js';
 import { replayBench } from './replay.bench.js';
+import { startupBench } from './startup.bench.js';
 import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
 const BENCHES: [string, () => Promise<Section | undefined>][] = [
@@ -18,6 +19,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['kafka', kafkaBench],
   ['collector', collectorBench],
   ['api', apiBench],
+  ['startup', startupBench],
 ];
 
 const only = process.argv[2];

@@ -26,7 +26,7 @@ import { encodeBatch } from '../stream/codec.js';
 import { MemoryTransport } from '../stream/memory.js';
 import type { Transport } from '../stream/transport.js';
 import { WalTransport } from '../stream/wal.js';
-import type { Measurement, Section } from './harness.js';
+import { loadNote, type Measurement, type Section } from './harness.js';
 
 const BATCH = 1_000;
 /** Seconds per figure; autocannon warms each up for one more. */
@@ -260,7 +260,7 @@ async function readFigures(dir: string, notes: string[]): Promise<Measurement[]>
 
 export async function apiBench(): Promise<Section> {
   const dir = mkdtempSync(join(tmpdir(), 'rankwatch-bench-api-'));
-  const notes: string[] = [];
+  const notes: string[] = [loadNote()];
   try {
     const ingest = await ingestFigures(dir, notes);
     const reads = await readFigures(dir, notes);

@@ -1,4 +1,5 @@
 /** Tiny benchmark harness: best of N timed runs after a warm-up, and a markdown table writer. */
+import { cpus, loadavg } from 'node:os';
 
 export interface Measurement {
   name: string;
@@ -65,3 +66,7 @@ export function renderSection(s: Section): string {
   if (s.notes?.length) lines.push('', ...s.notes.map((n) => `- ${n}`));
   return lines.join('\n');
 }
+
+/** Other work on the machine moves absolute figures (not the ratios much): say how much there was. */
+export const loadNote = () =>
+  `load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores when this section started (other work on the machine included)`;

@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Measurement, measure, type Section } from './harness.js';
+import { loadNote, type Measurement, measure, type Section } from './harness.js';
 
 /** bench/ under tsx, dist/bench/ when built: the repository root holds package.json. */
 const root = join(
@@ -32,6 +32,7 @@ function started(name: string, cmd: string, args: string[], runs = 10, env = pro
 }
 
 export async function startupBench(): Promise<Section> {
+  const notes = [loadNote()];
   const node = process.execPath;
   const cli = join(root, 'bin', 'rankwatch.js');
   const baseline = started('node -e 0', node, ['-e', '0']);
@@ -64,8 +65,6 @@ export async function startupBench(): Promise<Section> {
     what: 'Time from spawn to exit of a fresh process, shown as starts per second, best of 10 after a warm-up (npx: best of 3); baseline: `node -e 0` on the same machine in the same run. `--help` of a command loads that command and what it imports, and nothing of the other commands.',
     baseline,
     rows,
-    notes: rows.map(
-      (m) => `${m.name}: ${m.bestMs.toFixed(0)} ms (node -e 0: ${baseline.bestMs.toFixed(0)} ms)`,
-    ),
+    notes,
   };
 }

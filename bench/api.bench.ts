@@ -29,8 +29,9 @@ import { WalTransport } from '../stream/wal.js';
 import { loadNote, type Measurement, type Section } from './harness.js';
 
 const BATCH = 1_000;
-/** Seconds per figure; autocannon warms each up for one more. */
-const SECONDS = Number(process.env.RANKWATCH_BENCH_SECONDS ?? 4);
+/** Seconds per run, and runs per figure (the best counts); autocannon warms each figure up for one more second. */
+const SECONDS = Number(process.env.RANKWATCH_BENCH_SECONDS ?? 2);
+const ROUNDS = 3;
 const CONNECTIONS = 8;
 
 interface Cannon {
@@ -50,10 +51,18 @@ const [lib, opts] = [process.argv[1], JSON.parse(process.argv[2])];
 const autocannon = (await import(lib)).default;
 if (opts.bodyFile) opts.body = (await import('node:fs')).readFileSync(opts.bodyFile);
 delete opts.bodyFile;
-process.stdout.write(JSON.stringify(await autocannon(opts)));
+const rounds = opts.rounds;
+delete opts.rounds;
+// The best of a few short runs: other work on a shared machine comes and goes within seconds.
+let best;
+for (let i = 0; i < rounds; i++) {
+  const r = await autocannon(i === 0 ? opts : { ...opts, warmup: undefined });
+  if (!best || r.requests.total / r.duration > best.requests.total / best.duration) best = r;
+}
+process.stdout.write(JSON.stringify(best));
 `;
 
-/** Runs autocannon against `url` for SECONDS (after a second of warm-up), returns what it counted. */
+/** Runs autocannon against `url`: ROUNDS runs of SECONDS after a second of warm-up; returns the best run. */
 async function cannon(
   url: string,
   opts: { method?: string; body?: string; headers?: Record<string, string> },
@@ -64,6 +73,7 @@ async function cannon(
     connections: CONNECTIONS,
     duration: SECONDS,
     warmup: { connections: CONNECTIONS, duration: 1 },
+    rounds: ROUNDS,
     method: opts.method ?? 'GET',
     headers: opts.headers ?? {},
     bodyFile: opts.body,
@@ -267,7 +277,7 @@ export async function apiBench(): Promise<Section> {
     const [barePlain, ...rest] = ingest;
     return {
       title: 'HTTP API under load (autocannon, loopback)',
-      what: `autocannon with ${CONNECTIONS} connections for ${SECONDS} s per figure (after 1 s of warm-up), in its own process, against the fastify app \`rankwatch up\` serves on 127.0.0.1. Ingest posts one batch of ${BATCH.toLocaleString('en-US')} events of a simulated 256-rank job per request; a 2xx through the write-ahead log means the batch was fdatasynced. The reads run on a chDB store holding a simulated 256-rank, 120-step job with a throttled GPU and a degraded NIC. Each figure's ratio is to the bare fastify route named in its row (same body size, no work); bare rows are against the first one.`,
+      what: `autocannon with ${CONNECTIONS} connections, in its own process, best of ${ROUNDS} runs of ${SECONDS} s per figure (after 1 s of warm-up), against the fastify app \`rankwatch up\` serves on 127.0.0.1. Ingest posts one batch of ${BATCH.toLocaleString('en-US')} events of a simulated 256-rank job per request; a 2xx through the write-ahead log means the batch was fdatasynced. The reads run on a chDB store holding a simulated 256-rank, 120-step job with a throttled GPU and a degraded NIC. Each figure's ratio is to the bare fastify route named in its row (same body size, no work); bare rows are against the first one.`,
       baseline: barePlain,
       rows: [...rest, ...reads],
       notes,

@@ -32,7 +32,7 @@ const BATCH = 1_000;
 /** Seconds per run, and runs per figure (the best counts); autocannon warms each figure up for one more second. */
 const SECONDS = Number(process.env.RANKWATCH_BENCH_SECONDS ?? 2);
 const ROUNDS = 3;
-const CONNECTIONS = 8;
+const CONNECTIONS = Number(process.env.RANKWATCH_BENCH_CONNECTIONS ?? 8);
 
 interface Cannon {
   requests: number;

@@ -1,4 +1,5 @@
 /** Tiny benchmark harness: best of N timed runs after a warm-up, and a markdown table writer. */
+import { cpus, loadavg } from 'node:os';
 
 export interface Measurement {
   name: string;
@@ -6,6 +7,8 @@ export interface Measurement {
   items: number;
   unit: string;
   bestMs: number;
+  /** Its own baseline, when not the section's (e.g. a bare route with the same body size). */
+  baseline?: Measurement;
 }
 
 export function measure(name: string, items: number, unit: string, fn: () => void, runs = 3): Measurement {
@@ -57,9 +60,13 @@ export function renderSection(s: Section): string {
     '| --- | ---: | ---: |',
     ...[s.baseline, ...s.rows].map(
       (m) =>
-        `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(s.baseline)).toFixed(2)}x |`,
+        `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(m.baseline ?? s.baseline)).toFixed(2)}x${m.baseline ? ` (to ${m.baseline.name})` : ''} |`,
     ),
   ];
   if (s.notes?.length) lines.push('', ...s.notes.map((n) => `- ${n}`));
   return lines.join('\n');
 }
+
+/** Other work on the machine moves absolute figures (not the ratios much): say how much there was. */
+export const loadNote = () =>
+  `load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores when this section started (other work on the machine included)`;

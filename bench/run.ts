@@ -2,11 +2,13 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
+import { apiBench } from './api.bench.js';
 import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { kafkaBench } from './kafka.bench.js';
 import { replayBench } from './replay.bench.js';
+import { startupBench } from './startup.bench.js';
 import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
 const BENCHES: [string, () => Promise<Section | undefined>][] = [
@@ -16,6 +18,8 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['store-query', storeQueryBench],
   ['kafka', kafkaBench],
   ['collector', collectorBench],
+  ['api', apiBench],
+  ['startup', startupBench],
 ];
 
 const only = process.argv[2];

@@ -4,7 +4,6 @@
  * the store, the app is built in-process and asked with inject(), so the figures are the same
  * whichever way a person reads them.
  */
-import { buildApp } from '../api/app.js';
 import { RankwatchError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from './store-options.js';
@@ -98,6 +97,8 @@ export async function openSource(values: Record<string, unknown>): Promise<ReadS
 
 /** The read API over a store that is already open (and stays open: closing closes only the app). */
 export async function sourceOverStore(store: Store, where: string): Promise<ReadSource> {
+  // Loaded here, not at the top: `--api` reads, `replay` and every `--help` start without fastify.
+  const { buildApp } = await import('../api/app.js');
   const app = await buildApp({ store });
   return {
     where,

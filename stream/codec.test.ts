@@ -20,6 +20,8 @@ describe('batch codec', () => {
     expect(d.events).toEqual([{ a: 1 }, { a: 3 }]);
     // Each event keeps the text it came from (trimmed), aligned with `events`: it is stored as raw.
     expect(d.lines).toEqual(['{"a":1}', '{"a": 3}']);
+    // And the line it was on, past the bad and the blank line, for replies that name lines.
+    expect(d.at).toEqual([1, 4]);
     expect(d.undecodable).toHaveLength(1);
     expect(d.undecodable[0]).toMatchObject({ line: 2, raw: '{"a":' });
     expect(d.undecodable[0].reason).toMatch(/not valid JSON/);

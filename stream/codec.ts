@@ -9,6 +9,8 @@ export interface Decoded {
   events: unknown[];
   /** The text each event was parsed from, aligned with `events` (stored as the raw event). */
   lines: string[];
+  /** The line number (from 1) each event was on, aligned with `events`. */
+  at: number[];
   undecodable: { raw: string; reason: string; line: number }[];
 }
 
@@ -53,11 +55,13 @@ export function decodeBatch(body: Uint8Array | string): Decoded {
   if (typeof body === 'string') text = body;
   else {
     const t = inflateText(body);
-    if ('error' in t) return { events: [], lines: [], undecodable: [{ raw: '', reason: t.error, line: 0 }] };
+    if ('error' in t)
+      return { events: [], lines: [], at: [], undecodable: [{ raw: '', reason: t.error, line: 0 }] };
     text = t.text;
   }
   const events: unknown[] = [];
   const kept: string[] = [];
+  const at: number[] = [];
   const undecodable: Decoded['undecodable'] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -66,9 +70,10 @@ export function decodeBatch(body: Uint8Array | string): Decoded {
     try {
       events.push(JSON.parse(line));
       kept.push(line);
+      at.push(i + 1);
     } catch (err) {
       undecodable.push({ raw: line, reason: `not valid JSON: ${(err as Error).message}`, line: i + 1 });
     }
   }
-  return { events, lines: kept, undecodable };
+  return { events, lines: kept, at, undecodable };
 }

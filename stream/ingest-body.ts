@@ -9,6 +9,8 @@ import { decodeBatch, inflateText } from './codec.js';
 
 export interface CheckedBody {
   good: RankwatchEvent[];
+  /** The text each good event arrived as, aligned with `good`: stored and journaled as sent, not encoded again. */
+  lines: string[];
   errors: { line: number; reason: string }[];
   rejected: number;
 }
@@ -21,29 +23,19 @@ export function checkIngestBody(raw: Buffer, maxReasons = 50): CheckedBody | { m
 
 export function checkIngestText(text: string, maxReasons: number): CheckedBody {
   const decoded = decodeBatch(text);
-  const badLines = new Map(decoded.undecodable.map((u) => [u.line, u.reason]));
-  const errors: { line: number; reason: string }[] = [];
+  const errors = decoded.undecodable.map((u) => ({ line: u.line, reason: u.reason }));
   const good: RankwatchEvent[] = [];
-  let rejected = badLines.size;
-  for (const [line, reason] of badLines) errors.push({ line, reason });
-  // decodeBatch keeps event order and skips blank lines: walk the lines to recover each number.
-  let next = 0;
-  let pos = 0;
-  for (let n = 1; pos <= text.length; n++) {
-    let end = text.indexOf('\n', pos);
-    if (end < 0) end = text.length;
-    const blank = text.slice(pos, end).trim() === '';
-    pos = end + 1;
-    if (blank || badLines.has(n)) continue;
-    const v = validateEvent(decoded.events[next++]);
-    if (v.ok) good.push(v.event);
-    else {
-      rejected++;
-      errors.push({ line: n, reason: v.reason });
-    }
+  const lines: string[] = [];
+  for (let i = 0; i < decoded.events.length; i++) {
+    const v = validateEvent(decoded.events[i]);
+    if (v.ok) {
+      good.push(v.event);
+      lines.push(decoded.lines[i]);
+    } else errors.push({ line: decoded.at[i], reason: v.reason });
   }
+  const rejected = errors.length;
   // Capped only once sorted: the reply lists the first rejected lines, whichever way they failed.
   errors.sort((a, b) => a.line - b.line);
   errors.length = Math.min(errors.length, maxReasons);
-  return { good, errors, rejected };
+  return { good, lines, errors, rejected };
 }

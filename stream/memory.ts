@@ -55,7 +55,9 @@ export class MemoryTransport implements Transport {
       // Checked after any wait for room: a batch queued on a stopped bus is never delivered.
       if (this.stopped)
         throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped memory transport');
-      part.queue.push({ key: b.key, partition: index, offset: part.nextOffset++, events: b.events });
+      const d: Delivery = { key: b.key, partition: index, offset: part.nextOffset++, events: b.events };
+      if (b.lines) d.lines = b.lines;
+      part.queue.push(d);
       this.c.published_batches++;
       this.c.published_events += b.events.length;
       this.pump(part);

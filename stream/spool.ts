@@ -43,6 +43,8 @@ export interface DiskSpoolConfig {
 interface Segment {
   seq: number;
   bytes: number;
+  /** Each line's size, for a segment this process wrote (every line a batch): acks need not read it back. */
+  written?: number[];
 }
 
 /** Where the head is: segment, lines and bytes of it already acknowledged. */
@@ -88,20 +90,23 @@ export class DiskSpool {
   /** Appends batches at the tail, in order. */
   append(batches: Batch[]): Promise<void> {
     return this.serial(async () => {
-      let text = '';
-      for (const b of batches) text += `${JSON.stringify({ key: b.key, events: b.events })}\n`;
-      if (!text) return;
+      if (batches.length === 0) return;
+      const lines = batches.map(batchLine);
+      const text = lines.join('');
       let tail = this.segments.at(-1);
       if (!tail || tail.bytes >= this.segmentBytes || this.tailSealed) {
-        tail = { seq: Math.max(tail?.seq ?? -1, this.cursor.seq - 1) + 1, bytes: 0 };
+        tail = { seq: Math.max(tail?.seq ?? -1, this.cursor.seq - 1) + 1, bytes: 0, written: [] };
         this.segments.push(tail);
         this.tailSealed = false;
       }
-      const bytes = Buffer.byteLength(text);
       const file = join(this.cfg.dir, segName(tail.seq));
       if (this.cfg.fsync) await appendSynced(file, text, tail.bytes === 0 ? this.cfg.dir : undefined);
       else await appendFile(file, text);
-      tail.bytes += bytes;
+      for (const l of lines) {
+        const bytes = Buffer.byteLength(l);
+        tail.bytes += bytes;
+        tail.written?.push(bytes);
+      }
       await this.enforceCap();
     });
   }
@@ -129,7 +134,7 @@ export class DiskSpool {
       let left = n;
       while (left > 0 && this.segments.length > 0) {
         const seg = this.segments[0];
-        const lines = await this.lines(seg);
+        const lines = seg.written?.map((bytes) => ({ batch: true, bytes })) ?? (await this.lines(seg));
         if (this.cursor.seq !== seg.seq) this.cursor = { seq: seg.seq, line: 0, bytes: 0 };
         while (left > 0 && this.cursor.line < lines.length) {
           const l = lines[this.cursor.line++];
@@ -246,6 +251,15 @@ export class DiskSpool {
     await writeFile(`${file}.tmp`, JSON.stringify(this.cursor));
     await rename(`${file}.tmp`, file);
   }
+}
+
+/**
+ * One journal line: the events' own text when the publisher kept it (ingest), else encoded here.
+ * Each kept line parsed as JSON on its own and holds no newline, so the joined array is valid JSON.
+ */
+function batchLine(b: Batch): string {
+  const events = b.lines?.length === b.events.length ? `[${b.lines.join(',')}]` : JSON.stringify(b.events);
+  return `{"key":${JSON.stringify(b.key)},"events":${events}}\n`;
 }
 
 /** Appends and fdatasyncs; a new file also fsyncs its folder, so the file itself survives. */

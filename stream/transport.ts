@@ -11,6 +11,11 @@ export interface Batch {
   /** Partitioning key: the job id, or the host for events without a job. */
   key: string;
   events: unknown[];
+  /**
+   * The JSON text of each event as it arrived, aligned with `events`, when the publisher has it
+   * (ingest): the write-ahead log and the raw-event table take it as is instead of encoding again.
+   */
+  lines?: string[];
 }
 
 export interface Delivery {
@@ -91,16 +96,24 @@ export function keyOf(event: unknown): string {
   return '_';
 }
 
-/** Groups events into one batch per key, keeping their order within each key. */
-export function batchByKey(events: unknown[]): Batch[] {
-  const byKey = new Map<string, unknown[]>();
-  for (const e of events) {
+/**
+ * Groups events into one batch per key, keeping their order within each key; `lines` (the text
+ * of each event, aligned with `events`) are grouped with their events.
+ */
+export function batchByKey(events: unknown[], lines?: string[]): Batch[] {
+  const byKey = new Map<string, Batch>();
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i];
     const k = keyOf(e);
-    const list = byKey.get(k);
-    if (list) list.push(e);
-    else byKey.set(k, [e]);
+    let b = byKey.get(k);
+    if (!b) {
+      b = lines ? { key: k, events: [], lines: [] } : { key: k, events: [] };
+      byKey.set(k, b);
+    }
+    b.events.push(e);
+    if (lines) b.lines!.push(lines[i]);
   }
-  return [...byKey].map(([key, evs]) => ({ key, events: evs }));
+  return [...byKey.values()];
 }
 
 /** FNV-1a, the same partition for the same key on every run. */

@@ -24,6 +24,8 @@ export interface WalOptions {
 
 export interface WalCounters {
   wal_logged_batches: number;
+  /** Journal writes, one fdatasync each; concurrent publishes share one (group commit). */
+  wal_writes: number;
   wal_acked_batches: number;
   wal_recovered_batches: number;
   wal_recovered_events: number;
@@ -34,10 +36,17 @@ export class WalTransport implements Transport {
   readonly type: string;
   private readonly log: DiskSpool;
   private readonly dir: string;
-  /** Append then publish, one publish at a time: journal order is bus order. */
+  /** recover() in progress: publishes wait for it. */
   private chain: Promise<unknown> = Promise.resolve();
+  /** Publishes waiting for the next journal write (group commit). */
+  private pending: { batches: Batch[]; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private writing = false;
+  /** Batches stored but not yet acknowledged in the journal, and the cursor write under way. */
+  private unacked = 0;
+  private acking: Promise<void> | undefined;
   private readonly c = {
     wal_logged_batches: 0,
+    wal_writes: 0,
     wal_acked_batches: 0,
     wal_recovered_batches: 0,
     wal_recovered_events: 0,
@@ -79,29 +88,74 @@ export class WalTransport implements Transport {
     return { batches: left.length, events: left.reduce((n, b) => n + b.events.length, 0) };
   }
 
+  /**
+   * Group commit: publishes that arrive while the log is being written wait and go to disk
+   * together in the next write, so concurrent requests share one fdatasync instead of queueing
+   * for one each. Each resolves once its batches are on disk and on the bus, in arrival order.
+   */
   publish(batches: Batch[]): Promise<void> {
-    const run = async () => {
-      if (batches.length === 0) return;
-      await this.log.append(batches);
-      this.c.wal_logged_batches += batches.length;
-      await this.inner.publish(batches);
-    };
-    const p = this.chain.then(run, run);
-    this.chain = p.catch(() => {});
-    return p;
+    if (batches.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.pending.push({ batches, resolve, reject });
+      if (!this.writing) void this.commit();
+    });
+  }
+
+  private async commit(): Promise<void> {
+    this.writing = true;
+    while (this.pending.length > 0) {
+      // recover() goes first: what the last process left is older than anything published now.
+      await this.chain;
+      const group = this.pending.splice(0);
+      try {
+        await this.log.append(group.flatMap((p) => p.batches));
+        this.c.wal_writes++;
+      } catch (err) {
+        for (const p of group) p.reject(err);
+        continue;
+      }
+      for (const p of group) {
+        this.c.wal_logged_batches += p.batches.length;
+        // Journal order is bus order: each waits for the bus (its backpressure) in turn.
+        await this.inner.publish(p.batches).then(p.resolve, p.reject);
+      }
+    }
+    this.writing = false;
   }
 
   consume(handler: Parameters<Transport['consume']>[0]): Promise<void> {
     return this.inner.consume(async (d) => {
       await handler(d);
       // The handler has stored the batch: it leaves the journal (deliveries come in publish order).
-      await this.log.ack(1);
-      this.c.wal_acked_batches++;
+      this.unacked++;
+      this.acking ??= this.ackStored();
     });
   }
 
-  drain(): Promise<void> {
-    return this.inner.drain();
+  /**
+   * Acknowledges stored batches in the journal, those that finished while the last cursor write
+   * ran in one write, so cursor writes do not queue between log appends one per batch. A cursor
+   * write that fails (or one lost in a crash) only means those batches are replayed and stored
+   * again at the next start, where the store keeps one copy.
+   */
+  private async ackStored(): Promise<void> {
+    while (this.unacked > 0) {
+      const n = this.unacked;
+      this.unacked = 0;
+      try {
+        await this.log.ack(n);
+        this.c.wal_acked_batches += n;
+      } catch {
+        break; // stopped or unwritable: the next start replays them
+      }
+    }
+    // Cleared with no await after the loop's last check, so no acknowledgement is left waiting.
+    this.acking = undefined;
+  }
+
+  async drain(): Promise<void> {
+    await this.inner.drain();
+    await this.acking;
   }
 
   /** Stops the bus; the journal keeps what was not acknowledged for the next start. */
@@ -110,7 +164,8 @@ export class WalTransport implements Transport {
   }
 
   /** Closes the journal once nothing more will be acknowledged (after the pipeline stopped). */
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    await this.acking;
     return this.log.close();
   }
 

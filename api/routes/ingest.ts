@@ -74,8 +74,8 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
         return reply
           .code(body.tooLarge ? 413 : 400)
           .send({ accepted: 0, rejected: 1, message: `body: ${body.error}` });
-      const { good, errors, rejected } = checkIngestText(body.text, MAX_REASONS);
-      if (good.length > 0) await opts.publisher.publish(batchByKey(good));
+      const { good, lines, errors, rejected } = checkIngestText(body.text, MAX_REASONS);
+      if (good.length > 0) await opts.publisher.publish(batchByKey(good, lines));
       if (rejected === 0) return { accepted: good.length, rejected: 0 };
       return reply.code(400).send({
         accepted: good.length,

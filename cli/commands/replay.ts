@@ -9,7 +9,6 @@ import { LineWriter } from '../jsonl.js';
 import { ExpiredCount } from '../retention.js';
 import { stdinToFile } from '../stdin.js';
 import { openStore, STORE_FLAGS } from '../store-options.js';
-import { storedReports } from './report.js';
 
 const SHOW_FIRST_ERRORS = 5;
 
@@ -118,7 +117,8 @@ event exits 1.
     // With a store, end with each job's report (on stderr when the findings take stdout).
     if (store && !values.quiet)
       (values.findings ? process.stdout : process.stderr).write(
-        `\n${await storedReports(store, jobsSeen)}\n`,
+        // Loaded only here: the report's table code is not needed to replay.
+        `\n${await (await import('./report.js')).storedReports(store, jobsSeen)}\n`,
       );
     await store?.close();
     if (!values.quiet) {

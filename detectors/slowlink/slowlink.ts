@@ -323,8 +323,17 @@ export class SlowLinkDetector {
     );
     let lead = 0;
     if (top) {
-      const other = judged.filter((j) => ![...j.link.rails].some((r) => top.link.rails.has(r)));
-      lead = top.excessMs - Math.max(0, ...other.map((j) => j.excessMs));
+      // Each link once (a communicator is every member rail's worst), and the smaller rail set
+      // walked: O(ranks) per step, where spreading each rail's link was O(ranks x group size).
+      let otherMax = 0;
+      const seen = new Set<Link>();
+      for (const j of judged) {
+        if (seen.has(j.link)) continue;
+        seen.add(j.link);
+        if (!(j.excessMs <= otherMax) && !sharesRail(j.link.rails, top.link.rails))
+          otherMax = Math.max(otherMax, j.excessMs);
+      }
+      lead = top.excessMs - otherMax;
     }
     const paceCost = (link: Link) => (top && link === top.link ? lead : 0);
     for (const [rail, x] of railScore) {
@@ -570,6 +579,12 @@ export class SlowLinkDetector {
     for (const [k, st] of this.intra) if (st.id) out.push({ id: st.id, key: k });
     return out;
   }
+}
+
+function sharesRail(a: Set<string>, b: Set<string>): boolean {
+  const [small, large] = a.size <= b.size ? [a, b] : [b, a];
+  for (const r of small) if (large.has(r)) return true;
+  return false;
 }
 
 /** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */

@@ -7,6 +7,7 @@ import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { kafkaBench } from './kafka.bench.js';
 import { replayBench } from './replay.bench.js';
+import { scaleBench } from './scale.bench.js';
 import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
 const BENCHES: [string, () => Promise<Section | undefined>][] = [
@@ -16,6 +17,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['store-query', storeQueryBench],
   ['kafka', kafkaBench],
   ['collector', collectorBench],
+  ['scale', scaleBench],
 ];
 
 const only = process.argv[2];

@@ -36,6 +36,7 @@ function runSize(ranks: number, steps: number, dir: string): Size {
   });
   if (child.status !== 0) throw new Error(`scale child at ${ranks} ranks failed: ${child.stderr.trim()}`);
   const d = JSON.parse(child.stdout) as { events: number; ms: number };
+  if (d.events !== n) throw new Error(`scale child at ${ranks} ranks read ${d.events} of ${n} events`);
   const bin = join(import.meta.dirname, '..', '..', 'bin', 'rankwatch.js');
   const t = performance.now();
   const cli = spawnSync(process.execPath, [bin, 'replay', file, '--findings', join(dir, 'f.jsonl')], {

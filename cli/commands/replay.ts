@@ -105,7 +105,7 @@ event exits 1.
       for await (const { first, lines } of readLineChunks(input)) {
         for (let i = 0; i < lines.length; i++) {
           const line = lines[i];
-          if (line.length === 0 || line.trim().length === 0) continue;
+          if (line.length === 0 || (line.charCodeAt(0) !== 123 && line.trim().length === 0)) continue; // 123: '{'
           const n = first + i;
           const v = parseEventLine(line);
           if (!v.ok) {
@@ -116,7 +116,7 @@ event exits 1.
             continue;
           }
           events++;
-          if ('job' in v.event && v.event.job) jobsSeen.add(v.event.job);
+          if (store && 'job' in v.event && v.event.job) jobsSeen.add(v.event.job); // for the stored reports
           runner.push(v.event);
           if (store) {
             expired.see(v.event.ts);

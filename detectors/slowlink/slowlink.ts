@@ -83,6 +83,8 @@ interface Link {
   dst?: string;
   /** For a collective whose members are all on one host: its `nvlink:` key. */
   intra?: string;
+  /** For p2p edges: `src>dst`. */
+  edge?: string;
 }
 
 interface Cusum {
@@ -145,6 +147,11 @@ export class SlowLinkDetector {
   private lastTimes: { stepMs: number; ts: number } | undefined;
   private cumStepMs = 0;
   private scratch = new Float64Array(256);
+  /** What a p2p edge keeps from step to step (rails, key strings): built once, not per step and edge. */
+  private readonly edgeParts = new Map<
+    number,
+    { src: string; dst: string; key: string; edge: string; rails: Set<string> }
+  >();
 
   constructor(
     private readonly job: string,
@@ -170,7 +177,13 @@ export class SlowLinkDetector {
       if (!link) {
         const peerRail = this.rail(e.peer, e.peer_host, undefined);
         const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-        link = this.newLink(`p2p:${src}>${dst}`, 'p2p', e, new Set([src, dst]), src, dst);
+        let parts = this.edgeParts.get(key);
+        if (parts?.src !== src || parts.dst !== dst) {
+          parts = { src, dst, key: `p2p:${src}>${dst}`, edge: `${src}>${dst}`, rails: new Set([src, dst]) };
+          this.edgeParts.set(key, parts);
+        }
+        link = this.newLink(parts.key, 'p2p', e, parts.rails, src, dst);
+        link.edge = parts.edge;
         step.edges.set(key, link);
       }
       if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
@@ -205,6 +218,8 @@ export class SlowLinkDetector {
       rails,
       src,
       dst,
+      intra: undefined, // set by judge(); present from the start so every link keeps one hidden class
+      edge: undefined,
     };
   }
 
@@ -311,7 +326,7 @@ export class SlowLinkDetector {
           const w = railWorst.get(r);
           if (!w || excessMs > w.excessMs) railWorst.set(r, judged);
         }
-        if (l.src && l.dst) edgeScore.set(`${l.src}>${l.dst}`, judged);
+        if (l.src && l.dst) edgeScore.set(l.edge ?? `${l.src}>${l.dst}`, judged);
       });
     }
     // Cost: only the link that sets the pace costs anything, by its lead over the slowest link

@@ -67,9 +67,9 @@ describe('bounded detector memory', () => {
     const small = stateBytes(256, 6);
     const large = stateBytes(2048, 6);
     const perRank = (large - small) / (2048 - 256);
-    // Measured 1.9 KB per rank (slow-link state per rail, edge and NVLink group dominates; it was
-    // 2.3 KB with a hidden class per edge state). A per-step copy kept, or a per-rank object
-    // more, shows here.
+    // Measured 1.9 KB per rank (slow-link state per rail, edge and NVLink group dominates; a hidden
+    // class per edge state once added 0.7 KB per rank at 16k ranks). A per-step copy kept, or a
+    // per-rank object more, shows here.
     expect(perRank).toBeLessThan(3 * 1024);
     expect(perRank).toBeGreaterThan(0);
   });

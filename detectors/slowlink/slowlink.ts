@@ -147,6 +147,7 @@ export class SlowLinkDetector {
   private lastTimes: { stepMs: number; ts: number } | undefined;
   private cumStepMs = 0;
   private scratch = new Float64Array(256);
+  private readonly kinds: { family: string; nranks: number; band: number; kind: string }[] = [];
   /** What a p2p edge keeps from step to step (rails, key strings): built once, not per step and edge. */
   private readonly edgeParts = new Map<
     number,
@@ -199,6 +200,15 @@ export class SlowLinkDetector {
     link.rails.add(rail);
   }
 
+  /** A link's kind string: a job has a handful, built once rather than per link and step. */
+  private kindOf(family: string, nranks: number, band: number): string {
+    for (const k of this.kinds)
+      if (k.band === band && k.nranks === nranks && k.family === family) return k.kind;
+    const kind = `${family}:${nranks}:${band}`;
+    if (this.kinds.length < 64) this.kinds.push({ family, nranks, band, kind });
+    return kind;
+  }
+
   private newLink(
     key: string,
     family: string,
@@ -210,7 +220,7 @@ export class SlowLinkDetector {
     const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
     return {
       key,
-      kind: `${family}:${e.nranks ?? 0}:${band}`,
+      kind: this.kindOf(family, e.nranks ?? 0, band),
       op: e.op,
       nranks: e.nranks ?? 2,
       bytes: e.bytes,

@@ -73,7 +73,7 @@ export async function scaleBench(): Promise<Section> {
   return {
     title: 'Scale: 256 to 65,536 ranks',
     what:
-      'Simulated jobs (tp 8, pp 4, the rest data-parallel; steps, collectives, 1 Hz GPU telemetry), about a million events each, every size in processes of its own, one run each. ' +
+      'Simulated jobs (tp 8, pp 4, the rest data-parallel; steps, collectives, 1 Hz GPU telemetry), about a million events each, every size in processes of its own; detectors best of three passes, replay one run. ' +
       'Rows: the DetectorRunner alone over events parsed beforehand (`detectors`), and `rankwatch replay FILE --findings OUT` end to end as a process (`replay`, cold start included).',
     baseline: base.detect,
     rows: rest.map((s) => s.detect),

@@ -8,6 +8,7 @@ import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { kafkaBench } from './kafka.bench.js';
 import { replayBench } from './replay.bench.js';
+import { scaleBench } from './scale.bench.js';
 import { startupBench } from './startup.bench.js';
 import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
@@ -20,6 +21,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['collector', collectorBench],
   ['api', apiBench],
   ['startup', startupBench],
+  ['scale', scaleBench],
 ];
 
 const only = process.argv[2];

@@ -1,4 +1,5 @@
 /** Reading and writing JSON lines fast: chunked reads split by hand, buffered writes that respect backpressure. */
+import { isAscii } from 'node:buffer';
 import { createReadStream, createWriteStream, openSync, statSync } from 'node:fs';
 import { pipeline, Readable, type Writable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -45,7 +46,15 @@ export async function* readLineChunks(path: string): AsyncGenerator<{ first: num
   let rest = '';
   let next = 1;
   for await (const bytes of bytesOf(path)) {
-    const lines = (rest + text.decode(bytes, { stream: true })).split('\n');
+    // Event lines are ASCII (non-ASCII only inside messages): a latin1 copy is ~5x faster than
+    // UTF-8 decoding. Bytes a previous UTF-8 chunk left pending decode as TextDecoder would.
+    const chunk = isAscii(bytes)
+      ? text.decode() + bytes.toString('latin1')
+      : text.decode(bytes, { stream: true });
+    // Split the chunk alone and glue the carried-over part to its first line: splitting
+    // `rest + chunk` flattens a 1 MB string first, which costs more than the split.
+    const lines = chunk.split('\n');
+    lines[0] = rest + lines[0];
     rest = lines.pop() ?? '';
     yield { first: next, lines };
     next += lines.length;

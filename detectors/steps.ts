@@ -50,7 +50,8 @@ export class RankTable implements RankInfo {
   private grow(capacity: number): void {
     this.gpu = grown(this.gpu, capacity, -1);
     this.stage = grown(this.stage, capacity, -1);
-    this.host.length = capacity;
+    // Filled, not `length =`: a long holey array can fall back to slow dictionary elements.
+    for (let i = this.host.length; i < capacity; i++) this.host.push(undefined as unknown as string);
   }
 
   /** Records where a rank runs; returns true when it is new or moved. */
@@ -67,9 +68,18 @@ export class RankTable implements RankInfo {
     this.gpu[rank] = gpu;
     this.stage[rank] = stage;
     while (this.stageMembers.length <= stage) this.stageMembers.push([]);
+    // Kept sorted by insertion: ranks mostly arrive in order, and a sort per new rank is quadratic.
     const members = this.stageMembers[stage];
-    members.push(rank);
-    members.sort((a, b) => a - b);
+    let lo = 0;
+    let hi = members.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (members[mid] < rank) lo = mid + 1;
+      else hi = mid;
+    }
+    const i = lo;
+    if (i === members.length) members.push(rank);
+    else members.splice(i, 0, rank);
     return true;
   }
 }

@@ -83,6 +83,8 @@ interface Link {
   dst?: string;
   /** For a collective whose members are all on one host: its `nvlink:` key. */
   intra?: string;
+  /** For p2p edges: `src>dst`. */
+  edge?: string;
 }
 
 interface Cusum {
@@ -145,6 +147,12 @@ export class SlowLinkDetector {
   private lastTimes: { stepMs: number; ts: number } | undefined;
   private cumStepMs = 0;
   private scratch = new Float64Array(256);
+  private readonly kinds: { family: string; nranks: number; band: number; kind: string }[] = [];
+  /** What a p2p edge keeps from step to step (rails, key strings): built once, not per step and edge. */
+  private readonly edgeParts = new Map<
+    number,
+    { src: string; dst: string; key: string; edge: string; rails: Set<string> }
+  >();
 
   constructor(
     private readonly job: string,
@@ -170,7 +178,13 @@ export class SlowLinkDetector {
       if (!link) {
         const peerRail = this.rail(e.peer, e.peer_host, undefined);
         const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-        link = this.newLink(`p2p:${src}>${dst}`, 'p2p', e, new Set([src, dst]), src, dst);
+        let parts = this.edgeParts.get(key);
+        if (parts?.src !== src || parts.dst !== dst) {
+          parts = { src, dst, key: `p2p:${src}>${dst}`, edge: `${src}>${dst}`, rails: new Set([src, dst]) };
+          this.edgeParts.set(key, parts);
+        }
+        link = this.newLink(parts.key, 'p2p', e, parts.rails, src, dst);
+        link.edge = parts.edge;
         step.edges.set(key, link);
       }
       if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
@@ -186,6 +200,15 @@ export class SlowLinkDetector {
     link.rails.add(rail);
   }
 
+  /** A link's kind string: a job has a handful, built once rather than per link and step. */
+  private kindOf(family: string, nranks: number, band: number): string {
+    for (const k of this.kinds)
+      if (k.band === band && k.nranks === nranks && k.family === family) return k.kind;
+    const kind = `${family}:${nranks}:${band}`;
+    if (this.kinds.length < 64) this.kinds.push({ family, nranks, band, kind });
+    return kind;
+  }
+
   private newLink(
     key: string,
     family: string,
@@ -197,7 +220,7 @@ export class SlowLinkDetector {
     const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
     return {
       key,
-      kind: `${family}:${e.nranks ?? 0}:${band}`,
+      kind: this.kindOf(family, e.nranks ?? 0, band),
       op: e.op,
       nranks: e.nranks ?? 2,
       bytes: e.bytes,
@@ -205,6 +228,8 @@ export class SlowLinkDetector {
       rails,
       src,
       dst,
+      intra: undefined, // set by judge(); present from the start so every link keeps one hidden class
+      edge: undefined,
     };
   }
 
@@ -263,11 +288,15 @@ export class SlowLinkDetector {
       if (list) list.push(l);
       else byKind.set(kind, [l]);
     }
-    const railScore = new Map<string, number>();
-    const railLinks = new Map<string, number>();
-    const railWorst = new Map<
+    // Per rail this step: its links, lowest score and worst link, in one map (one lookup per
+    // membership rather than six: at 64k ranks these maps miss the cache on every access).
+    const railAcc = new Map<
       string,
-      { link: Link; z: number; measured: number; expected: number; excessMs: number }
+      {
+        links: number;
+        score: number;
+        worst: { link: Link; z: number; measured: number; expected: number; excessMs: number };
+      }
     >();
     const edgeScore = new Map<
       string,
@@ -305,36 +334,48 @@ export class SlowLinkDetector {
           return; // no NIC traffic: it neither clears nor blames a rail
         }
         for (const r of l.rails) {
-          railLinks.set(r, (railLinks.get(r) ?? 0) + 1);
-          const cur = railScore.get(r);
-          if (cur === undefined || z < cur) railScore.set(r, z);
-          const w = railWorst.get(r);
-          if (!w || excessMs > w.excessMs) railWorst.set(r, judged);
+          const a = railAcc.get(r);
+          if (!a) railAcc.set(r, { links: 1, score: z, worst: judged });
+          else {
+            a.links++;
+            if (z < a.score) a.score = z;
+            if (excessMs > a.worst.excessMs) a.worst = judged;
+          }
         }
-        if (l.src && l.dst) edgeScore.set(`${l.src}>${l.dst}`, judged);
+        if (l.src && l.dst) edgeScore.set(l.edge ?? `${l.src}>${l.dst}`, judged);
       });
     }
     // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
     // that shares none of its rails (what the step would take without it), as for stragglers.
-    const judged = [...edgeScore.values(), ...railWorst.values(), ...intraScore.values()];
+    const judged = [...edgeScore.values()];
+    for (const a of railAcc.values()) judged.push(a.worst);
+    for (const j of intraScore.values()) judged.push(j);
     const top = judged.reduce<(typeof judged)[number] | undefined>(
       (a, b) => (!a || b.excessMs > a.excessMs ? b : a),
       undefined,
     );
     let lead = 0;
     if (top) {
-      const other = judged.filter((j) => ![...j.link.rails].some((r) => top.link.rails.has(r)));
-      lead = top.excessMs - Math.max(0, ...other.map((j) => j.excessMs));
+      // Each link once (a communicator is every member rail's worst), and the smaller rail set
+      // walked: O(ranks) per step, where spreading each rail's link was O(ranks x group size).
+      let otherMax = 0;
+      const seen = new Set<Link>();
+      for (const j of judged) {
+        if (seen.has(j.link)) continue;
+        seen.add(j.link);
+        if (!(j.excessMs <= otherMax) && !sharesRail(j.link.rails, top.link.rails))
+          otherMax = Math.max(otherMax, j.excessMs);
+      }
+      lead = top.excessMs - otherMax;
     }
     const paceCost = (link: Link) => (top && link === top.link ? lead : 0);
-    for (const [rail, x] of railScore) {
-      const w = railWorst.get(rail)!;
+    for (const [rail, a] of railAcc) {
       // With one link, a rail's hit is its communicator's (a burst shared by every member): not a flap.
       this.stepCusum(
         this.railState(rail),
-        x,
-        (railLinks.get(rail) ?? 0) >= 2,
-        w,
+        a.score,
+        a.links >= 2,
+        a.worst,
         top?.link.rails.has(rail) ? lead : 0,
         step,
         stepMs,
@@ -343,8 +384,12 @@ export class SlowLinkDetector {
       );
     }
     for (const [edge, j] of edgeScore) {
-      const st = this.edges.get(edge) ?? { ...newCusum(), src: j.link.src!, dst: j.link.dst! };
-      this.edges.set(edge, st);
+      // Not a spread: V8 gives each spread-built state a hidden class of its own (~500 bytes per edge).
+      let st = this.edges.get(edge);
+      if (!st) {
+        st = Object.assign(newCusum(), { src: j.link.src!, dst: j.link.dst! });
+        this.edges.set(edge, st);
+      }
       this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, edge);
     }
     for (const [key, j] of intraScore) {
@@ -361,8 +406,11 @@ export class SlowLinkDetector {
   }
 
   private railState(rail: string): Cusum {
-    const st = this.rails.get(rail) ?? newCusum();
-    this.rails.set(rail, st);
+    let st = this.rails.get(rail);
+    if (!st) {
+      st = newCusum();
+      this.rails.set(rail, st);
+    }
     return st;
   }
 
@@ -570,6 +618,12 @@ export class SlowLinkDetector {
     for (const [k, st] of this.intra) if (st.id) out.push({ id: st.id, key: k });
     return out;
   }
+}
+
+function sharesRail(a: Set<string>, b: Set<string>): boolean {
+  const [small, large] = a.size <= b.size ? [a, b] : [b, a];
+  for (const r of small) if (large.has(r)) return true;
+  return false;
 }
 
 /** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */

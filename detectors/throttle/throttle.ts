@@ -57,6 +57,8 @@ interface GpuState {
 
 interface HostState {
   gpus: Set<number>;
+  /** The host's GPU states by index: found per sample without building a `host/gpu` key. */
+  byGpu: GpuState[];
   pendingSince?: number;
   hostIncident?: string;
 }
@@ -74,8 +76,12 @@ export class ThrottleDetector {
   ) {}
 
   process(e: GpuEvent, job: string | undefined, rank: number | undefined): void {
-    const key = `${e.host}/${e.gpu}`;
-    let g = this.gpus.get(key);
+    let host = this.hosts.get(e.host);
+    if (!host) {
+      host = { gpus: new Set<number>(), byGpu: [] };
+      this.hosts.set(e.host, host);
+    }
+    let g = host.byGpu[e.gpu];
     if (!g) {
       g = {
         host: e.host,
@@ -91,10 +97,9 @@ export class ThrottleDetector {
         reasons: 0,
         powerCap: 0,
       };
-      this.gpus.set(key, g);
-      const h = this.hosts.get(e.host) ?? { gpus: new Set<number>() };
-      this.hosts.set(e.host, h);
-      h.gpus.add(e.gpu);
+      this.gpus.set(`${e.host}/${e.gpu}`, g);
+      host.byGpu[e.gpu] = g;
+      host.gpus.add(e.gpu);
     }
     if (e.ts <= g.lastTs) return; // duplicate or out of order: telemetry is a rate, not a ledger
     g.lastTs = e.ts;
@@ -124,7 +129,6 @@ export class ThrottleDetector {
       }
     }
 
-    const host = this.hosts.get(e.host)!;
     if (!g.firing && g.score >= this.cfg.fireScore) {
       g.firing = true;
       if (host.hostIncident) this.attach(host.hostIncident, g);

@@ -9,9 +9,9 @@ import { createReadStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { replay } from '../cli/commands/replay.js';
-import { readLineChunks } from '../cli/jsonl.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
+import { readLineChunks } from '../stream/lines.js';
 import type { Measurement, Section } from './harness.js';
 import { writeSimFile } from './sim-file.js';
 
@@ -29,7 +29,7 @@ async function bareLoop(file: string): Promise<number> {
   return n;
 }
 
-/** The same, reading through rankwatch's own line reader (cli/jsonl.ts): what replay pays for reading. */
+/** The same, reading through rankwatch's own line reader (stream/lines.ts): what replay pays for reading. */
 async function readerLoop(file: string): Promise<number> {
   let n = 0;
   for await (const { lines } of readLineChunks(file))
@@ -68,7 +68,7 @@ export async function replayBench(): Promise<Section> {
       bestMs: runs.bare,
     };
     const reader: Measurement = {
-      name: "read with replay's line reader (cli/jsonl.ts) + JSON.parse only",
+      name: "read with replay's line reader (stream/lines.ts) + JSON.parse only",
       items: n,
       unit: 'events',
       bestMs: runs.reader,

@@ -6,8 +6,8 @@
  * file. `replay` reads through this, with the same pipeline `up` and `detect` run.
  */
 import { statSync } from 'node:fs';
-import { readLineChunks } from '../cli/jsonl.js';
 import { RankwatchError } from '../core/errors.js';
+import { readLineChunks } from './lines.js';
 import {
   type Delivery,
   type DeliveryHandler,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readLineChunks } from './jsonl.js';
+import { readLineChunks } from './lines.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-jsonl-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -81,7 +81,7 @@ export async function jobs(
   const rows = await store.query<Record<string, string | number | null>>(
     `SELECT j.job AS job, j.first_ts AS first_ts, j.last_ts AS last_ts, j.ranks AS ranks, j.last_step AS last_step,
        e.last_event AS last_event, e.world_size AS world_size, e.gpu_model AS gpu_model,
-       m.mfu_last AS mfu_last, m.mfu_avg AS mfu_avg
+       m.mfu_last AS mfu_last, m.mfu_avg AS mfu_avg, m.has_mfu AS has_mfu
      FROM (
        SELECT job, toUnixTimestamp64Milli(toDateTime64(min(minute), 3)) AS first_ts,
          toUnixTimestamp64Milli(toDateTime64(max(minute), 3)) + 60000 AS last_ts,
@@ -94,15 +94,14 @@ export async function jobs(
        FROM job_events FINAL GROUP BY job
      ) AS e ON e.job = j.job
      LEFT JOIN (
-       SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg FROM mfu FINAL WHERE implausible = '' GROUP BY job
+       SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg, 1 AS has_mfu FROM mfu FINAL WHERE implausible = '' GROUP BY job
      ) AS m ON m.job = j.job
      ORDER BY (ifNull(e.last_event, '') NOT IN ('finished', 'interrupted')
        AND j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
-     LIMIT {limit:UInt32}
-     SETTINGS join_use_nulls = 1`,
+     LIMIT {limit:UInt32}`,
     params,
   );
-  // join_use_nulls: a job with no MFU (or no job event) reads null, not an MFU of 0.
+  // A LEFT JOIN without a match gives 0, not NULL: a job with no MFU figure reads null, never an MFU of 0.
   return rows.map((r) => {
     const last = Number(r.last_ts);
     const ev = String(r.last_event ?? '');
@@ -123,8 +122,8 @@ export async function jobs(
       last_step: Number(r.last_step),
       world_size: Number(r.world_size ?? 0),
       gpu_model: String(r.gpu_model ?? ''),
-      mfu_last: r.mfu_last === null ? null : Number(r.mfu_last),
-      mfu_avg: r.mfu_avg === null ? null : Number(r.mfu_avg),
+      mfu_last: Number(r.has_mfu) === 1 && r.mfu_last !== null ? Number(r.mfu_last) : null,
+      mfu_avg: Number(r.has_mfu) === 1 && r.mfu_avg !== null ? Number(r.mfu_avg) : null,
     };
   });
 }

@@ -4,7 +4,7 @@
  * the seed, so every run is reproducible and no case is hand-picked.
  */
 import { Random } from '../core/random.js';
-import { SIM_DEFAULTS, type SimOptions } from '../sim/cluster.js';
+import type { SimOptions } from '../sim/cluster.js';
 import type { FaultSpec } from '../sim/faults.js';
 import { defaultLayout } from '../sim/topology.js';
 
@@ -104,10 +104,9 @@ export const FAMILIES: Family[] = [
 ];
 
 /**
- * Scale: a 6% slow rank in 8,192- and 16,384-rank jobs must be found as fast as at 256 ranks.
- * At 1.2 s steps, as in the field: the simulator's per-rank spike rate would put a 1.5-3x spike
- * on some rank of a 16k job in nearly every step (2.5 s steps), so here it is scaled to the
- * 256-rank job's spikes per step. Telemetry is off: a slow rank has no telemetry sign, and it
+ * Scale: a 6% slow rank in 8,192- and 16,384-rank jobs must be found as fast as at 256 ranks,
+ * at 1.2 s steps as in the field (the simulator keeps spikes per job-step fixed, see
+ * `SimOptions.spikesPerStep`). Telemetry is off: a slow rank has no telemetry sign, and it
  * halves the events.
  */
 export const SCALE_FAMILY: Family = {
@@ -175,8 +174,6 @@ export function expand(m: MatrixSpec, extra: Partial<SimOptions> = {}): EvalCase
             ranks,
             seed,
             steps: fam.steps ?? m.steps,
-            // Spikes per step as in a 256-rank job (see SCALE_FAMILY).
-            ...(fam.sizes && ranks > 256 ? { spikeProb: (SIM_DEFAULTS.spikeProb * 256) / ranks } : {}),
             faults: fault ? [fault] : [],
             job: `eval-${ranks}-${seed}`,
             ...fam.sim?.(seed, ranks),

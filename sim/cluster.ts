@@ -58,6 +58,8 @@ export interface SimOptions {
   /** Probability per communicator-step of a one-step congestion burst. */
   commBurstProb?: number;
   telemetry?: boolean;
+  /** GPU telemetry interval (default 1 s; dcgm-exporter's own default, DCGM_EXPORTER_INTERVAL, is 30 s). */
+  telemetryEveryMs?: number;
   collectives?: boolean;
   checkpointEvery?: number;
   /**
@@ -617,8 +619,9 @@ export class ClusterSim {
     rng: Random,
   ): Generator<RankwatchEvent> {
     const o = this.opts;
-    const first = Math.ceil((t0 + 1) / 1000) * 1000;
-    for (let sec = first; sec <= t1; sec += 1000) {
+    const every = o.telemetryEveryMs ?? 1000;
+    const first = Math.ceil((t0 + 1) / every) * every;
+    for (let sec = first; sec <= t1; sec += every) {
       const idle = sec - t0 < idleMs;
       for (const p of this.places) {
         let clock = this.maxClock;

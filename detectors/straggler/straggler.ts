@@ -68,6 +68,15 @@ export interface StragglerConfig extends CusumConfig {
   periodicHit: number;
   periodicHits: number;
   periodicMaxGap: number;
+  /**
+   * Shift CUSUM beside the main one, for sustained slowdowns of ~4% and more: a larger reference
+   * (fastK) and a tight cap (fastCap), so one step adds at most fastCap - fastK and only a run of
+   * slow steps reaches fastH. A 6% slow rank fires in ~6 steps instead of ~10; five spikes in a
+   * row would be needed to fire it.
+   */
+  fastK: number;
+  fastCap: number;
+  fastH: number;
 }
 
 /** The ramp test keeps one snapshot of each rank's EWMA every this many steps. */
@@ -94,6 +103,9 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   periodicHit: 6,
   periodicHits: 4,
   periodicMaxGap: 8,
+  fastK: 2,
+  fastCap: 4,
+  fastH: 10,
 };
 
 interface Pending {
@@ -111,6 +123,7 @@ interface Incident {
 export class StragglerDetector {
   private cap = 0;
   private s = new Float64Array(0);
+  private fast = new Float64Array(0);
   private clear = new Float64Array(0);
   private onsetStep = new Int32Array(0);
   private onsetTs = new Float64Array(0);
@@ -197,6 +210,8 @@ export class StragglerDetector {
         const before = this.s[r];
         const after = rise(before, x, cfg);
         this.s[r] = after;
+        this.fast[r] = Math.max(0, this.fast[r] + Math.min(x, cfg.fastCap) - cfg.fastK);
+        const shifted = this.fast[r] >= cfg.fastH;
         const clipped = Math.min(clip, Math.max(-clip, lr));
         this.ewma[r] += lam * (clipped - this.ewma[r]);
         const ew = this.ewma[r];
@@ -232,7 +247,7 @@ export class StragglerDetector {
           periodic = this.hitRun[r] >= cfg.periodicHits;
         }
         if (!this.flagged[r]) {
-          if (after === 0 && !drifted && !periodic) continue;
+          if (after === 0 && !drifted && !periodic && !shifted) continue;
           if (before === 0) {
             // CUSUM's change-point estimate: the last step the statistic left zero.
             this.onsetStep[r] = f.step;
@@ -243,7 +258,7 @@ export class StragglerDetector {
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
           this.clear[r] = fall(this.clear[r], x, cfg);
-        } else if (after >= cfg.h || drifted || periodic) {
+        } else if (after >= cfg.h || drifted || periodic || shifted) {
           this.flagged[r] = 1;
           this.clear[r] = 0;
           const host = this.ranks.host[r];
@@ -436,6 +451,7 @@ export class StragglerDetector {
         for (const r of inc.ranks) {
           this.flagged[r] = 0;
           this.s[r] = 0;
+          this.fast[r] = 0;
           this.clear[r] = 0;
           this.incidentOfRank.delete(r);
         }
@@ -466,6 +482,7 @@ export class StragglerDetector {
   private ensure(capacity: number): void {
     if (capacity <= this.cap) return;
     this.s = grown(this.s, capacity);
+    this.fast = grown(this.fast, capacity);
     this.clear = grown(this.clear, capacity);
     this.onsetTs = grown(this.onsetTs, capacity);
     this.sumLog = grown(this.sumLog, capacity);

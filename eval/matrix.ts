@@ -185,12 +185,17 @@ export const MATRICES: Record<string, MatrixSpec> = {
             }
           : f,
       ),
-      SCALE_BASE,
-      SCALE_FAMILY,
-      CLEAN_LONG,
     ],
   },
-  clean: { sizes: [], steps: 1200, families: [CLEAN_LONG] },
+  /** Every clean job: the default's clean families, then the long ones (the false-finding rates). */
+  clean: {
+    sizes: [
+      { ranks: 256, seeds: [1, 2, 3] },
+      { ranks: 1024, seeds: [4] },
+    ],
+    steps: 240,
+    families: [...FAMILIES.filter((f) => f.fault === undefined), CLEAN_LONG],
+  },
   scale: { sizes: [], steps: 140, families: [SCALE_BASE, SCALE_FAMILY] },
   quick: { sizes: [{ ranks: 256, seeds: [1] }], steps: 200, families: FAMILIES },
   long: {

@@ -19,11 +19,12 @@ scenario: recall (the finding names the right host and GPU), median and worst ti
 event time, cost-estimate error against the simulator's true cost, and false findings
 (straggler, throttle, slow_link that match no injected fault) per 1,000 rank-hours.
 
-  --matrix NAME        default (~100 jobs, ~35 min), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
-                       clean (the default's long clean jobs alone), long (many more rank-hours)
+  --matrix NAME        default (70 jobs), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
+                       clean (every clean job, long ones included: false findings per detector), long
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON
-  --update-docs FILE   write the tables into FILE between <!-- eval:start/end --> (or sweep:) markers`,
+  --update-docs FILE   write the table into FILE between <!-- eval:start/end --> markers (clean:
+                       eval-false, scale: eval-scale, --sweep: sweep)`,
   async run(argv) {
     const { values } = parse(argv, {
       matrix: { type: 'string' },
@@ -39,8 +40,7 @@ event time, cost-estimate error against the simulator's true cost, and false fin
     if (values['update-docs']) {
       try {
         const doc = readFileSync(values['update-docs'], 'utf8');
-        replaceBlock(doc, values.sweep ? 'sweep' : 'eval', '');
-        if (!values.sweep) replaceBlock(doc, 'eval-false', '');
+        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix ?? 'default'), '');
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT')
           throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${values['update-docs']}`);
@@ -127,12 +127,21 @@ event time, cost-estimate error against the simulator's true cost, and false fin
       if (r.faulty && !r.detected) console.log(`missed: ${r.family}, ${r.ranks} ranks, seed ${r.seed}`);
     }
     if (values['update-docs']) {
-      update(values['update-docs'], 'eval', markdownTable(HEAD, rows(summary)));
-      update(values['update-docs'], 'eval-false', markdownTable(FALSE_HEAD, falseRateRows(results)));
+      const block = blockOf(name);
+      const content =
+        name === 'clean'
+          ? markdownTable(FALSE_HEAD, falseRateRows(results))
+          : markdownTable(HEAD, rows(summary));
+      update(values['update-docs'], block, content);
     }
     return 0;
   },
 };
+
+/** The docs block each matrix writes: the clean one writes its false-finding rates per detector. */
+function blockOf(matrix: string): string {
+  return matrix === 'default' ? 'eval' : matrix === 'clean' ? 'eval-false' : `eval-${matrix}`;
+}
 
 function update(file: string, block: string, content: string): void {
   writeFileSync(file, replaceBlock(readFileSync(file, 'utf8'), block, content));

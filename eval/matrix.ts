@@ -157,7 +157,7 @@ const CLEAN_LONG: Family = {
     renumber: true,
     telemetryEveryMs: 10_000,
   }),
-  sizes: [{ ranks: 1024, seeds: [21, 22, 23, 24, 25] }],
+  sizes: [{ ranks: 1024, seeds: [21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35] }],
   steps: 1200,
 };
 

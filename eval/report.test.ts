@@ -1,8 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
-import type { FamilySummary } from './evaluate.js';
-import { HEAD, markdownTable, replaceBlock, rows } from './report.js';
+import type { FamilySummary, RunResult } from './evaluate.js';
+import {
+  FALSE_HEAD,
+  falseRateRows,
+  HEAD,
+  markdownTable,
+  poissonUpper95,
+  replaceBlock,
+  rows,
+} from './report.js';
 
 const S = '<!-- eval:start -->';
 const E = '<!-- eval:end -->';
@@ -85,7 +93,7 @@ describe('replaceBlock', () => {
 
   it('finds each block of docs/detectors.md exactly once', () => {
     const real = readFileSync(new URL('../docs/detectors.md', import.meta.url), 'utf8');
-    for (const name of ['eval', 'sweep']) {
+    for (const name of ['eval', 'eval-false', 'eval-scale', 'sweep']) {
       const out = replaceBlock(real, name, 'X');
       const start = `<!-- ${name}:start -->`;
       const end = `<!-- ${name}:end -->`;
@@ -126,5 +134,39 @@ describe('rows and markdownTable', () => {
     expect(md[0]).toBe(`| ${HEAD.join(' | ')} |`);
     expect(md[1]).toBe(`| --- |${' ---: |'.repeat(HEAD.length - 1)}`);
     expect(md[3]).toBe('| throttle | 4 | 3/4 (75%) | 6.3 | 10.1 | 1.23 | 2 | 1,000 | 2.00 |');
+  });
+});
+
+describe('false-finding rates per detector', () => {
+  it('bounds a rate of none by the rule of three, and a count by the exact Poisson bound', () => {
+    expect(poissonUpper95(0)).toBeCloseTo(-Math.log(0.05), 6);
+    // The one-sided 95% Poisson upper limit, chi-square(0.95, 2k + 2) / 2: 4.744, 6.296, 14.43.
+    expect(poissonUpper95(1)).toBeCloseTo(4.744, 2);
+    expect(poissonUpper95(2)).toBeCloseTo(6.296, 2);
+    expect(poissonUpper95(8)).toBeCloseTo(14.43, 1);
+  });
+
+  it('counts only clean jobs, per detector and all together, per 10,000 rank-hours', () => {
+    const run = (faulty: boolean, rankHours: number, types: string[]): RunResult => ({
+      family: faulty ? 'slow' : 'clean',
+      ranks: 256,
+      seed: 1,
+      faulty,
+      detected: faulty,
+      falseFindings: types.map((type) => ({ type }) as RunResult['falseFindings'][number]),
+      rankHours,
+      events: 0,
+    });
+    const body = falseRateRows([
+      run(false, 4000, []),
+      run(false, 6000, ['mfu_drop']),
+      // A faulty job's rank-hours and false findings are not the clean set's.
+      run(true, 5000, ['straggler', 'straggler']),
+    ]);
+    expect(body.map((r) => r[0])).toEqual(['straggler', 'throttle', 'slow_link', 'mfu_drop', 'any']);
+    expect(body[0]).toEqual(['straggler', '0', '10,000', '0.00', '≤ 3.00']);
+    expect(body[3]).toEqual(['mfu_drop', '1', '10,000', '1.00', '≤ 4.74']);
+    expect(body[4].slice(0, 2)).toEqual(['any', '1']);
+    expect(markdownTable(FALSE_HEAD, body).split('\n')).toHaveLength(7);
   });
 });

@@ -1,6 +1,6 @@
 /** The evaluation as a terminal table or a Markdown table (for docs/detectors.md). */
 import { RankwatchError } from '../core/errors.js';
-import type { FamilySummary } from './evaluate.js';
+import type { FamilySummary, RunResult } from './evaluate.js';
 
 const f1 = (x: number | undefined) => (x === undefined ? '–' : x.toFixed(1));
 
@@ -72,4 +72,56 @@ export function replaceBlock(doc: string, name: string, content: string): string
 
 function lineOf(doc: string, index: number): number {
   return doc.slice(0, index).split('\n').length;
+}
+
+/** Finding types whose false findings are counted, one row each, then all together. */
+const FALSE_TYPES = ['straggler', 'throttle', 'slow_link', 'mfu_drop'];
+
+export const FALSE_HEAD = [
+  'detector',
+  'false findings',
+  'clean rank-hours',
+  'per 10,000 rank-h',
+  '95% upper bound',
+];
+
+/**
+ * False findings per detector over the clean jobs (no injected fault), per 10,000 rank-hours,
+ * with the one-sided 95% Poisson upper bound on the rate: 3/N for none (the rule of three).
+ */
+export function falseRateRows(results: RunResult[]): string[][] {
+  const clean = results.filter((r) => !r.faulty);
+  const rankHours = clean.reduce((n, r) => n + r.rankHours, 0);
+  const per10k = (k: number) => (rankHours > 0 ? (1e4 * k) / rankHours : 0);
+  const row = (name: string, k: number) => [
+    name,
+    String(k),
+    Math.round(rankHours).toLocaleString('en-US'),
+    per10k(k).toFixed(2),
+    `≤ ${per10k(poissonUpper95(k)).toFixed(2)}`,
+  ];
+  const count = (t?: string) =>
+    clean.reduce((n, r) => n + r.falseFindings.filter((f) => t === undefined || f.type === t).length, 0);
+  return [...FALSE_TYPES.map((t) => row(t, count(t))), row('any', count())];
+}
+
+/** The mean whose chance of k or fewer events is 5%: the one-sided 95% upper bound (k = 0: ~3). */
+export function poissonUpper95(k: number): number {
+  const cdf = (mu: number) => {
+    let term = Math.exp(-mu);
+    let sum = term;
+    for (let i = 1; i <= k; i++) {
+      term *= mu / i;
+      sum += term;
+    }
+    return sum;
+  };
+  let lo = 0;
+  let hi = k + 10 + 10 * Math.sqrt(k + 1);
+  for (let i = 0; i < 100; i++) {
+    const mid = (lo + hi) / 2;
+    if (cdf(mid) > 0.05) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
 }

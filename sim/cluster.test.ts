@@ -78,6 +78,42 @@ describe('cluster simulator', () => {
     expect(faulted).toBe(10);
   });
 
+  it('keeps single-rank spikes per job-step fixed, so a 16k-rank job runs the steps a 256-rank job does', () => {
+    const median = (ranks: number) => {
+      const sim = new ClusterSim({ ranks, steps: 60, seed: 3, telemetry: false, collectives: false });
+      const ms = [...sim.events()].flatMap((e) => (e.kind === 'step' && e.rank === 0 ? [e.step_ms] : []));
+      return ms.sort((a, b) => a - b)[ms.length >> 1];
+    };
+    const small = median(256);
+    expect(small).toBeGreaterThan(1100);
+    expect(small).toBeLessThan(1300);
+    // At a fixed per-rank rate (0.03%), some rank of 16k spikes 1.5-3x on most steps: ~2.9 s.
+    expect(median(16384)).toBeLessThan(small * 1.06);
+    const perRank = new ClusterSim({
+      ranks: 16384,
+      steps: 20,
+      seed: 3,
+      spikeProb: 0.0003,
+      telemetry: false,
+      collectives: false,
+    });
+    const slow = [...perRank.events()].flatMap((e) => (e.kind === 'step' && e.rank === 0 ? [e.step_ms] : []));
+    expect(slow.sort((a, b) => a - b)[10]).toBeGreaterThan(small * 1.5);
+  });
+
+  it('samples GPU telemetry at the interval asked for', () => {
+    const gpuTs = (telemetryEveryMs?: number) =>
+      [...new ClusterSim({ ranks: 8, steps: 60, collectives: false, telemetryEveryMs }).events()]
+        .filter((e) => e.kind === 'gpu' && e.gpu === 0)
+        .map((e) => e.ts);
+    const every1 = gpuTs();
+    const every10 = gpuTs(10_000);
+    expect(every1.length).toBeGreaterThan(60);
+    expect(every10.length).toBeGreaterThan(4);
+    expect(every10.length).toBeLessThan(every1.length / 8);
+    for (const ts of every10) expect(ts % 10_000).toBe(0);
+  });
+
   it('throttle and power brake show in telemetry; degraded NIC slows its collectives', () => {
     const sim = new ClusterSim({
       ranks: 64,

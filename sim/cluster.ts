@@ -32,8 +32,22 @@ export interface SimOptions {
   noise?: number;
   /** Job-wide compute jitter per step (moves everyone alike). */
   jobJitter?: number;
-  /** Probability per rank-step of a single-step spike (GC, page fault). */
+  /**
+   * Probability per rank-step of a single-step 1.5-3x spike (a page fault, an unaligned GC).
+   * Default: `spikesPerStep` spread over the job's ranks (see there).
+   */
   spikeProb?: number;
+  /**
+   * Single-rank spikes per step across the whole job, when `spikeProb` is not given: at most
+   * 0.077, a 256-rank job at 0.03% per rank-step (smaller jobs keep 0.03%). Independent per-rank spikes at a fixed per-rank rate
+   * would hit some rank of a 16k-rank job in nearly every step, and since every step waits for
+   * its slowest rank, steps would take ~2.5 s instead of 1.2 s. Jobs that large do not run like
+   * that: their operators align the heavy per-process pauses (Megatron-LM's `--manual-gc`,
+   * megatron/training/arguments.py: "helps to align the timing of the collection across ranks
+   * which mitigates the impact of CPU-associated jitters"; those are the job-wide `pauseProb` and
+   * `jobJitter` here) and keep per-rank jitter rare, so the job-level rate is what stays fixed.
+   */
+  spikesPerStep?: number;
   /** Probability per step of a job-wide data-loader stall. */
   stallProb?: number;
   /** Extra cost of the first and last pipeline stages (embeddings, logits). */
@@ -44,6 +58,8 @@ export interface SimOptions {
   /** Probability per communicator-step of a one-step congestion burst. */
   commBurstProb?: number;
   telemetry?: boolean;
+  /** GPU telemetry interval (default 1 s; dcgm-exporter's own default, DCGM_EXPORTER_INTERVAL, is 30 s). */
+  telemetryEveryMs?: number;
   collectives?: boolean;
   checkpointEvery?: number;
   /**
@@ -97,7 +113,7 @@ export const SIM_DEFAULTS = {
   model: 'llama-70b',
   noise: 0.015,
   jobJitter: 0.02,
-  spikeProb: 0.0003,
+  spikesPerStep: 0.0768,
   stallProb: 0.02,
   firstStageCost: 1.06,
   lastStageCost: 1.12,
@@ -109,6 +125,8 @@ export const SIM_DEFAULTS = {
 };
 
 const EXPOSED_COMM_SHARE = 0.06;
+/** A rank's chance of a single-step spike, up to the job's `spikesPerStep`. */
+const SPIKE_PROB_PER_RANK = 0.0003;
 /** A drift counts as a fault once its slowdown passes this (3%). */
 export const DRIFT_VISIBLE = 0.03;
 const RAIL_BUSBW_BYTES_PER_MS = 40e6; // 40 GB/s bus bandwidth per NIC rail
@@ -247,6 +265,7 @@ export class ClusterSim {
     // Options added later draw from their own generator, so the noise above stays as it was.
     const extraRng = new Random(o.seed ^ 0x3c6ef372);
     const hostCount = Math.ceil(n / this.layout.gpusPerHost);
+    const spikeProb = o.spikeProb ?? Math.min(SPIKE_PROB_PER_RANK, o.spikesPerStep / n);
     const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
     // Compute so that the costliest stage plus exposed comm fills the step.
     const unit =
@@ -307,7 +326,7 @@ export class ClusterSim {
           : 0;
       const stall = (jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0) + pause;
       for (let r = 0; r < n; r++) {
-        const spike = noiseRng.chance(o.spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
+        const spike = noiseRng.chance(spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
         const z = noiseRng.normal();
         clean[r] = stageBase[this.places[r].stage] * offsets[r] * Math.exp(o.noise * z) * jobFactor * spike;
         compute[r] = clean[r] * this.computeFactor(r, step);
@@ -600,8 +619,9 @@ export class ClusterSim {
     rng: Random,
   ): Generator<RankwatchEvent> {
     const o = this.opts;
-    const first = Math.ceil((t0 + 1) / 1000) * 1000;
-    for (let sec = first; sec <= t1; sec += 1000) {
+    const every = o.telemetryEveryMs ?? 1000;
+    const first = Math.ceil((t0 + 1) / every) * every;
+    for (let sec = first; sec <= t1; sec += every) {
       const idle = sec - t0 < idleMs;
       for (const p of this.places) {
         let clock = this.maxClock;

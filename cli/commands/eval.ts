@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { RankwatchError } from '../../core/errors.js';
 import { runCase, summarise } from '../../eval/evaluate.js';
 import { expand, MATRICES } from '../../eval/matrix.js';
-import { HEAD, markdownTable, replaceBlock, rows } from '../../eval/report.js';
+import { FALSE_HEAD, falseRateRows, HEAD, markdownTable, replaceBlock, rows } from '../../eval/report.js';
 import { SWEEP_H, sweep } from '../../eval/sweep.js';
 import { type Command, parse } from '../args.js';
 import { Progress } from '../progress.js';
@@ -19,10 +19,12 @@ scenario: recall (the finding names the right host and GPU), median and worst ti
 event time, cost-estimate error against the simulator's true cost, and false findings
 (straggler, throttle, slow_link that match no injected fault) per 1,000 rank-hours.
 
-  --matrix NAME        default (87 jobs, ~30 min), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks), long (many more rank-hours)
+  --matrix NAME        default (52 jobs), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
+                       clean (every clean job, long ones included: false findings per detector), long
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON
-  --update-docs FILE   write the tables into FILE between <!-- eval:start/end --> (or sweep:) markers`,
+  --update-docs FILE   write the table into FILE between <!-- eval:start/end --> markers (clean:
+                       eval-false, scale: eval-scale, --sweep: sweep)`,
   async run(argv) {
     const { values } = parse(argv, {
       matrix: { type: 'string' },
@@ -37,7 +39,8 @@ event time, cost-estimate error against the simulator's true cost, and false fin
     // A docs file without its markers is reported before minutes of evaluation, not after.
     if (values['update-docs']) {
       try {
-        replaceBlock(readFileSync(values['update-docs'], 'utf8'), values.sweep ? 'sweep' : 'eval', '');
+        const doc = readFileSync(values['update-docs'], 'utf8');
+        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix ?? 'default'), '');
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT')
           throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${values['update-docs']}`);
@@ -113,6 +116,7 @@ event time, cost-estimate error against the simulator's true cost, and false fin
       return 0;
     }
     console.log(table(HEAD, rows(summary)));
+    console.log(table(FALSE_HEAD, falseRateRows(results)));
     const events = results.reduce((n, r) => n + r.events, 0);
     console.log(
       `${cases.length} jobs, ${events.toLocaleString('en-US')} events in ${((performance.now() - started) / 1000).toFixed(1)} s.`,
@@ -122,10 +126,22 @@ event time, cost-estimate error against the simulator's true cost, and false fin
         console.log(`false finding (${r.family}, ${r.ranks} ranks, seed ${r.seed}): ${f.summary}`);
       if (r.faulty && !r.detected) console.log(`missed: ${r.family}, ${r.ranks} ranks, seed ${r.seed}`);
     }
-    if (values['update-docs']) update(values['update-docs'], 'eval', markdownTable(HEAD, rows(summary)));
+    if (values['update-docs']) {
+      const block = blockOf(name);
+      const content =
+        name === 'clean'
+          ? markdownTable(FALSE_HEAD, falseRateRows(results))
+          : markdownTable(HEAD, rows(summary));
+      update(values['update-docs'], block, content);
+    }
     return 0;
   },
 };
+
+/** The docs block each matrix writes: the clean one writes its false-finding rates per detector. */
+function blockOf(matrix: string): string {
+  return matrix === 'default' ? 'eval' : matrix === 'clean' ? 'eval-false' : `eval-${matrix}`;
+}
 
 function update(file: string, block: string, content: string): void {
   writeFileSync(file, replaceBlock(readFileSync(file, 'utf8'), block, content));

@@ -53,7 +53,7 @@ export interface SlowLinkConfig extends CusumConfig {
 
 export const SLOWLINK_DEFAULTS: SlowLinkConfig = {
   k: 1.5,
-  h: 16,
+  h: 24,
   cap: 8,
   minSigma: 0.03,
   sigmaAlpha: 0.05,

@@ -50,7 +50,37 @@ export interface StragglerConfig extends CusumConfig {
    * level removes the rank's own offset, so its test can be tighter.
    */
   driftRelative: number;
+  /**
+   * Ramp test: a rise of the EWMA above its own value driftWindowSteps steps ago (or its first
+   * settled value, when that is more recent) by this share of the EWMA's threshold fires, once
+   * the rank is within driftFloor of the median or slower. A ramp that began early in the job
+   * drags the long-run level up with it; the EWMA's own past does not move.
+   */
+  driftWindow: number;
+  /** Ramp test: the window, in steps (a multiple of DRIFT_SNAP_EVERY). */
+  driftWindowSteps: number;
+  /**
+   * Periodic test: a step at least this many robust units slow is a hit; `periodicHits` hits in a
+   * row spaced by the same gap of at most `periodicMaxGap` steps fire. A rank slow on one step in
+   * three fires at its fourth slow step; random spikes almost never line up (8p^4 per rank-step
+   * at spike rate p).
+   */
+  periodicHit: number;
+  periodicHits: number;
+  periodicMaxGap: number;
+  /**
+   * Shift CUSUM beside the main one, for sustained slowdowns of ~4% and more: a larger reference
+   * (fastK) and a tight cap (fastCap), so one step adds at most fastCap - fastK and only a run of
+   * slow steps reaches fastH. A 6% slow rank fires in ~6 steps instead of ~10; five spikes in a
+   * row would be needed to fire it.
+   */
+  fastK: number;
+  fastCap: number;
+  fastH: number;
 }
+
+/** The ramp test keeps one snapshot of each rank's EWMA every this many steps. */
+const DRIFT_SNAP_EVERY = 8;
 
 export const STRAGGLER_DEFAULTS: StragglerConfig = {
   k: 1.5,
@@ -59,7 +89,7 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   minSigma: 0.006,
   sigmaAlpha: 0.05,
   resolveH: 30,
-  groupWaitSteps: 3,
+  groupWaitSteps: 2,
   minPeers: 4,
   driftLambda: 0.08,
   driftMin: 0.03,
@@ -68,6 +98,14 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   driftBaseLambda: 0.005,
   driftFloor: -0.01,
   driftRelative: 0.8,
+  driftWindow: 0.9,
+  driftWindowSteps: 128,
+  periodicHit: 6,
+  periodicHits: 4,
+  periodicMaxGap: 8,
+  fastK: 2,
+  fastCap: 4,
+  fastH: 10,
 };
 
 interface Pending {
@@ -85,6 +123,7 @@ interface Incident {
 export class StragglerDetector {
   private cap = 0;
   private s = new Float64Array(0);
+  private fast = new Float64Array(0);
   private clear = new Float64Array(0);
   private onsetStep = new Int32Array(0);
   private onsetTs = new Float64Array(0);
@@ -104,6 +143,14 @@ export class StragglerDetector {
   private base = new Float64Array(0);
   private baseN = new Int32Array(0);
   private held = new Int32Array(0);
+  /** The ramp test's snapshots of each settled EWMA (slot-major, NaN before), its first, and the frame count. */
+  private snaps = new Float32Array(0);
+  private firstSnap = new Float64Array(0);
+  private frames = 0;
+  /** Periodic test: each rank's last hit (frame), the gap before it, and hits at that gap in a row. */
+  private lastHit = new Int32Array(0);
+  private hitGap = new Int32Array(0);
+  private hitRun = new Int32Array(0);
   private stageSigma: number[] = [];
   private scratch = new Float64Array(0);
   private scratch2 = new Float64Array(0);
@@ -128,6 +175,11 @@ export class StragglerDetector {
     this.cumStepMs += stepMs;
     const hostTop = this.hostMaxima(f);
     hostTop.stepMs = stepMs;
+    // Ramp test: every DRIFT_SNAP_EVERY frames the oldest snapshot is compared, then replaced.
+    const slots = Math.max(2, Math.round(cfg.driftWindowSteps / DRIFT_SNAP_EVERY));
+    const snapSlot = this.frames % DRIFT_SNAP_EVERY === 0 ? (this.frames / DRIFT_SNAP_EVERY) % slots : -1;
+    const refSlot = (Math.floor(this.frames / DRIFT_SNAP_EVERY) + 1) % slots;
+    this.frames++;
 
     for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
       const members = this.ranks.stageMembers[stage];
@@ -158,6 +210,8 @@ export class StragglerDetector {
         const before = this.s[r];
         const after = rise(before, x, cfg);
         this.s[r] = after;
+        this.fast[r] = Math.max(0, this.fast[r] + Math.min(x, cfg.fastCap) - cfg.fastK);
+        const shifted = this.fast[r] >= cfg.fastH;
         const clipped = Math.min(clip, Math.max(-clip, lr));
         this.ewma[r] += lam * (clipped - this.ewma[r]);
         const ew = this.ewma[r];
@@ -173,9 +227,27 @@ export class StragglerDetector {
           this.base[r] +=
             (n * cfg.driftBaseLambda <= 1 ? 1 / n : cfg.driftBaseLambda) * (clipped - this.base[r]);
         }
-        const drifted = ew >= driftThr || (settled && ew - this.base[r] >= relThr && ew >= cfg.driftFloor);
+        const oldest = this.snaps[refSlot * this.cap + r];
+        const ref = Number.isNaN(oldest) ? this.firstSnap[r] : oldest;
+        if (snapSlot >= 0 && settled) {
+          this.snaps[snapSlot * this.cap + r] = ew;
+          if (Number.isNaN(this.firstSnap[r])) this.firstSnap[r] = ew;
+        }
+        const drifted =
+          ew >= driftThr ||
+          (ew >= cfg.driftFloor &&
+            ((settled && ew - this.base[r] >= relThr) || ew - ref >= cfg.driftWindow * driftThr));
+        let periodic = false;
+        if (x >= cfg.periodicHit) {
+          const gap = this.frames - this.lastHit[r];
+          if (gap === this.hitGap[r] && gap <= cfg.periodicMaxGap) this.hitRun[r]++;
+          else this.hitRun[r] = 2;
+          this.hitGap[r] = gap;
+          this.lastHit[r] = this.frames;
+          periodic = this.hitRun[r] >= cfg.periodicHits;
+        }
         if (!this.flagged[r]) {
-          if (after === 0 && !drifted) continue;
+          if (after === 0 && !drifted && !periodic && !shifted) continue;
           if (before === 0) {
             // CUSUM's change-point estimate: the last step the statistic left zero.
             this.onsetStep[r] = f.step;
@@ -186,7 +258,7 @@ export class StragglerDetector {
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
           this.clear[r] = fall(this.clear[r], x, cfg);
-        } else if (after >= cfg.h || drifted) {
+        } else if (after >= cfg.h || drifted || periodic || shifted) {
           this.flagged[r] = 1;
           this.clear[r] = 0;
           const host = this.ranks.host[r];
@@ -379,6 +451,7 @@ export class StragglerDetector {
         for (const r of inc.ranks) {
           this.flagged[r] = 0;
           this.s[r] = 0;
+          this.fast[r] = 0;
           this.clear[r] = 0;
           this.incidentOfRank.delete(r);
         }
@@ -397,6 +470,8 @@ export class StragglerDetector {
     this.base.fill(0);
     this.baseN.fill(0);
     this.held.fill(0);
+    this.snaps.fill(Number.NaN);
+    this.firstSnap.fill(Number.NaN);
   }
 
   /** Open incidents, for linking and the end-of-job summary. */
@@ -407,6 +482,7 @@ export class StragglerDetector {
   private ensure(capacity: number): void {
     if (capacity <= this.cap) return;
     this.s = grown(this.s, capacity);
+    this.fast = grown(this.fast, capacity);
     this.clear = grown(this.clear, capacity);
     this.onsetTs = grown(this.onsetTs, capacity);
     this.sumLog = grown(this.sumLog, capacity);
@@ -423,6 +499,16 @@ export class StragglerDetector {
     this.base = grown(this.base, capacity);
     this.baseN = grown(this.baseN, capacity);
     this.held = grown(this.held, capacity);
+    // A first hit has no gap yet (far from any frame).
+    this.lastHit = grown(this.lastHit, capacity, -1e9);
+    this.hitGap = grown(this.hitGap, capacity);
+    this.hitRun = grown(this.hitRun, capacity);
+    const slots = Math.max(2, Math.round(this.cfg.driftWindowSteps / DRIFT_SNAP_EVERY));
+    const snaps = new Float32Array(slots * capacity).fill(Number.NaN);
+    for (let k = 0; k < slots; k++)
+      snaps.set(this.snaps.subarray(k * this.cap, (k + 1) * this.cap), k * capacity);
+    this.snaps = snaps;
+    this.firstSnap = grown(this.firstSnap, capacity, Number.NaN);
     this.scratch = new Float64Array(capacity);
     this.scratch2 = new Float64Array(capacity);
     this.cap = capacity;

@@ -29,6 +29,16 @@ export interface Family {
 
 const onset = (rng: Random) => 40 + rng.int(40);
 
+/** What real jobs do that the simulator's defaults do not (issue 16): the field-like confounds. */
+const fieldLike = (seed: number) => ({
+  lateArrival: true,
+  pauseProb: 0.3,
+  rank0Checkpoint: true,
+  checkpointEvery: 25,
+  clockSkewMs: 2000,
+  lastStageCost: seed % 2 ? 1.12 : 1.3,
+});
+
 export const FAMILIES: Family[] = [
   // Alternate a mildly and a strongly heavier last stage: stage cost never makes a straggler.
   { name: 'clean', sim: (seed) => ({ lastStageCost: seed % 2 ? 1.12 : 1.3 }) },
@@ -61,14 +71,7 @@ export const FAMILIES: Family[] = [
   // Field-like cases (issue 16): what real jobs do that the simulator's defaults do not.
   {
     name: 'clean, field-like',
-    sim: (seed) => ({
-      lateArrival: true,
-      pauseProb: 0.3,
-      rank0Checkpoint: true,
-      checkpointEvery: 25,
-      clockSkewMs: 2000,
-      lastStageCost: seed % 2 ? 1.12 : 1.3,
-    }),
+    sim: fieldLike,
   },
   { name: 'clean, elastic restart', sim: () => ({ restartAt: 100, renumber: true }) },
   {
@@ -147,12 +150,7 @@ const AT_4K = new Set(['slow_rank 5%', 'slow_rank 3%']);
 const CLEAN_LONG: Family = {
   name: 'clean, all confounds (long)',
   sim: (seed) => ({
-    lateArrival: true,
-    pauseProb: 0.3,
-    rank0Checkpoint: true,
-    checkpointEvery: 25,
-    clockSkewMs: 2000,
-    lastStageCost: seed % 2 ? 1.12 : 1.3,
+    ...fieldLike(seed),
     restartAt: 600,
     renumber: true,
     telemetryEveryMs: 10_000,

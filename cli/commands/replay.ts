@@ -30,7 +30,7 @@ event exits 1.
   --convention C       FLOP convention for MFU (palm, megatron, megatron-causal)
   --gpu-mtbf-h H       fleet MTBF of one GPU, hours (GPU-hours per interruption): lets a job with
                        fewer than 3 interruptions of its own get a checkpoint_interval finding
-  --quiet              no summary on stderr`,
+  --quiet              no topology line and no summary on stderr`,
   async run(argv) {
     const { values, positionals } = parse(
       argv,

@@ -54,11 +54,18 @@ export class FileTransport implements Transport {
   async consume(handler: DeliveryHandler): Promise<void> {
     if (this.done) throw new RankwatchError('RANKWATCH_ERR_USAGE', 'one handler per transport');
     if (this.path !== '-') {
+      let folder = false;
       try {
-        statSync(this.path);
+        folder = statSync(this.path).isDirectory();
       } catch {
         throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${this.path}`);
       }
+      // Said before anything is read, as the CLI says a path error (cli/fail.ts).
+      if (folder)
+        throw Object.assign(new Error(`EISDIR: ${this.path} is a folder`), {
+          code: 'EISDIR',
+          path: this.path,
+        });
     }
     this.done = this.read(handler);
     this.done.catch(() => {}); // surfaced by drain()

@@ -104,10 +104,10 @@ event exits 1.
           }
         : undefined,
     });
-    if (!values.quiet) process.stderr.write(`${pipeline.describe()}\n`);
     const started = performance.now();
     try {
-      await pipeline.start();
+      await pipeline.start(); // checks the input first: a bad path is one line, before any other
+      if (!values.quiet) process.stderr.write(`${pipeline.describe()}\n`);
       await pipeline.stop();
     } catch (err) {
       await store?.close();

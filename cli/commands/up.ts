@@ -88,7 +88,6 @@ export async function startUp(o: UpOptions): Promise<Up> {
       health.fail('store', `store write failing, batch held and retried: ${(err as Error).message}`),
     onStoreRecovered: () => health.ok('store'),
   });
-  log.info(pipeline.describe());
   await pipeline.start();
   const rebuilt = await pipeline.rebuild(store, (o.rebuildMinutes ?? 60) * 60_000);
   if (rebuilt > 0)
@@ -152,6 +151,8 @@ export async function startUp(o: UpOptions): Promise<Up> {
     automation: o.automation,
   });
   const address = await app.listen({ host: o.host, port: o.port });
+  // Once listening: a port or folder that fails is one line, before any other output.
+  log.info(pipeline.describe());
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {

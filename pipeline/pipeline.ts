@@ -131,7 +131,7 @@ export class Pipeline {
 
   /** Where events come from and where what they produce goes, in one line for the start-up log. */
   describe(): string {
-    const t = this.o.transport as Transport & { name?: string };
+    const t = this.o.transport;
     const detectors = this.runner.detectorNames();
     const parts = [
       `pipeline: ${t.type}${t.name ? ` ${t.name}` : ''}`,

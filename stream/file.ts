@@ -31,8 +31,6 @@ export class FileTransport implements Transport {
   private stopped = false;
   private done: Promise<void> | undefined;
   private readonly c: TransportCounters = zeroCounters();
-  /** Lines read, blank ones included: the last line number. */
-  lines = 0;
 
   constructor(config: FileTransportConfig) {
     this.path = config.path;
@@ -106,7 +104,6 @@ export class FileTransport implements Transport {
         d.lineNumbers!.push(first + i);
         if (d.events.length >= this.perDelivery) await deliver();
       }
-      this.lines = first + lines.length - 1;
     }
     await deliver();
   }

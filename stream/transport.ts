@@ -83,6 +83,8 @@ export interface Transport extends Publisher {
    * as the live run would have ended them. Live buses leave it unset.
    */
   readonly bounded?: boolean;
+  /** What it reads, when more than its type says (a file's path): named in the topology line. */
+  readonly name?: string;
   /** Stops fetching while the store holds a batch back (Kafka); delivery resumes on `resume`. */
   pause?(): void;
   resume?(): void;

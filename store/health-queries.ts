@@ -64,18 +64,7 @@ export async function nodeHealth(store: Store, r: TimeRange & { host?: string } 
   const get = (host: string) => {
     let h = by.get(host);
     if (!h) {
-      h = {
-        host,
-        faults: 0,
-        last_fault_ts: null,
-        fault_sources: [],
-        throttled_gpu_minutes: 0,
-        min_sm_clock_mhz: null,
-        max_temp_c: null,
-        ecc_dbe: 0,
-        active_findings: 0,
-        worst_action: 'none',
-      };
+      h = quietNode(host);
       by.set(host, h);
     }
     return h;
@@ -105,6 +94,22 @@ export async function nodeHealth(store: Store, r: TimeRange & { host?: string } 
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return y[i] - x[i];
     return a.host < b.host ? -1 : 1;
   });
+}
+
+/** A host with nothing against it: no faults, no throttling, no open findings. */
+export function quietNode(host: string): NodeHealth {
+  return {
+    host,
+    faults: 0,
+    last_fault_ts: null,
+    fault_sources: [],
+    throttled_gpu_minutes: 0,
+    min_sm_clock_mhz: null,
+    max_temp_c: null,
+    ecc_dbe: 0,
+    active_findings: 0,
+    worst_action: 'none',
+  };
 }
 
 export interface FaultRow {

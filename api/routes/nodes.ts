@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type TSchema, Type } from '@sinclair/typebox';
 import { Finding } from '../../schema/finding.js';
-import { faultHistory, gpuHistory, nodeHealth } from '../../store/health-queries.js';
+import { faultHistory, gpuHistory, nodeHealth, quietNode } from '../../store/health-queries.js';
 import { findings } from '../../store/queries.js';
 import type { Store } from '../../store/store.js';
 import { errors, notFound, parseRange, READ_ERRORS, TimeQuery } from './common.js';
@@ -108,19 +108,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (ap
       ]);
       if (!node && gpu.length === 0)
         throw notFound(`no host "${host}" in faults, GPU telemetry or findings (GET /v1/nodes lists them)`);
-      const empty = {
-        host,
-        faults: 0,
-        last_fault_ts: null,
-        fault_sources: [],
-        throttled_gpu_minutes: 0,
-        min_sm_clock_mhz: null,
-        max_temp_c: null,
-        ecc_dbe: 0,
-        active_findings: 0,
-        worst_action: 'none',
-      };
-      return { node: node ?? empty, faults, findings: found, gpu_history: gpu };
+      return { node: node ?? quietNode(host), faults, findings: found, gpu_history: gpu };
     },
   );
 

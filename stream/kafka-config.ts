@@ -1,11 +1,8 @@
 /**
- * What a user sets to reach Kafka, from flags and environment, and the kafkajs client built from
- * it. The only file besides kafka.ts that knows kafkajs exists, so a maintained client can
- * replace it behind the Transport interface.
+ * What a user sets to reach Kafka, from flags and environment. The kafkajs client is built from it
+ * in kafka.ts, the one file that loads kafkajs, so a maintained client can replace it behind the
+ * Transport interface (and `--help` does not load it).
  */
-import { readFileSync } from 'node:fs';
-import type { ConnectionOptions } from 'node:tls';
-import { Kafka, type KafkaConfig, type LogEntry, logLevel, type SASLOptions } from 'kafkajs';
 import { RankwatchError } from '../core/errors.js';
 
 export interface KafkaTransportConfig {
@@ -124,37 +121,6 @@ export function limitKafkaLog(
     shown++;
     log(level, message);
   };
-}
-
-/** A kafkajs client whose log lines go to the injected logger (warnings and errors, rate-limited). */
-export function kafkaClient(c: ResolvedKafkaConfig, rawLog: KafkaLog): Kafka {
-  const log = limitKafkaLog(rawLog);
-  const cfg: KafkaConfig = {
-    clientId: c.clientId,
-    brokers: c.brokers,
-    connectionTimeout: c.connectionTimeoutMs,
-    // Connecting fails fast; consumers and admin set their own, longer, retries.
-    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
-    logLevel: logLevel.WARN,
-    logCreator:
-      () =>
-      ({ level, log: entry }: LogEntry) => {
-        if (level > logLevel.WARN) return;
-        log(level <= logLevel.ERROR ? 'error' : 'warn', `kafkajs: ${entry.message}`);
-      },
-  };
-  if (c.tls) {
-    if (c.tls === true) cfg.ssl = true;
-    else {
-      const t: ConnectionOptions = { rejectUnauthorized: c.tls.rejectUnauthorized ?? true };
-      if (c.tls.caFile) t.ca = [readFileSync(c.tls.caFile, 'utf8')];
-      if (c.tls.certFile) t.cert = readFileSync(c.tls.certFile, 'utf8');
-      if (c.tls.keyFile) t.key = readFileSync(c.tls.keyFile, 'utf8');
-      cfg.ssl = t;
-    }
-  }
-  if (c.sasl) cfg.sasl = c.sasl as SASLOptions;
-  return new Kafka(cfg);
 }
 
 /** Flags every Kafka command shares, for node's parseArgs. */

@@ -13,18 +13,61 @@
  * (detector state rebuilt, output dropped) before live delivery resumes at the committed offset.
  */
 import { createHash } from 'node:crypto';
-import type { Admin, Consumer, EachBatchPayload, KafkaMessage, Message, Producer } from 'kafkajs';
-import { CompressionTypes, Partitioners } from 'kafkajs';
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import type {
+  Admin,
+  Consumer,
+  EachBatchPayload,
+  KafkaConfig,
+  KafkaMessage,
+  LogEntry,
+  Message,
+  Producer,
+  SASLOptions,
+} from 'kafkajs';
+import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { RankwatchError } from '../core/errors.js';
 import { decodeBatch, encodeBatch } from './codec.js';
 import {
   type KafkaLog,
   type KafkaTransportConfig,
-  kafkaClient,
+  limitKafkaLog,
   type ResolvedKafkaConfig,
   resolveKafkaConfig,
 } from './kafka-config.js';
 import type { Batch, Delivery, DeliveryHandler, Transport, TransportCounters } from './transport.js';
+
+/** A kafkajs client whose log lines go to the injected logger (warnings and errors, rate-limited). */
+export function kafkaClient(c: ResolvedKafkaConfig, rawLog: KafkaLog): Kafka {
+  const log = limitKafkaLog(rawLog);
+  const cfg: KafkaConfig = {
+    clientId: c.clientId,
+    brokers: c.brokers,
+    connectionTimeout: c.connectionTimeoutMs,
+    // Connecting fails fast; consumers and admin set their own, longer, retries.
+    retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 },
+    logLevel: logLevel.WARN,
+    logCreator:
+      () =>
+      ({ level, log: entry }: LogEntry) => {
+        if (level > logLevel.WARN) return;
+        log(level <= logLevel.ERROR ? 'error' : 'warn', `kafkajs: ${entry.message}`);
+      },
+  };
+  if (c.tls) {
+    if (c.tls === true) cfg.ssl = true;
+    else {
+      const t: ConnectionOptions = { rejectUnauthorized: c.tls.rejectUnauthorized ?? true };
+      if (c.tls.caFile) t.ca = [readFileSync(c.tls.caFile, 'utf8')];
+      if (c.tls.certFile) t.cert = readFileSync(c.tls.certFile, 'utf8');
+      if (c.tls.keyFile) t.key = readFileSync(c.tls.keyFile, 'utf8');
+      cfg.ssl = t;
+    }
+  }
+  if (c.sasl) cfg.sasl = c.sasl as SASLOptions;
+  return new Kafka(cfg);
+}
 
 /** Messages per partition whose fingerprints are kept to recognise a producer's resend. */
 const DUPLICATE_WINDOW = 50_000;

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { automationFrom } from '../actions/cli-options.js';
 import { alertingFrom } from '../alerts/cli-options.js';
-import { startUp, type Up } from '../cli/commands/up.js';
+import { startUp, type Up } from '../api/up.js';
 import { createStore } from '../store/index.js';
 import { postLines, simLines, until } from './helpers.js';
 import { startAlertmanager } from './setup/alertmanager.js';

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../cli/commands/up.js';
+import { startUp, type Up } from '../api/up.js';
 import { ChdbStore } from '../store/chdb.js';
 import { postLines, type Running, simLines, startRankwatch, until } from './helpers.js';
 

@@ -8,7 +8,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../cli/commands/up.js';
+import { startUp, type Up } from '../api/up.js';
 import { ChdbStore } from '../store/chdb.js';
 import { type Running, serveText, startRankwatch, until } from './helpers.js';
 

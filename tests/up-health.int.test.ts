@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startUp } from '../cli/commands/up.js';
+import { startUp } from '../api/up.js';
 import { createLogger } from '../core/log.js';
 import { ChdbStore } from '../store/chdb.js';
 import { postLines, SwitchableStore, simLines, until } from './helpers.js';

@@ -1,13 +1,10 @@
 import { resolve } from 'node:path';
-import { buildPipeline } from '../../pipeline/build.js';
 import { callbackSink, consoleSink } from '../../pipeline/sinks.js';
 import type { RankwatchEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
 import { SIM_DEFAULTS } from '../../sim/cluster.js';
 import { formatFault } from '../../sim/faults.js';
 import { scoreRun } from '../../sim/score.js';
-import { ChdbStore } from '../../store/chdb.js';
-import { findingsOf } from '../../store/queries.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
 import { type Command, num, parse } from '../args.js';
@@ -63,6 +60,12 @@ ${SIM_FLAGS_HELP}`,
     const simulation = simFromFlags({ ...values, fault: faults, job });
     const speed = num(values.speed, 'speed', 60);
     const dataDir = resolve(values.data ?? 'data');
+    // Loaded once past --help, which then needs neither the engine nor the detectors.
+    const [{ buildPipeline }, { ChdbStore }, { findingsOf }] = await Promise.all([
+      import('../../pipeline/build.js'),
+      import('../../store/chdb.js'),
+      import('../../store/queries.js'),
+    ]);
     const store = new ChdbStore({ path: dataDir });
     const transport = new MemoryTransport({ maxQueuedBatches: 16 });
     const progress = new Progress();

@@ -1,16 +1,11 @@
-import Fastify from 'fastify';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
-import { healthRoutes } from '../../api/routes/healthz.js';
 import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
-import { Metrics } from '../../core/metrics.js';
-import { buildPipeline } from '../../pipeline/build.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
-import { KafkaTransport } from '../../stream/kafka.js';
 import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
 import { type Command, num, parse } from '../args.js';
 import { LineWriter } from '../jsonl.js';
@@ -65,6 +60,11 @@ ${STORE_FLAGS_HELP}`,
       console.log(this.usage);
       return 0;
     }
+    // Loaded once past --help, which then needs none of them.
+    const [{ buildPipeline }, { KafkaTransport }] = await Promise.all([
+      import('../../pipeline/build.js'),
+      import('../../stream/kafka.js'),
+    ]);
     const logger = createLogger('rankwatch detect', values.quiet === true ? { level: 'error' } : {});
     const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
     const health = new Health(logger);
@@ -239,6 +239,11 @@ async function healthServer(
   figures: () => Record<string, number>,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (port === undefined) return undefined;
+  const [{ default: Fastify }, { healthRoutes }, { Metrics }] = await Promise.all([
+    import('fastify'),
+    import('../../api/routes/healthz.js'),
+    import('../../core/metrics.js'),
+  ]);
   const metrics = new Metrics().health(health).counters(
     'rankwatch_detect',
     {

@@ -1,9 +1,5 @@
 import { RankwatchError } from '../../core/errors.js';
-import { DETECTOR_DEFAULTS } from '../../detectors/runner.js';
-import { parseConvention } from '../../mfu/flops.js';
-import { buildPipeline } from '../../pipeline/build.js';
 import { deadLetterFileSink, findingFileSink } from '../../pipeline/sinks.js';
-import { FileTransport } from '../../stream/file.js';
 import { type Command, num, parse } from '../args.js';
 import { LineWriter } from '../jsonl.js';
 import { ExpiredCount } from '../retention.js';
@@ -50,6 +46,14 @@ event exits 1.
     }
     if (positionals.length !== 1)
       throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give one input FILE, or - for stdin');
+    // Loaded once past --help and the usage check, which then need none of them.
+    const [{ DETECTOR_DEFAULTS }, { parseConvention }, { buildPipeline }, { FileTransport }] =
+      await Promise.all([
+        import('../../detectors/runner.js'),
+        import('../../mfu/flops.js'),
+        import('../../pipeline/build.js'),
+        import('../../stream/file.js'),
+      ]);
     const detectors = {
       convention: values.convention ? parseConvention(values.convention) : DETECTOR_DEFAULTS.convention,
       checkpointInterval: {

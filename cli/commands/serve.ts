@@ -1,5 +1,3 @@
-import { buildApp } from '../../api/app.js';
-import { authTokens } from '../../api/auth.js';
 import { type Command, num, parse } from '../args.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
@@ -29,6 +27,11 @@ ${STORE_FLAGS_HELP}`,
       console.log(this.usage);
       return 0;
     }
+    // Loaded once past --help, which then needs neither fastify nor the engine.
+    const [{ buildApp }, { authTokens }] = await Promise.all([
+      import('../../api/app.js'),
+      import('../../api/auth.js'),
+    ]);
     const tokens = authTokens({
       file: values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined,
       token: values.token ?? process.env.RANKWATCH_TOKEN ?? undefined,

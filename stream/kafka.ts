@@ -28,6 +28,7 @@ import type {
 } from 'kafkajs';
 import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { RankwatchError } from '../core/errors.js';
+import type { DeadLetter } from '../store/rows.js';
 import { decodeBatch, encodeBatch } from './codec.js';
 import {
   type KafkaLog,
@@ -128,16 +129,8 @@ interface Pending {
   reject: (err: unknown) => void;
 }
 
-export interface DeadLetterRecord {
-  ts: number;
-  source: string;
-  reason: string;
-  raw: string;
-  /** Where the event was read; wins over the `origin` given to deadLetter(). */
-  topic?: string;
-  partition?: number;
-  offset?: number;
-}
+/** A dead letter as the dead-letter topic carries it: where it was read wins over the `origin` given to deadLetter(). */
+export type DeadLetterRecord = Omit<DeadLetter, 'line'>;
 
 /** Consecutive deliveries of one key and partition as one. */
 function mergeDeliveries(ds: Delivery[]): Delivery {

@@ -95,6 +95,13 @@ interface Link {
   excessMs: number;
   /** The judge pass that last counted this link (instead of a Set of links per step). */
   mark: number;
+  /** p2p: the receiving rank, the next edge of the same sender this step (an index, -1 at the end), and the edge's row (-1: none yet). */
+  to: number;
+  next: number;
+  row: number;
+  /** p2p without a row, during a judge pass: the link its edge is judged by, and the next new edge of the same sending rail. */
+  win: Link | undefined;
+  nextNew: Link | undefined;
 }
 
 /** What a Cusum row's finding text reads (built only for rows with a finding). */
@@ -116,9 +123,11 @@ interface OpenStep {
   /** Collectives by op, then communicator: no `op:comm` string built per event. */
   colls: Map<string, Map<string, Link>>;
   collList: Link[];
-  /** p2p edges by sender and receiver rank. */
-  edges: Map<number, Link>;
+  /** p2p edges: the first of each sending rank (an index into edgeList, -1 for none), chained by `next`. */
+  edgeHead: Int32Array;
   edgeList: Link[];
+  /** Edges of ranks too large to index (not valid input, but still counted). */
+  oddEdges: Map<number, Link>;
 }
 
 const RAIL = 0;
@@ -126,6 +135,8 @@ const EDGE = 1;
 const INTRA = 2;
 /** Ranks past this are looked up without the per-rank cache. */
 const MAX_CACHED_RANK = 1 << 24;
+/** Capacity of a per-rank index that holds `rank`: doubling, at least 64. */
+const indexOf = (rank: number): number => Math.max(64, 2 ** Math.ceil(Math.log2(rank + 1)));
 
 export class SlowLinkDetector {
   private readonly open = new Map<number, OpenStep>();
@@ -137,7 +148,16 @@ export class SlowLinkDetector {
   private readonly rails = new CusumTable();
   private railRow = new Int32Array(64).fill(-1);
   private readonly edges = new CusumTable();
-  private readonly edgeRow = new Map<number, number>();
+  /** First edge row of each sending rail (-1 for none), chained by the table's `next`: found without hashing. */
+  private edgeHead = new Int32Array(64).fill(-1);
+  /** During a judge pass: the link each edge row is judged by. */
+  private rowLink: (Link | undefined)[] = [];
+  private rowPass = new Int32Array(64);
+  /** During a judge pass: edges without a row, by sending rail (`newPass` says which pass set `newFirst`). */
+  private newPass = new Int32Array(64);
+  private newFirst: (Link | undefined)[] = [];
+  /** Released steps' rank indexes, reused. */
+  private readonly headPool: Int32Array[] = [];
   /** Edge rows waiting for their rails to be judged, in row order. */
   private pending: number[] = [];
   /** Intra-host communicators, keyed `nvlink:host/gpu+gpu+...`. */
@@ -176,7 +196,13 @@ export class SlowLinkDetector {
     let step = this.open.get(e.step);
     if (!step) {
       if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
-      step = { colls: new Map(), collList: [], edges: new Map(), edgeList: [] };
+      step = {
+        colls: new Map(),
+        collList: [],
+        edgeHead: this.rankIndex(),
+        edgeList: [],
+        oddEdges: new Map(),
+      };
       this.open.set(e.step, step);
     }
     const rail = this.rail(e.rank, e.host, e.gpu);
@@ -184,13 +210,23 @@ export class SlowLinkDetector {
       if (e.peer === undefined) return;
       // Both ends report the same transfer: key the edge by sender and receiver rank.
       const [from, to] = e.op === 'send' ? [e.rank, e.peer] : [e.peer, e.rank];
-      const key = from * 1_048_576 + to;
-      let link = step.edges.get(key);
+      const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
+      if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
+      let link: Link | undefined;
+      if (indexed) {
+        let i = step.edgeHead[from];
+        while (i >= 0 && step.edgeList[i].to !== to) i = step.edgeList[i].next;
+        link = i >= 0 ? step.edgeList[i] : undefined;
+      } else link = step.oddEdges.get(from * 1_048_576 + to);
       if (!link) {
         const peerRail = this.rail(e.peer, e.peer_host, undefined);
         const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
         link = this.newLink(railPair(src, dst), 'p2p', e, undefined, src, dst);
-        step.edges.set(key, link);
+        link.to = to;
+        if (indexed) {
+          link.next = step.edgeHead[from];
+          step.edgeHead[from] = step.edgeList.length;
+        } else step.oddEdges.set(from * 1_048_576 + to, link);
         step.edgeList.push(link);
       }
       if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
@@ -247,6 +283,11 @@ export class SlowLinkDetector {
       expected: 0,
       excessMs: 0,
       mark: 0,
+      to: -1,
+      next: -1,
+      row: -1,
+      win: undefined,
+      nextNew: undefined,
     };
   }
 
@@ -275,8 +316,26 @@ export class SlowLinkDetector {
         this.lastTimes = t;
       }
       // Released as soon as judged: a step's links never outlive it.
+      this.release(this.open.get(s)!);
       this.open.delete(s);
     }
+  }
+
+  /** A per-step index by sending rank, all -1: reused from released steps. */
+  private rankIndex(): Int32Array {
+    return this.headPool.pop() ?? new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1);
+  }
+
+  private release(step: OpenStep): void {
+    step.edgeHead.fill(-1);
+    if (this.headPool.length < 2) this.headPool.push(step.edgeHead);
+  }
+
+  /** The row of the edge from rail `src` to rail `dst`, or -1. */
+  private edgeRowOf(src: number, dst: number): number {
+    let row = src < this.edgeHead.length ? this.edgeHead[src] : -1;
+    while (row >= 0 && this.edges.dst[row] !== dst) row = this.edges.next[row];
+    return row;
   }
 
   private rail(rank: number, host: string | undefined, gpu: number | undefined): number {
@@ -317,8 +376,15 @@ export class SlowLinkDetector {
       this.accScore = grown(this.accScore, c);
     }
     const touched = this.touched;
-    // By edge row key (rail pair) and intra key, in first-judged order; a later link of the same key wins.
-    const edgeScore = new Map<number, Link>();
+    // Edges and intra-host groups in first-judged order; a later link of the same edge or key wins.
+    // An edge with a row is found by its rails; one without (first seen) by its rail pair.
+    const edgeOrder: Link[] = [];
+    if (this.newPass.length < this.railIds.size) {
+      this.newPass = grown(this.newPass, Math.max(this.railIds.size, this.newPass.length * 2));
+      while (this.newFirst.length < this.newPass.length) this.newFirst.push(undefined);
+    }
+    if (this.rowPass.length < this.edges.size) this.rowPass = grown(this.rowPass, this.edges.s.length);
+    while (this.rowLink.length < this.edges.size) this.rowLink.push(undefined);
     const intraScore = new Map<string, Link>();
     for (const [kind, list] of byKind) {
       const n = list.length;
@@ -354,7 +420,30 @@ export class SlowLinkDetector {
         else {
           this.accumulate(l.src, l);
           if (l.dst !== l.src) this.accumulate(l.dst, l);
-          edgeScore.set(l.key as number, l);
+          const row = this.edgeRowOf(l.src, l.dst);
+          l.row = row;
+          if (row >= 0) {
+            if (this.rowPass[row] !== pass) {
+              this.rowPass[row] = pass;
+              edgeOrder.push(l);
+            }
+            this.rowLink[row] = l;
+          } else {
+            // Edges without a row yet, chained per sending rail for this pass.
+            let f = this.newPass[l.src] === pass ? this.newFirst[l.src] : undefined;
+            if (this.newPass[l.src] !== pass) {
+              this.newPass[l.src] = pass;
+              this.newFirst[l.src] = undefined;
+            }
+            while (f && f.dst !== l.dst) f = f.nextNew;
+            if (f) f.win = l;
+            else {
+              l.win = l;
+              l.nextNew = this.newFirst[l.src];
+              this.newFirst[l.src] = l;
+              edgeOrder.push(l);
+            }
+          }
         }
       }
     }
@@ -365,7 +454,8 @@ export class SlowLinkDetector {
     const consider = (l: Link) => {
       if (!top || l.excessMs > top.excessMs) top = l;
     };
-    for (const l of edgeScore.values()) consider(l);
+    const edgeLink = (first: Link) => (first.row >= 0 ? this.rowLink[first.row]! : first.win!);
+    for (const f of edgeOrder) consider(edgeLink(f));
     for (const r of touched) consider(this.accWorst[r]!);
     for (const l of intraScore.values()) consider(l);
     let lead = 0;
@@ -379,7 +469,7 @@ export class SlowLinkDetector {
         l.mark = pass;
         if (!(l.excessMs <= otherMax) && !sharesRail(l, t)) otherMax = Math.max(otherMax, l.excessMs);
       };
-      for (const l of edgeScore.values()) other(l);
+      for (const f of edgeOrder) other(edgeLink(f));
       for (const r of touched) other(this.accWorst[r]!);
       for (const l of intraScore.values()) other(l);
       lead = t.excessMs - otherMax;
@@ -406,15 +496,21 @@ export class SlowLinkDetector {
       this.stepCusum(this.rails, row, RAIL, x, flapOpens, worst, cost, step, stepMs, ts);
     }
     touched.length = 0;
-    for (const [pair, l] of edgeScore) {
-      let row = this.edgeRow.get(pair);
-      if (row === undefined) {
+    this.newFirst.fill(undefined); // the step's links go with it
+    for (const f of edgeOrder) {
+      const l = edgeLink(f);
+      let row = f.row;
+      if (row >= 0) this.rowLink[row] = undefined;
+      else {
         // An edge to a peer not yet placed (`host/-1`, the first step) gets a row only once it looks slow.
         if ((!this.railIds.known(l.src) || !this.railIds.known(l.dst)) && this.staysFresh(l.z)) continue;
         row = this.edges.add();
         this.edges.src[row] = l.src;
         this.edges.dst[row] = l.dst;
-        this.edgeRow.set(pair, row);
+        if (l.src >= this.edgeHead.length)
+          this.edgeHead = grown(this.edgeHead, Math.max(l.src + 1, this.edgeHead.length * 2), -1);
+        this.edges.next[row] = this.edgeHead[l.src];
+        this.edgeHead[l.src] = row;
       }
       this.stepCusum(this.edges, row, EDGE, l.z, false, l, paceCost(l), step, stepMs, ts);
     }

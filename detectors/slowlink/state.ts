@@ -30,6 +30,8 @@ export class CusumTable {
   /** For edges: the rails at each end. */
   src = new Int32Array(0);
   dst = new Int32Array(0);
+  /** For edges: the next row of the same sending rail (-1 at the end). */
+  next = new Int32Array(0);
   /** The worst link at the row's last step: its key (a p2p link's as its rail pair) and kind. */
   worstKey: (string | number | undefined)[] = [];
   worstKind: (string | undefined)[] = [];
@@ -64,6 +66,7 @@ export class CusumTable {
     this.flagged = grown(this.flagged, c);
     this.src = grown(this.src, c, -1);
     this.dst = grown(this.dst, c, -1);
+    this.next = grown(this.next, c, -1);
   }
 }
 

@@ -156,9 +156,6 @@ export class SlowLinkDetector {
   /** During a judge pass: edges without a row, by sending rail (`newPass` says which pass set `newFirst`). */
   private newPass = new Int32Array(64);
   private newFirst: (Link | undefined)[] = [];
-  /** Released steps' links and collectives' rail sets, reused. */
-  private readonly linkPool: Link[] = [];
-  private readonly setPool: Set<number>[] = [];
   /** Released steps' rank indexes, reused. */
   private readonly headPool: Int32Array[] = [];
   /** Edge rows waiting for their rails to be judged, in row order. */
@@ -242,7 +239,7 @@ export class SlowLinkDetector {
     }
     let link = byComm.get(e.comm);
     if (!link) {
-      link = this.newLink(`${e.op}:${e.comm}`, e.op, e, this.setPool.pop() ?? new Set(), -1, -1);
+      link = this.newLink(`${e.op}:${e.comm}`, e.op, e, new Set(), -1, -1);
       byComm.set(e.comm, link);
       step.collList.push(link);
     }
@@ -269,31 +266,6 @@ export class SlowLinkDetector {
   ): Link {
     const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
     const k = this.kindOf(family, e.nranks ?? 0, band);
-    const l = this.linkPool.pop();
-    if (l) {
-      l.key = key;
-      l.kind = k.kind;
-      l.kindNvlink = k.kindNvlink;
-      l.op = e.op;
-      l.nranks = e.nranks ?? 2;
-      l.bytes = e.bytes;
-      l.durMin = Number.POSITIVE_INFINITY;
-      l.rails = rails;
-      l.src = src;
-      l.dst = dst;
-      l.intra = undefined;
-      l.z = 0;
-      l.measured = 0;
-      l.expected = 0;
-      l.excessMs = 0;
-      l.mark = 0;
-      l.to = -1;
-      l.next = -1;
-      l.row = -1;
-      l.win = undefined;
-      l.nextNew = undefined;
-      return l;
-    }
     return {
       key,
       kind: k.kind,
@@ -354,27 +326,9 @@ export class SlowLinkDetector {
     return this.headPool.pop() ?? new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1);
   }
 
-  /**
-   * A judged step's links and rail sets go back to pools for the next step: at 16k ranks a step
-   * holds ~15k links that live across several young-generation collections, so without reuse each
-   * step promoted ~4 MB of garbage to the old generation (peak RSS grows with it).
-   */
   private release(step: OpenStep): void {
     step.edgeHead.fill(-1);
     if (this.headPool.length < 2) this.headPool.push(step.edgeHead);
-    const keep = step.collList.length + step.edgeList.length;
-    if (this.linkPool.length > keep) this.linkPool.length = keep; // a job that shrank: no more than a step's worth
-    for (const l of step.collList) {
-      l.rails!.clear();
-      if (this.setPool.length < step.collList.length) this.setPool.push(l.rails!);
-      l.rails = undefined;
-      this.linkPool.push(l);
-    }
-    for (const l of step.edgeList) {
-      l.win = undefined;
-      l.nextNew = undefined;
-      this.linkPool.push(l);
-    }
   }
 
   /** The row of the edge from rail `src` to rail `dst`, or -1. */

@@ -12,7 +12,7 @@ import { replay } from '../cli/commands/replay.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { readLineChunks } from '../stream/lines.js';
-import type { Measurement, Section } from './harness.js';
+import { loadNote, type Measurement, type Section } from './harness.js';
 import { writeSimFile } from './sim-file.js';
 
 /** Reads the file in 1 MB chunks, splits lines, JSON.parses each: nothing else. */
@@ -39,6 +39,7 @@ async function readerLoop(file: string): Promise<number> {
 
 export async function replayBench(): Promise<Section> {
   const dir = mkdtempSync(join(tmpdir(), 'rankwatch-bench-'));
+  const load = loadNote();
   try {
     const file = join(dir, 'job.jsonl');
     const out = join(dir, 'findings.jsonl');
@@ -86,13 +87,14 @@ export async function replayBench(): Promise<Section> {
     const cli = /\(([\d,]+) events\/s\).*peak RSS (\d+) MB/.exec(stderr);
     return {
       title: 'Replay: 1,024 ranks, 120 steps',
-      what: `${n.toLocaleString('en-US')} events (steps, collectives, 1 Hz GPU telemetry, checkpoints; ${Math.round(n / 1024 / 120)} per rank and step), one core, from a JSON-lines file on disk; all loops warm, in one process, best of 3, alternating. The baseline reads as a plain loop does (1 MB chunks, TextDecoder, split); replay's reader copies ASCII chunks as latin1 and splits each chunk alone, so it is shown too.`,
+      what: `${n.toLocaleString('en-US')} events (steps, collectives, 1 Hz GPU telemetry, checkpoints; ${Math.round(n / 1024 / 120)} per rank and step), one core, from a JSON-lines file on disk; all loops warm, in one process, best of 3, alternating. The baseline reads as a plain loop does (1 MB chunks, TextDecoder, split); replay's reader reads 64 KB chunks, copies ASCII ones as latin1 and splits each chunk alone, so it is shown too.`,
       baseline,
       rows: [reader, row],
       notes: cli
         ? [
             `Against the loop with replay's own reader, replay runs at ${(runs.reader / runs.replay).toFixed(2)}x: what validation, the detectors and writing findings cost beyond reading and parsing.`,
             `\`rankwatch replay\` as its own process (cold start included): ${cli[1]} events/s, peak RSS ${cli[2]} MB.`,
+            load,
           ]
         : [`\`rankwatch replay\` output not understood: ${stderr.trim()}`],
     };

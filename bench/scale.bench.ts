@@ -1,7 +1,8 @@
 /**
  * Cost per event and memory per rank as the job grows: simulated jobs of 256, 4,096, 16,384 and
- * 65,536 ranks (about a million events each: fewer steps for bigger jobs), each size in processes
- * of its own. Events/s of the detectors alone (events parsed beforehand) and of `rankwatch replay`
+ * 65,536 ranks (about a million events each: fewer steps for bigger jobs; 65,536 ranks also with
+ * 6 steps, so that creating every rank's state once is not all the figure shows), each size in
+ * processes of its own. Events/s of the detectors alone (events parsed beforehand) and of `rankwatch replay`
  * end to end, as ratios to 256 ranks; peak RSS of the replay, and what each added rank adds to it.
  */
 import { spawnSync } from 'node:child_process';
@@ -9,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClusterSim } from '../sim/cluster.js';
-import { type Measurement, rate, type Section } from './harness.js';
+import { loadNote, type Measurement, rate, type Section } from './harness.js';
 import { writeSimFile } from './sim-file.js';
 
 const SIZES: [ranks: number, steps: number][] = [
@@ -17,6 +18,7 @@ const SIZES: [ranks: number, steps: number][] = [
   [4096, 40],
   [16384, 10],
   [65536, 3],
+  [65536, 6],
 ];
 
 interface Size {
@@ -58,6 +60,7 @@ function runSize(ranks: number, steps: number, dir: string): Size {
 
 export async function scaleBench(): Promise<Section> {
   const dir = mkdtempSync(join(tmpdir(), 'rankwatch-scale-'));
+  const load = loadNote();
   const sizes: Size[] = [];
   try {
     for (const [ranks, steps] of SIZES) {
@@ -70,6 +73,7 @@ export async function scaleBench(): Promise<Section> {
   const [base, ...rest] = sizes;
   const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
   const perRank = (s: Size) => ((s.rssMb - base.rssMb) * 1024) / (s.ranks - base.ranks);
+  const label = (s: Size) => `${fmt(s.ranks)} ranks${s.ranks === 65536 ? ` x ${s.steps}` : ''}`;
   return {
     title: 'Scale: 256 to 65,536 ranks',
     what:
@@ -81,11 +85,12 @@ export async function scaleBench(): Promise<Section> {
       `\`rankwatch replay\` end to end, ratio to 256 ranks: ${sizes
         .map(
           (s) =>
-            `${fmt(s.ranks)} ranks ${fmt(rate(s.replay))} events/s (${(rate(s.replay) / rate(base.replay)).toFixed(2)}x)`,
+            `${label(s)} ${fmt(rate(s.replay))} events/s (${(rate(s.replay) / rate(base.replay)).toFixed(2)}x)`,
         )
         .join(', ')}.`,
-      `Peak RSS of \`rankwatch replay\`: ${sizes.map((s) => `${fmt(s.ranks)} ranks ${s.rssMb} MB`).join(', ')}.`,
-      `Peak RSS per added rank (from 256 ranks): ${rest.map((s) => `${perRank(s).toFixed(2)} KB to ${fmt(s.ranks)}`).join(', ')}.`,
+      `Peak RSS of \`rankwatch replay\`: ${sizes.map((s) => `${label(s)} ${s.rssMb} MB`).join(', ')}.`,
+      `Peak RSS per added rank (from 256 ranks): ${rest.map((s) => `${perRank(s).toFixed(2)} KB to ${label(s)}`).join(', ')}.`,
+      load,
     ],
   };
 }

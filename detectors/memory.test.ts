@@ -1,6 +1,8 @@
 /**
  * Detector state per rank is bounded and independent of job length: a long job must not grow
- * the heap. Measured with a forced GC between two points of one long run.
+ * the heap. Measured with a forced GC between two points of one long run. Retained bytes count
+ * the JS heap and the typed arrays' buffers (which live outside it): per-rank state is mostly
+ * typed arrays, and a heap-only figure would miss it.
  */
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -15,7 +17,8 @@ const gc = vm.runInNewContext('gc') as () => void;
 function heapAfterGc(): number {
   gc();
   gc();
-  return process.memoryUsage().heapUsed;
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
 }
 
 describe('bounded detector memory', () => {
@@ -63,14 +66,22 @@ describe('bounded detector memory', () => {
     return after - before;
   }
 
-  it('holds a bounded state per rank (256 vs 2,048 ranks, steps, collectives and telemetry)', () => {
-    const small = stateBytes(256, 6);
-    const large = stateBytes(2048, 6);
-    const perRank = (large - small) / (2048 - 256);
-    // Measured 1.9 KB per rank (slow-link state per rail, edge and NVLink group dominates; a hidden
-    // class per edge state once added 0.7 KB per rank at 16k ranks). A per-step copy kept, or a
-    // per-rank object more, shows here.
-    expect(perRank).toBeLessThan(3 * 1024);
+  it('holds a bounded state per rank (256 vs 8,192 ranks, steps, collectives and telemetry)', () => {
+    stateBytes(8192, 4); // warm-up: code and caches the first run compiles are not state
+    // The lesser of two pairs; 8,192 ranks so that the worker's own traffic (RPC buffers, console,
+    // up to ~0.7 MB either way) stays small next to the state measured (~10 MB).
+    let perRank = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < 2; i++) {
+      const small = stateBytes(256, 4);
+      const large = stateBytes(8192, 4);
+      perRank = Math.min(perRank, (large - small) / (8192 - 256));
+    }
+    // Measured 1.36 KB per rank, heap and typed arrays, mid-job (steps of collectives open):
+    // slow-link rows ~0.35 KB, its open steps ~0.35 KB, straggler ~0.25 KB, throttle ~0.27 KB.
+    // The layout with an object and a `host/gpu` string key per slow-link rail and edge (and per
+    // throttled GPU and GPU owner) measured 2.3 KB here. A per-step copy kept, a per-rank object
+    // or string key more, shows here.
+    expect(perRank).toBeLessThan(1.8 * 1024);
     expect(perRank).toBeGreaterThan(0);
   });
 });

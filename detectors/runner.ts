@@ -64,7 +64,8 @@ interface JobRuntime {
 
 export class DetectorRunner {
   private readonly jobs = new Map<string, JobRuntime>();
-  private readonly jobOfGpu = new Map<string, { job: string; rank: number }>();
+  /** Job and rank on each GPU, by host then GPU index: no `host/gpu` string and object per rank. */
+  private readonly jobOfGpu = new Map<string, { jobs: (string | undefined)[]; ranks: number[] }>();
   /** Final MFU of finished jobs, most recent last, bounded. */
   private readonly finishedMfu = new Map<string, number | undefined>();
   private out: DetectorOutput = { findings: [], mfu: [], rollups: [] };
@@ -101,7 +102,11 @@ export class DetectorRunner {
     this.ctx = {
       log: this.log,
       config: this.cfg,
-      ownerOf: (host, gpu) => this.jobOfGpu.get(`${host}/${gpu}`),
+      ownerOf: (host, gpu) => {
+        const h = this.jobOfGpu.get(host);
+        const job = h?.jobs[gpu];
+        return job === undefined ? undefined : { job, rank: h!.ranks[gpu] };
+      },
       jobMeta: (job) => this.jobs.get(job)?.meta ?? this.endedMeta.get(job),
     };
     for (const entry of DETECTORS) {
@@ -280,10 +285,24 @@ export class DetectorRunner {
     const j = this.job(e.job);
     j.lastTs = Math.max(j.lastTs, e.ts);
     const stage = e.stage ?? this.stageOf(j, e.rank);
-    if (j.ranks.learn(e.rank, e.host, e.gpu, stage))
-      this.jobOfGpu.set(`${e.host}/${e.gpu}`, { job: j.id, rank: e.rank });
+    if (j.ranks.learn(e.rank, e.host, e.gpu, stage)) this.setOwner(e.host, e.gpu, j.id, e.rank);
     j.assembler.add(e, this.closed);
     if (this.closed.length) this.processClosed(j);
+  }
+
+  private setOwner(host: string, gpu: number, job: string, rank: number): void {
+    let h = this.jobOfGpu.get(host);
+    if (!h) {
+      h = { jobs: [], ranks: [] };
+      this.jobOfGpu.set(host, h);
+    }
+    // Filled up to the index, not left holey: GPU indexes are small.
+    while (h.jobs.length <= gpu) {
+      h.jobs.push(undefined);
+      h.ranks.push(-1);
+    }
+    h.jobs[gpu] = job;
+    h.ranks[gpu] = rank;
   }
 
   /** Without a `stage` field: Megatron order puts pipeline stages outermost. */
@@ -355,7 +374,14 @@ export class DetectorRunner {
     this.finishedMfu.set(id, j.mfu.overall());
     if (this.finishedMfu.size > 1000) this.finishedMfu.delete(this.finishedMfu.keys().next().value!);
     this.jobs.delete(id);
-    for (const [k, v] of this.jobOfGpu) if (v.job === id) this.jobOfGpu.delete(k);
+    for (const [host, h] of this.jobOfGpu) {
+      let left = 0;
+      for (let g = 0; g < h.jobs.length; g++) {
+        if (h.jobs[g] === id) h.jobs[g] = undefined;
+        else if (h.jobs[g] !== undefined) left++;
+      }
+      if (left === 0) this.jobOfGpu.delete(host);
+    }
   }
 
   private sweepQuiet(swept: QuietSweep): void {

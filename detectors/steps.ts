@@ -38,6 +38,8 @@ export class RankTable implements RankInfo {
   stageMembers: number[][] = [];
   /** Hosts' GPU counts as seen in reports. */
   readonly ranksOnHost = new Map<string, number>();
+  /** One string per host that every rank on it shares (each event parses its own copy). */
+  private readonly hostNames = new Map<string, string>();
 
   constructor(capacity: number) {
     this.grow(capacity);
@@ -64,7 +66,12 @@ export class RankTable implements RankInfo {
     }
     const oldStage = this.stage[rank];
     if (oldStage >= 0) this.stageMembers[oldStage] = this.stageMembers[oldStage].filter((r) => r !== rank);
-    this.host[rank] = host;
+    let name = this.hostNames.get(host);
+    if (name === undefined) {
+      name = host;
+      this.hostNames.set(host, name);
+    }
+    this.host[rank] = name;
     this.gpu[rank] = gpu;
     this.stage[rank] = stage;
     while (this.stageMembers.length <= stage) this.stageMembers.push([]);

@@ -29,11 +29,13 @@
 
 import { round } from '../../core/round.js';
 import type { CollectiveEvent } from '../../schema/events.js';
+import { grown } from '../arrays.js';
 import { type CusumConfig, fall, rise, score, smoothSpread } from '../cusum.js';
 import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
 import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
+import { CusumTable, pairDst, pairSrc, RailIds, railPair } from './state.js';
 
 export interface SlowLinkConfig extends CusumConfig {
   /** Steps an edge waits for its rails to be judged before it is called pair-specific. */
@@ -68,29 +70,42 @@ export const SLOWLINK_DEFAULTS: SlowLinkConfig = {
   flapQuietSteps: 50,
 };
 
+/** A communicator or p2p edge during one step: lives until its step is judged. */
 interface Link {
-  key: string;
+  /** `op:comm` for a collective; a p2p edge's rail pair (its name is built only for a finding). */
+  key: string | number;
   kind: string;
+  /** The kind when every member is on one host (compared with NVLink groups only). */
+  kindNvlink: string;
   op: string;
   nranks: number;
   bytes: number;
   /** Shortest duration a member reported: the one that arrived last waited for nobody. */
   durMin: number;
-  /** Rails (host/gpu keys) the transfer goes through. */
-  rails: Set<string>;
-  /** For p2p edges: the two ends. */
-  src?: string;
-  dst?: string;
+  /** A collective's rails (rail ids); undefined for a p2p edge, whose rails are src and dst. */
+  rails: Set<number> | undefined;
+  src: number;
+  dst: number;
   /** For a collective whose members are all on one host: its `nvlink:` key. */
-  intra?: string;
-  /** For p2p edges: `src>dst`. */
-  edge?: string;
+  intra: string | undefined;
+  /** Set when judged: score, bandwidth measured and expected, time lost. */
+  z: number;
+  measured: number;
+  expected: number;
+  excessMs: number;
+  /** The judge pass that last counted this link (instead of a Set of links per step). */
+  mark: number;
+  /** p2p: the receiving rank, the next edge of the same sender this step (an index, -1 at the end), and the edge's row (-1: none yet). */
+  to: number;
+  next: number;
+  row: number;
+  /** p2p without a row, during a judge pass: the link its edge is judged by, and the next new edge of the same sending rail. */
+  win: Link | undefined;
+  nextNew: Link | undefined;
 }
 
+/** What a Cusum row's finding text reads (built only for rows with a finding). */
 interface Cusum {
-  s: number;
-  clear: number;
-  flagged: boolean;
   onsetStep: number;
   onsetTs: number;
   n: number;
@@ -98,61 +113,77 @@ interface Cusum {
   sumExpected: number;
   sumExcessMs: number;
   stepMsAtOnset: number;
-  worst: { key: string; kind: string } | undefined;
-  id?: string;
-  pendingSince?: number;
-  /** Bernoulli CUSUM over hits, the step of the last hit, and the longest gap between hits. */
-  flap: number;
-  lastHit: number;
-  maxGap: number;
-  /** Since onset: hit steps, and bandwidth measured and expected on them. */
   hits: number;
   hitMeasured: number;
   hitExpected: number;
+  worst: { key: string; kind: string | undefined } | undefined;
 }
 
-const newCusum = (): Cusum => ({
-  s: 0,
-  clear: 0,
-  flagged: false,
-  onsetStep: 0,
-  onsetTs: 0,
-  n: 0,
-  sumMeasured: 0,
-  sumExpected: 0,
-  sumExcessMs: 0,
-  stepMsAtOnset: 0,
-  worst: undefined,
-  flap: 0,
-  lastHit: Number.NEGATIVE_INFINITY,
-  maxGap: 0,
-  hits: 0,
-  hitMeasured: 0,
-  hitExpected: 0,
-});
+interface OpenStep {
+  /** Collectives by op, then communicator: no `op:comm` string built per event. */
+  colls: Map<string, Map<string, Link>>;
+  collList: Link[];
+  /** p2p edges: the first of each sending rank (an index into edgeList, -1 for none), chained by `next`. */
+  edgeHead: Int32Array;
+  edgeList: Link[];
+  /** Edges of ranks too large to index (not valid input, but still counted). */
+  oddEdges: Map<number, Link>;
+}
+
+const RAIL = 0;
+const EDGE = 1;
+const INTRA = 2;
+/** Ranks past this are looked up without the per-rank cache. */
+const MAX_CACHED_RANK = 1 << 24;
+/** Capacity of a per-rank index that holds `rank`: doubling, at least 64. */
+const indexOf = (rank: number): number => Math.max(64, 2 ** Math.ceil(Math.log2(rank + 1)));
 
 export class SlowLinkDetector {
-  private readonly open = new Map<number, { colls: Map<string, Link>; edges: Map<number, Link> }>();
-  /** host/gpu of each rank, built once (a string per event would dominate the cost). */
-  private readonly railOfRank: string[] = [];
-  private readonly hostOfRank: string[] = [];
+  private readonly open = new Map<number, OpenStep>();
+  private readonly railIds = new RailIds();
+  /** Rail id of each rank, once its host and GPU are known (-1 before): no string per event. */
+  private railOfRank = new Int32Array(64).fill(-1);
   private readonly sigma = new Map<string, number>();
-  private readonly rails = new Map<string, Cusum>();
-  private readonly edges = new Map<string, Cusum & { src: string; dst: string }>();
+  /** CUSUM rows: one per rail (by rail id), per p2p edge (by rail pair), per intra-host group. */
+  private readonly rails = new CusumTable();
+  private railRow = new Int32Array(64).fill(-1);
+  private readonly edges = new CusumTable();
+  /** First edge row of each sending rail (-1 for none), chained by the table's `next`: found without hashing. */
+  private edgeHead = new Int32Array(64).fill(-1);
+  /** During a judge pass: the link each edge row is judged by. */
+  private rowLink: (Link | undefined)[] = [];
+  private rowPass = new Int32Array(64);
+  /** During a judge pass: edges without a row, by sending rail (`newPass` says which pass set `newFirst`). */
+  private newPass = new Int32Array(64);
+  private newFirst: (Link | undefined)[] = [];
+  /** Released steps' rank indexes, reused. */
+  private readonly headPool: Int32Array[] = [];
+  /** Edge rows waiting for their rails to be judged, in row order. */
+  private pending: number[] = [];
   /** Intra-host communicators, keyed `nvlink:host/gpu+gpu+...`. */
-  private readonly intra = new Map<string, Cusum>();
+  private readonly intra = new CusumTable();
+  private readonly intraRow = new Map<string, number>();
+  private readonly intraKeys: string[] = [];
   /** GPUs an NVLink XID named, by host, for naming a slow intra-host group's GPU. */
   private readonly nvlinkHints = new Map<string, number>();
   private readonly stepTimes = new Map<number, { stepMs: number; ts: number }>();
   private lastTimes: { stepMs: number; ts: number } | undefined;
   private cumStepMs = 0;
   private scratch = new Float64Array(256);
-  private readonly kinds: { family: string; nranks: number; band: number; kind: string }[] = [];
-  /** What a p2p edge keeps from step to step (rails, key strings): built once, not per step and edge. */
-  private readonly edgeParts = new Map<
-    number,
-    { src: string; dst: string; key: string; edge: string; rails: Set<string> }
-  >();
+  private bw = new Float64Array(256);
+  /** Per rail during a judge pass: links through it, lowest score and worst link; `touched` in first-touch order. */
+  private accLinks = new Int32Array(64);
+  private accScore = new Float64Array(64);
+  private accWorst: (Link | undefined)[] = [];
+  private touched: number[] = [];
+  private pass = 0;
+  private readonly kinds: {
+    family: string;
+    nranks: number;
+    band: number;
+    kind: string;
+    kindNvlink: string;
+  }[] = [];
 
   constructor(
     private readonly job: string,
@@ -165,7 +196,13 @@ export class SlowLinkDetector {
     let step = this.open.get(e.step);
     if (!step) {
       if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
-      step = { colls: new Map(), edges: new Map() };
+      step = {
+        colls: new Map(),
+        collList: [],
+        edgeHead: this.rankIndex(),
+        edgeList: [],
+        oddEdges: new Map(),
+      };
       this.open.set(e.step, step);
     }
     const rail = this.rail(e.rank, e.host, e.gpu);
@@ -173,54 +210,66 @@ export class SlowLinkDetector {
       if (e.peer === undefined) return;
       // Both ends report the same transfer: key the edge by sender and receiver rank.
       const [from, to] = e.op === 'send' ? [e.rank, e.peer] : [e.peer, e.rank];
-      const key = from * 1_048_576 + to;
-      let link = step.edges.get(key);
+      const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
+      if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
+      let link: Link | undefined;
+      if (indexed) {
+        let i = step.edgeHead[from];
+        while (i >= 0 && step.edgeList[i].to !== to) i = step.edgeList[i].next;
+        link = i >= 0 ? step.edgeList[i] : undefined;
+      } else link = step.oddEdges.get(from * 1_048_576 + to);
       if (!link) {
         const peerRail = this.rail(e.peer, e.peer_host, undefined);
         const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-        let parts = this.edgeParts.get(key);
-        if (parts?.src !== src || parts.dst !== dst) {
-          parts = { src, dst, key: `p2p:${src}>${dst}`, edge: `${src}>${dst}`, rails: new Set([src, dst]) };
-          this.edgeParts.set(key, parts);
-        }
-        link = this.newLink(parts.key, 'p2p', e, parts.rails, src, dst);
-        link.edge = parts.edge;
-        step.edges.set(key, link);
+        link = this.newLink(railPair(src, dst), 'p2p', e, undefined, src, dst);
+        link.to = to;
+        if (indexed) {
+          link.next = step.edgeHead[from];
+          step.edgeHead[from] = step.edgeList.length;
+        } else step.oddEdges.set(from * 1_048_576 + to, link);
+        step.edgeList.push(link);
       }
       if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
       return;
     }
-    const key = `${e.op}:${e.comm}`;
-    let link = step.colls.get(key);
+    let byComm = step.colls.get(e.op);
+    if (!byComm) {
+      byComm = new Map();
+      step.colls.set(e.op, byComm);
+    }
+    let link = byComm.get(e.comm);
     if (!link) {
-      link = this.newLink(key, e.op, e, new Set());
-      step.colls.set(key, link);
+      link = this.newLink(`${e.op}:${e.comm}`, e.op, e, new Set(), -1, -1);
+      byComm.set(e.comm, link);
+      step.collList.push(link);
     }
     if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
-    link.rails.add(rail);
+    link.rails!.add(rail);
   }
 
-  /** A link's kind string: a job has a handful, built once rather than per link and step. */
-  private kindOf(family: string, nranks: number, band: number): string {
-    for (const k of this.kinds)
-      if (k.band === band && k.nranks === nranks && k.family === family) return k.kind;
+  /** A link's kind: a job has a handful, built once rather than per link and step. */
+  private kindOf(family: string, nranks: number, band: number): { kind: string; kindNvlink: string } {
+    for (const k of this.kinds) if (k.band === band && k.nranks === nranks && k.family === family) return k;
     const kind = `${family}:${nranks}:${band}`;
-    if (this.kinds.length < 64) this.kinds.push({ family, nranks, band, kind });
-    return kind;
+    const k = { family, nranks, band, kind, kindNvlink: `${kind}:nvlink` };
+    if (this.kinds.length < 64) this.kinds.push(k);
+    return k;
   }
 
   private newLink(
-    key: string,
+    key: string | number,
     family: string,
     e: CollectiveEvent,
-    rails: Set<string>,
-    src?: string,
-    dst?: string,
+    rails: Set<number> | undefined,
+    src: number,
+    dst: number,
   ): Link {
     const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
+    const k = this.kindOf(family, e.nranks ?? 0, band);
     return {
       key,
-      kind: this.kindOf(family, e.nranks ?? 0, band),
+      kind: k.kind,
+      kindNvlink: k.kindNvlink,
       op: e.op,
       nranks: e.nranks ?? 2,
       bytes: e.bytes,
@@ -228,8 +277,17 @@ export class SlowLinkDetector {
       rails,
       src,
       dst,
-      intra: undefined, // set by judge(); present from the start so every link keeps one hidden class
-      edge: undefined,
+      intra: undefined, // set by judge(); every field present from the start: one hidden class
+      z: 0,
+      measured: 0,
+      expected: 0,
+      excessMs: 0,
+      mark: 0,
+      to: -1,
+      next: -1,
+      row: -1,
+      win: undefined,
+      nextNew: undefined,
     };
   }
 
@@ -254,150 +312,251 @@ export class SlowLinkDetector {
       const t = this.stepTimes.get(s) ?? this.lastTimes;
       if (t) {
         const links = this.open.get(s)!;
-        this.judge([...links.colls.values(), ...links.edges.values()], t.stepMs, t.ts, s);
+        this.judge(links, t.stepMs, t.ts, s);
         this.lastTimes = t;
       }
+      // Released as soon as judged: a step's links never outlive it.
+      this.release(this.open.get(s)!);
       this.open.delete(s);
     }
   }
 
-  private rail(rank: number, host: string | undefined, gpu: number | undefined): string {
-    const cached = this.railOfRank[rank];
+  /** A per-step index by sending rank, all -1: reused from released steps. */
+  private rankIndex(): Int32Array {
+    return this.headPool.pop() ?? new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1);
+  }
+
+  private release(step: OpenStep): void {
+    step.edgeHead.fill(-1);
+    if (this.headPool.length < 2) this.headPool.push(step.edgeHead);
+  }
+
+  /** The row of the edge from rail `src` to rail `dst`, or -1. */
+  private edgeRowOf(src: number, dst: number): number {
+    let row = src < this.edgeHead.length ? this.edgeHead[src] : -1;
+    while (row >= 0 && this.edges.dst[row] !== dst) row = this.edges.next[row];
+    return row;
+  }
+
+  private rail(rank: number, host: string | undefined, gpu: number | undefined): number {
+    const cached = rank >= 0 && rank < this.railOfRank.length ? this.railOfRank[rank] : -1;
     // An elastic restart can move a rank to another host: its rail follows the report.
-    if (cached !== undefined && (host === undefined || host === this.hostOfRank[rank])) return cached;
+    if (cached >= 0 && (host === undefined || host === this.railIds.hostName(cached))) return cached;
     const h = host ?? this.ranks.host[rank];
     const g = gpu ?? (rank < this.ranks.gpu.length ? this.ranks.gpu[rank] : -1);
-    const rail = `${h}/${g}`;
-    if (g >= 0 && h !== undefined) {
-      this.railOfRank[rank] = rail; // cache only once fully known
-      this.hostOfRank[rank] = h;
+    const rail = this.railIds.id(h, g);
+    // Cached only once fully known (and for a plausible rank: a bogus one must not size an array).
+    if (g >= 0 && h !== undefined && rank >= 0 && rank < MAX_CACHED_RANK && Number.isInteger(rank)) {
+      if (rank >= this.railOfRank.length)
+        this.railOfRank = grown(this.railOfRank, Math.max(rank + 1, this.railOfRank.length * 2), -1);
+      this.railOfRank[rank] = rail;
     }
     return rail;
   }
 
-  private judge(links: Link[], stepMs: number, ts: number, step: number): void {
+  private judge(open: OpenStep, stepMs: number, ts: number, step: number): void {
     this.cumStepMs += stepMs;
+    const pass = ++this.pass;
     // Per kind: the median log bus bandwidth and its robust spread.
     const byKind = new Map<string, Link[]>();
-    for (const l of links) {
-      if (!(l.durMin > 0 && l.durMin < Number.POSITIVE_INFINITY)) continue;
+    const sort = (l: Link) => {
+      if (!(l.durMin > 0 && l.durMin < Number.POSITIVE_INFINITY)) return;
       // Inside a host (NVLink) and across hosts (NIC) are different kinds, whatever their sizes.
-      l.intra = l.src ? undefined : intraHostKey(l.rails);
-      const kind = l.intra ? `${l.kind}:nvlink` : l.kind;
+      l.intra = l.rails ? this.intraHostKey(l.rails) : undefined;
+      const kind = l.intra ? l.kindNvlink : l.kind;
       const list = byKind.get(kind);
       if (list) list.push(l);
       else byKind.set(kind, [l]);
+    };
+    for (const l of open.collList) sort(l);
+    for (const l of open.edgeList) sort(l);
+    if (this.accLinks.length < this.railIds.size) {
+      const c = Math.max(this.railIds.size, this.accLinks.length * 2);
+      this.accLinks = grown(this.accLinks, c);
+      this.accScore = grown(this.accScore, c);
     }
-    // Per rail this step: its links, lowest score and worst link, in one map (one lookup per
-    // membership rather than six: at 64k ranks these maps miss the cache on every access).
-    const railAcc = new Map<
-      string,
-      {
-        links: number;
-        score: number;
-        worst: { link: Link; z: number; measured: number; expected: number; excessMs: number };
-      }
-    >();
-    const edgeScore = new Map<
-      string,
-      { link: Link; z: number; measured: number; expected: number; excessMs: number }
-    >();
-    const intraScore = new Map<
-      string,
-      { link: Link; z: number; measured: number; expected: number; excessMs: number }
-    >();
+    const touched = this.touched;
+    // Edges and intra-host groups in first-judged order; a later link of the same edge or key wins.
+    // An edge with a row is found by its rails; one without (first seen) by its rail pair.
+    const edgeOrder: Link[] = [];
+    if (this.newPass.length < this.railIds.size) {
+      this.newPass = grown(this.newPass, Math.max(this.railIds.size, this.newPass.length * 2));
+      while (this.newFirst.length < this.newPass.length) this.newFirst.push(undefined);
+    }
+    if (this.rowPass.length < this.edges.size) this.rowPass = grown(this.rowPass, this.edges.s.length);
+    while (this.rowLink.length < this.edges.size) this.rowLink.push(undefined);
+    const intraScore = new Map<string, Link>();
     for (const [kind, list] of byKind) {
-      if (list.length < this.cfg.minPeers) continue;
-      if (this.scratch.length < list.length) this.scratch = new Float64Array(list.length * 2);
-      const bw = list.map((l) =>
-        Math.log(((l.bytes / (l.durMin / 1000)) * busbwFactor(l.op, l.nranks)) / 1e9),
-      );
-      bw.forEach((v, i) => {
-        this.scratch[i] = v;
-      });
-      const med = medianInPlace(this.scratch, list.length);
-      bw.forEach((v, i) => {
-        this.scratch[i] = v;
-      });
-      const spread = madSigmaInPlace(this.scratch, list.length, med);
+      const n = list.length;
+      if (n < this.cfg.minPeers) continue;
+      if (this.scratch.length < n) this.scratch = new Float64Array(n * 2);
+      if (this.bw.length < n) this.bw = new Float64Array(n * 2);
+      const bw = this.bw;
+      for (let i = 0; i < n; i++) {
+        const l = list[i];
+        bw[i] = Math.log(((l.bytes / (l.durMin / 1000)) * busbwFactor(l.op, l.nranks)) / 1e9);
+      }
+      this.scratch.set(bw.subarray(0, n));
+      const med = medianInPlace(this.scratch, n);
+      this.scratch.set(bw.subarray(0, n));
+      const spread = madSigmaInPlace(this.scratch, n, med);
       const sigma = smoothSpread(this.sigma.get(kind), spread, this.cfg);
       this.sigma.set(kind, sigma);
-      list.forEach((l, i) => {
+      for (let i = 0; i < n; i++) {
+        const l = list[i];
         const z = score(med - bw[i], sigma, this.cfg);
         const measured = Math.exp(bw[i]);
         const expected = Math.exp(med);
         const durMs = l.durMin;
-        const excessMs = Math.max(0, durMs - durMs * (measured / expected));
-        const judged = { link: l, z, measured, expected, excessMs };
+        l.z = z;
+        l.measured = measured;
+        l.expected = expected;
+        l.excessMs = Math.max(0, durMs - durMs * (measured / expected));
         if (l.intra) {
-          intraScore.set(l.intra, judged);
-          return; // no NIC traffic: it neither clears nor blames a rail
+          intraScore.set(l.intra, l);
+          continue; // no NIC traffic: it neither clears nor blames a rail
         }
-        for (const r of l.rails) {
-          const a = railAcc.get(r);
-          if (!a) railAcc.set(r, { links: 1, score: z, worst: judged });
-          else {
-            a.links++;
-            if (z < a.score) a.score = z;
-            if (excessMs > a.worst.excessMs) a.worst = judged;
+        if (l.rails) for (const r of l.rails) this.accumulate(r, l);
+        else {
+          this.accumulate(l.src, l);
+          if (l.dst !== l.src) this.accumulate(l.dst, l);
+          const row = this.edgeRowOf(l.src, l.dst);
+          l.row = row;
+          if (row >= 0) {
+            if (this.rowPass[row] !== pass) {
+              this.rowPass[row] = pass;
+              edgeOrder.push(l);
+            }
+            this.rowLink[row] = l;
+          } else {
+            // Edges without a row yet, chained per sending rail for this pass.
+            let f = this.newPass[l.src] === pass ? this.newFirst[l.src] : undefined;
+            if (this.newPass[l.src] !== pass) {
+              this.newPass[l.src] = pass;
+              this.newFirst[l.src] = undefined;
+            }
+            while (f && f.dst !== l.dst) f = f.nextNew;
+            if (f) f.win = l;
+            else {
+              l.win = l;
+              l.nextNew = this.newFirst[l.src];
+              this.newFirst[l.src] = l;
+              edgeOrder.push(l);
+            }
           }
         }
-        if (l.src && l.dst) edgeScore.set(l.edge ?? `${l.src}>${l.dst}`, judged);
-      });
+      }
     }
     // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
     // that shares none of its rails (what the step would take without it), as for stragglers.
-    const judged = [...edgeScore.values()];
-    for (const a of railAcc.values()) judged.push(a.worst);
-    for (const j of intraScore.values()) judged.push(j);
-    const top = judged.reduce<(typeof judged)[number] | undefined>(
-      (a, b) => (!a || b.excessMs > a.excessMs ? b : a),
-      undefined,
-    );
+    // Candidates in order: edges, each rail's worst, intra-host groups; the first largest wins.
+    let top: Link | undefined;
+    const consider = (l: Link) => {
+      if (!top || l.excessMs > top.excessMs) top = l;
+    };
+    const edgeLink = (first: Link) => (first.row >= 0 ? this.rowLink[first.row]! : first.win!);
+    for (const f of edgeOrder) consider(edgeLink(f));
+    for (const r of touched) consider(this.accWorst[r]!);
+    for (const l of intraScore.values()) consider(l);
     let lead = 0;
     if (top) {
       // Each link once (a communicator is every member rail's worst), and the smaller rail set
       // walked: O(ranks) per step, where spreading each rail's link was O(ranks x group size).
       let otherMax = 0;
-      const seen = new Set<Link>();
-      for (const j of judged) {
-        if (seen.has(j.link)) continue;
-        seen.add(j.link);
-        if (!(j.excessMs <= otherMax) && !sharesRail(j.link.rails, top.link.rails))
-          otherMax = Math.max(otherMax, j.excessMs);
-      }
-      lead = top.excessMs - otherMax;
+      const t = top;
+      const other = (l: Link) => {
+        if (l.mark === pass) return;
+        l.mark = pass;
+        if (!(l.excessMs <= otherMax) && !sharesRail(l, t)) otherMax = Math.max(otherMax, l.excessMs);
+      };
+      for (const f of edgeOrder) other(edgeLink(f));
+      for (const r of touched) other(this.accWorst[r]!);
+      for (const l of intraScore.values()) other(l);
+      lead = t.excessMs - otherMax;
     }
-    const paceCost = (link: Link) => (top && link === top.link ? lead : 0);
-    for (const [rail, a] of railAcc) {
+    const paceCost = (link: Link) => (top && link === top ? lead : 0);
+    for (const rail of touched) {
+      const worst = this.accWorst[rail]!;
+      const x = this.accScore[rail];
       // With one link, a rail's hit is its communicator's (a burst shared by every member): not a flap.
-      this.stepCusum(
-        this.railState(rail),
-        a.score,
-        a.links >= 2,
-        a.worst,
-        top?.link.rails.has(rail) ? lead : 0,
-        step,
-        stepMs,
-        ts,
-        rail,
-      );
-    }
-    for (const [edge, j] of edgeScore) {
-      // Not a spread: V8 gives each spread-built state a hidden class of its own (~500 bytes per edge).
-      let st = this.edges.get(edge);
-      if (!st) {
-        st = Object.assign(newCusum(), { src: j.link.src!, dst: j.link.dst! });
-        this.edges.set(edge, st);
+      const flapOpens = this.accLinks[rail] >= 2;
+      const cost = top && hasRail(top, rail) ? lead : 0;
+      this.accLinks[rail] = 0;
+      this.accWorst[rail] = undefined;
+      let row = rail < this.railRow.length ? this.railRow[rail] : -1;
+      if (row < 0) {
+        // A rail of ranks not yet placed (`host/-1`) gets a row only once it looks slow.
+        if (!this.railIds.known(rail) && this.staysFresh(x)) continue;
+        row = this.rails.add();
+        this.rails.src[row] = rail;
+        if (rail >= this.railRow.length)
+          this.railRow = grown(this.railRow, Math.max(rail + 1, this.railRow.length * 2), -1);
+        this.railRow[rail] = row;
       }
-      this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, edge);
+      this.stepCusum(this.rails, row, RAIL, x, flapOpens, worst, cost, step, stepMs, ts);
     }
-    for (const [key, j] of intraScore) {
-      const st = this.intra.get(key) ?? newCusum();
-      this.intra.set(key, st);
-      this.stepCusum(st, j.z, false, j, paceCost(j.link), step, stepMs, ts, key);
+    touched.length = 0;
+    this.newFirst.fill(undefined); // the step's links go with it
+    for (const f of edgeOrder) {
+      const l = edgeLink(f);
+      let row = f.row;
+      if (row >= 0) this.rowLink[row] = undefined;
+      else {
+        // An edge to a peer not yet placed (`host/-1`, the first step) gets a row only once it looks slow.
+        if ((!this.railIds.known(l.src) || !this.railIds.known(l.dst)) && this.staysFresh(l.z)) continue;
+        row = this.edges.add();
+        this.edges.src[row] = l.src;
+        this.edges.dst[row] = l.dst;
+        if (l.src >= this.edgeHead.length)
+          this.edgeHead = grown(this.edgeHead, Math.max(l.src + 1, this.edgeHead.length * 2), -1);
+        this.edges.next[row] = this.edgeHead[l.src];
+        this.edgeHead[l.src] = row;
+      }
+      this.stepCusum(this.edges, row, EDGE, l.z, false, l, paceCost(l), step, stepMs, ts);
+    }
+    for (const [key, l] of intraScore) {
+      let row = this.intraRow.get(key);
+      if (row === undefined) {
+        row = this.intra.add();
+        this.intraRow.set(key, row);
+        this.intraKeys.push(key);
+      }
+      this.stepCusum(this.intra, row, INTRA, l.z, false, l, paceCost(l), step, stepMs, ts);
     }
     this.decidePairs(step, ts);
+  }
+
+  private accumulate(rail: number, l: Link): void {
+    if (this.accLinks[rail] === 0) {
+      this.touched.push(rail);
+      this.accLinks[rail] = 1;
+      this.accScore[rail] = l.z;
+      this.accWorst[rail] = l;
+      return;
+    }
+    this.accLinks[rail]++;
+    if (l.z < this.accScore[rail]) this.accScore[rail] = l.z;
+    if (l.excessMs > this.accWorst[rail]!.excessMs) this.accWorst[rail] = l;
+  }
+
+  /** Whether a fresh CUSUM row would stay untouched by a step with this score (so needs no row). */
+  private staysFresh(x: number): boolean {
+    return rise(0, x, this.cfg) === 0 && !(x >= this.cfg.flapZ);
+  }
+
+  /** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */
+  private intraHostKey(rails: Set<number>): string | undefined {
+    if (rails.size < 2) return undefined;
+    let host = -1;
+    for (const r of rails) {
+      const h = this.railIds.host[r];
+      if (host === -1) host = h;
+      else if (h !== host) return undefined;
+    }
+    const gpus: number[] = [];
+    for (const r of rails) gpus.push(this.railIds.gpu[r]);
+    gpus.sort((a, b) => a - b);
+    return `nvlink:${this.railIds.hostNames[host]}/${gpus.join('+')}`;
   }
 
   /** An NVLink XID (or error counter) named this GPU: a slow intra-host group through it is named by it. */
@@ -405,108 +564,176 @@ export class SlowLinkDetector {
     this.nvlinkHints.set(host, gpu);
   }
 
-  private railState(rail: string): Cusum {
-    let st = this.rails.get(rail);
-    if (!st) {
-      st = newCusum();
-      this.rails.set(rail, st);
-    }
-    return st;
-  }
-
   private stepCusum(
-    st: Cusum,
+    t: CusumTable,
+    i: number,
+    type: number,
     x: number,
     /** Whether a hit may open this link on its own (rails with several links, not single edges). */
     flapOpens: boolean,
-    worst: { link: Link; measured: number; expected: number; excessMs: number },
+    worst: Link,
     costMs: number,
     step: number,
     stepMs: number,
     ts: number,
-    key: string,
   ): void {
-    const before = st.s;
-    const flapBefore = st.flap;
-    st.s = rise(st.s, x, this.cfg);
+    const before = t.s[i];
+    const flapBefore = t.flap[i];
+    t.s[i] = rise(t.s[i], x, this.cfg);
     if (x >= this.cfg.flapZ) {
-      if (st.flagged && Number.isFinite(st.lastHit)) st.maxGap = Math.max(st.maxGap, step - st.lastHit);
-      st.lastHit = step;
-      st.flap += Math.log(this.cfg.flapP1 / this.cfg.flapP0);
+      if (t.flagged[i] && Number.isFinite(t.lastHit[i]))
+        t.maxGap[i] = Math.max(t.maxGap[i], step - t.lastHit[i]);
+      t.lastHit[i] = step;
+      t.flap[i] += Math.log(this.cfg.flapP1 / this.cfg.flapP0);
     } else {
-      st.flap = Math.max(0, st.flap + Math.log((1 - this.cfg.flapP1) / (1 - this.cfg.flapP0)));
+      t.flap[i] = Math.max(0, t.flap[i] + Math.log((1 - this.cfg.flapP1) / (1 - this.cfg.flapP0)));
     }
-    if (!st.flagged) {
-      if (st.s === 0 && st.flap === 0) return;
+    if (!t.flagged[i]) {
+      if (t.s[i] === 0 && t.flap[i] === 0) return;
       if (before === 0 && flapBefore === 0) {
-        st.onsetStep = step;
-        st.onsetTs = ts - stepMs;
-        st.n = 0;
-        st.sumMeasured = 0;
-        st.sumExpected = 0;
-        st.sumExcessMs = 0;
-        st.stepMsAtOnset = this.cumStepMs - stepMs;
-        st.hits = 0;
-        st.hitMeasured = 0;
-        st.hitExpected = 0;
+        t.onsetStep[i] = step;
+        t.onsetTs[i] = ts - stepMs;
+        t.n[i] = 0;
+        t.sumMeasured[i] = 0;
+        t.sumExpected[i] = 0;
+        t.sumExcessMs[i] = 0;
+        t.stepMsAtOnset[i] = this.cumStepMs - stepMs;
+        t.hits[i] = 0;
+        t.hitMeasured[i] = 0;
+        t.hitExpected[i] = 0;
       }
     }
-    st.n++;
-    st.sumMeasured += worst.measured;
-    st.sumExpected += worst.expected;
-    st.sumExcessMs += costMs;
+    t.n[i]++;
+    t.sumMeasured[i] += worst.measured;
+    t.sumExpected[i] += worst.expected;
+    t.sumExcessMs[i] += costMs;
     if (x >= this.cfg.flapZ) {
-      st.hits++;
-      st.hitMeasured += worst.measured;
-      st.hitExpected += worst.expected;
+      t.hits[i]++;
+      t.hitMeasured[i] += worst.measured;
+      t.hitExpected[i] += worst.expected;
     }
-    st.worst = { key: worst.link.key, kind: worst.link.kind };
-    if (st.flagged) {
-      st.clear = fall(st.clear, x, this.cfg);
-      const quiet = step - st.lastHit >= Math.max(this.cfg.flapQuietSteps, 3 * st.maxGap);
-      if (st.clear >= this.cfg.resolveH && quiet) this.resolve(st, ts);
-      else if (st.id) this.log.update(st.id, ts, this.draft(st, key));
-    } else if (st.s >= this.cfg.h || (flapOpens && st.flap >= this.cfg.flapH)) {
-      st.flagged = true;
-      st.clear = 0;
-      st.maxGap = 0;
-      if ('src' in st) st.pendingSince = step;
-      else this.openRail(st, key, ts);
+    t.worstKey[i] = worst.key;
+    t.worstKind[i] = worst.kind;
+    if (t.flagged[i]) {
+      t.clear[i] = fall(t.clear[i], x, this.cfg);
+      const quiet = step - t.lastHit[i] >= Math.max(this.cfg.flapQuietSteps, 3 * t.maxGap[i]);
+      if (t.clear[i] >= this.cfg.resolveH && quiet) this.resolve(t, i, ts);
+      else {
+        const id = t.ids.get(i);
+        if (id) this.log.update(id, ts, this.draft(this.view(t, i), this.keyOf(type, i)));
+      }
+    } else if (t.s[i] >= this.cfg.h || (flapOpens && t.flap[i] >= this.cfg.flapH)) {
+      t.flagged[i] = 1;
+      t.clear[i] = 0;
+      t.maxGap[i] = 0;
+      if (type === EDGE) {
+        if (Number.isNaN(t.pendingSince[i])) this.addPending(i);
+        t.pendingSince[i] = step;
+      } else this.openRail(t, i, this.keyOf(type, i), ts);
     }
   }
 
-  private openRail(st: Cusum, rail: string, ts: number): void {
+  /** Keeps `pending` in row order: the order edges were first judged, as the old map iterated them. */
+  private addPending(row: number): void {
+    const p = this.pending;
+    let j = p.length;
+    while (j > 0 && p[j - 1] > row) j--;
+    p.splice(j, 0, row);
+  }
+
+  /** A row's name: `host/gpu` (rail), `host/gpu>host/gpu` (edge), `nvlink:...` (intra-host group). */
+  private keyOf(type: number, i: number): string {
+    if (type === INTRA) return this.intraKeys[i];
+    if (type === EDGE)
+      return `${this.railIds.name(this.edges.src[i])}>${this.railIds.name(this.edges.dst[i])}`;
+    return this.railName(i);
+  }
+
+  /** A rail row keeps its rail id in `src`. */
+  private railName(row: number): string {
+    return this.railIds.name(this.rails.src[row]);
+  }
+
+  /** A row as the finding text reads it. */
+  private view(t: CusumTable, i: number): Cusum {
+    const key = t.worstKey[i];
+    return {
+      onsetStep: t.onsetStep[i],
+      onsetTs: t.onsetTs[i],
+      n: t.n[i],
+      sumMeasured: t.sumMeasured[i],
+      sumExpected: t.sumExpected[i],
+      sumExcessMs: t.sumExcessMs[i],
+      stepMsAtOnset: t.stepMsAtOnset[i],
+      hits: t.hits[i],
+      hitMeasured: t.hitMeasured[i],
+      hitExpected: t.hitExpected[i],
+      worst:
+        key === undefined
+          ? undefined
+          : {
+              key:
+                typeof key === 'number'
+                  ? `p2p:${this.railIds.name(pairSrc(key))}>${this.railIds.name(pairDst(key))}`
+                  : key,
+              kind: t.worstKind[i],
+            },
+    };
+  }
+
+  private openRail(t: CusumTable, i: number, rail: string, ts: number): void {
     const [host, gpu] = rail.startsWith('nvlink:') ? this.intraWhere(rail) : splitRail(rail);
-    st.id = findingId('slow_link', this.job, host, gpu, undefined, st.onsetStep);
-    this.log.openFinding(st.id, ts, this.draft(st, rail));
+    const id = findingId('slow_link', this.job, host, gpu, undefined, t.onsetStep[i]);
+    t.ids.set(i, id);
+    this.log.openFinding(id, ts, this.draft(this.view(t, i), rail));
   }
 
   /** Slow edges whose rails were cleared are pair-specific links. */
   private decidePairs(step: number, ts: number): void {
-    for (const [edge, st] of this.edges) {
-      if (st.pendingSince === undefined || step - st.pendingSince < this.cfg.pairWaitSteps) continue;
-      st.pendingSince = undefined;
-      const src = this.rails.get(st.src);
-      const dst = this.rails.get(st.dst);
-      if (src?.flagged || dst?.flagged) continue; // the rail explains it
-      // A rail with recent hits may yet open (a flapping NIC): wait for it rather than blame the pair.
-      if ((src?.flap ?? 0) > 0 || (dst?.flap ?? 0) > 0) {
-        st.pendingSince = step - this.cfg.pairWaitSteps + 1;
+    if (this.pending.length === 0) return;
+    const t = this.edges;
+    const keep: number[] = [];
+    for (const i of this.pending) {
+      if (step - t.pendingSince[i] < this.cfg.pairWaitSteps) {
+        keep.push(i);
         continue;
       }
-      const [host, gpu] = splitRail(st.src);
-      st.id = findingId('slow_link', this.job, host, gpu, splitRail(st.dst)[0], st.onsetStep);
-      this.log.openFinding(st.id, ts, this.draft(st, edge));
+      t.pendingSince[i] = Number.NaN;
+      const srcRow = t.src[i] < this.railRow.length ? this.railRow[t.src[i]] : -1;
+      const dstRow = t.dst[i] < this.railRow.length ? this.railRow[t.dst[i]] : -1;
+      if ((srcRow >= 0 && this.rails.flagged[srcRow]) || (dstRow >= 0 && this.rails.flagged[dstRow]))
+        continue; // the rail explains it
+      // A rail with recent hits may yet open (a flapping NIC): wait for it rather than blame the pair.
+      if ((srcRow >= 0 && this.rails.flap[srcRow] > 0) || (dstRow >= 0 && this.rails.flap[dstRow] > 0)) {
+        t.pendingSince[i] = step - this.cfg.pairWaitSteps + 1;
+        keep.push(i);
+        continue;
+      }
+      const edge = this.keyOf(EDGE, i);
+      const src = this.railIds.name(t.src[i]);
+      const [host, gpu] = splitRail(src);
+      const id = findingId(
+        'slow_link',
+        this.job,
+        host,
+        gpu,
+        splitRail(this.railIds.name(t.dst[i]))[0],
+        t.onsetStep[i],
+      );
+      t.ids.set(i, id);
+      this.log.openFinding(id, ts, this.draft(this.view(t, i), edge));
     }
+    this.pending = keep;
   }
 
-  private resolve(st: Cusum, ts: number): void {
-    if (st.id) this.log.resolve(st.id, ts, { summary: 'link bandwidth back in line with its peers.' });
-    st.id = undefined;
-    st.flagged = false;
-    st.s = 0;
-    st.clear = 0;
-    st.flap = 0;
+  private resolve(t: CusumTable, i: number, ts: number): void {
+    const id = t.ids.get(i);
+    if (id) this.log.resolve(id, ts, { summary: 'link bandwidth back in line with its peers.' });
+    t.ids.delete(i);
+    t.flagged[i] = 0;
+    t.s[i] = 0;
+    t.clear[i] = 0;
+    t.flap[i] = 0;
   }
 
   /** Host and GPU of an intra-host group: the lower of a pair, or the GPU an NVLink XID named. */
@@ -610,36 +837,29 @@ export class SlowLinkDetector {
     };
   }
 
-  /** Open incidents (rails and pairs), for linking and summaries. */
+  /** Open incidents (rails, pairs, NVLink groups), for linking and summaries. */
   openIncidents(): { id: string; key: string }[] {
     const out: { id: string; key: string }[] = [];
-    for (const [k, st] of this.rails) if (st.id) out.push({ id: st.id, key: k });
-    for (const [k, st] of this.edges) if (st.id) out.push({ id: st.id, key: k });
-    for (const [k, st] of this.intra) if (st.id) out.push({ id: st.id, key: k });
+    for (const [i, id] of this.rails.ids) out.push({ id, key: this.keyOf(RAIL, i) });
+    for (const [i, id] of this.edges.ids) out.push({ id, key: this.keyOf(EDGE, i) });
+    for (const [i, id] of this.intra.ids) out.push({ id, key: this.keyOf(INTRA, i) });
     return out;
   }
 }
 
-function sharesRail(a: Set<string>, b: Set<string>): boolean {
-  const [small, large] = a.size <= b.size ? [a, b] : [b, a];
-  for (const r of small) if (large.has(r)) return true;
-  return false;
+function hasRail(l: Link, rail: number): boolean {
+  return l.rails ? l.rails.has(rail) : l.src === rail || l.dst === rail;
 }
 
-/** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */
-function intraHostKey(rails: Set<string>): string | undefined {
-  if (rails.size < 2) return undefined;
-  let host: string | undefined;
-  const gpus: number[] = [];
-  for (const r of rails) {
-    const i = r.lastIndexOf('/');
-    const h = r.slice(0, i);
-    if (host === undefined) host = h;
-    else if (h !== host) return undefined;
-    gpus.push(Number(r.slice(i + 1)));
-  }
-  gpus.sort((a, b) => a - b);
-  return `nvlink:${host}/${gpus.join('+')}`;
+function railCount(l: Link): number {
+  return l.rails ? l.rails.size : l.src === l.dst ? 1 : 2;
+}
+
+function sharesRail(a: Link, b: Link): boolean {
+  const [small, large] = railCount(a) <= railCount(b) ? [a, b] : [b, a];
+  if (!small.rails) return hasRail(large, small.src) || hasRail(large, small.dst);
+  for (const r of small.rails) if (hasRail(large, r)) return true;
+  return false;
 }
 
 function splitRail(rail: string): [string, number | undefined] {

@@ -56,6 +56,8 @@ interface GpuState {
 }
 
 interface HostState {
+  /** The host's name, one string its GPU states share (not one parsed copy per GPU). */
+  name: string;
   gpus: Set<number>;
   /** The host's GPU states by index: found per sample without building a `host/gpu` key. */
   byGpu: GpuState[];
@@ -64,8 +66,10 @@ interface HostState {
 }
 
 export class ThrottleDetector {
-  private readonly gpus = new Map<string, GpuState>();
+  /** GPU states by host, then GPU index: no `host/gpu` string key per GPU. */
   private readonly hosts = new Map<string, HostState>();
+  /** Job ids, one string per job shared by its GPUs' states. */
+  private readonly jobNames = new Map<string, string>();
   private readonly incidents = new Map<string, { host: string; gpus: GpuState[] }>();
 
   constructor(
@@ -78,13 +82,13 @@ export class ThrottleDetector {
   process(e: GpuEvent, job: string | undefined, rank: number | undefined): void {
     let host = this.hosts.get(e.host);
     if (!host) {
-      host = { gpus: new Set<number>(), byGpu: [] };
+      host = { name: e.host, gpus: new Set<number>(), byGpu: [] };
       this.hosts.set(e.host, host);
     }
     let g = host.byGpu[e.gpu];
     if (!g) {
       g = {
-        host: e.host,
+        host: host.name,
         gpu: e.gpu,
         lastTs: -1,
         score: 0,
@@ -97,13 +101,12 @@ export class ThrottleDetector {
         reasons: 0,
         powerCap: 0,
       };
-      this.gpus.set(`${e.host}/${e.gpu}`, g);
       host.byGpu[e.gpu] = g;
       host.gpus.add(e.gpu);
     }
     if (e.ts <= g.lastTs) return; // duplicate or out of order: telemetry is a rate, not a ledger
     g.lastTs = e.ts;
-    g.job = job ?? g.job;
+    if (job !== undefined && job !== g.job) g.job = this.jobName(job);
     g.rank = rank ?? g.rank;
     const max = e.max_sm_clock_mhz ?? this.maxClockOf(g.job) ?? Math.max(g.maxClock, e.sm_clock_mhz);
     g.maxClock = max;
@@ -140,6 +143,20 @@ export class ThrottleDetector {
     if (g.incident && g.firing && g.badSamples % 30 === 0) this.refresh(g.incident, e.ts);
   }
 
+  private jobName(job: string): string {
+    let name = this.jobNames.get(job);
+    if (name === undefined) {
+      if (this.jobNames.size >= 10_000) this.jobNames.clear(); // bounded: a fleet's running jobs
+      name = job;
+      this.jobNames.set(job, name);
+    }
+    return name;
+  }
+
+  private gpuState(host: string, gpu: number): GpuState | undefined {
+    return this.hosts.get(host)?.byGpu[gpu];
+  }
+
   /** Closes pending decisions at the end of input. */
   flush(ts: number): void {
     for (const [name, h] of this.hosts) if (h.pendingSince !== undefined) this.decide(name, h, ts);
@@ -147,7 +164,7 @@ export class ThrottleDetector {
 
   /** Open throttle finding id covering this GPU, if any. */
   incidentFor(host: string, gpu: number): string | undefined {
-    return this.gpus.get(`${host}/${gpu}`)?.incident;
+    return this.gpuState(host, gpu)?.incident;
   }
 
   /**
@@ -155,9 +172,11 @@ export class ThrottleDetector {
    * called when a straggler is found on it. Opens a linked throttle finding in that case.
    */
   explainByPowerCap(host: string, gpu: number, ts: number, stragglerId: string): string | undefined {
-    const g = this.gpus.get(`${host}/${gpu}`);
+    const g = this.gpuState(host, gpu);
     if (!g || g.incident || g.powerCap < 0.5) return undefined;
-    const peers = [...this.gpus.values()].filter((p) => p.job === g.job && p !== g).map((p) => p.powerCap);
+    const peers: number[] = [];
+    for (const h of this.hosts.values())
+      for (const p of h.byGpu) if (p && p.job === g.job && p !== g) peers.push(p.powerCap);
     peers.sort((a, b) => a - b);
     const peerMedian = peers.length ? peers[peers.length >> 1] : 0;
     if (peerMedian > 0.25) return undefined;
@@ -186,9 +205,7 @@ export class ThrottleDetector {
 
   private decide(hostName: string, host: HostState, ts: number): void {
     host.pendingSince = undefined;
-    const firing = [...host.gpus]
-      .map((i) => this.gpus.get(`${hostName}/${i}`)!)
-      .filter((g) => g.firing && !g.incident);
+    const firing = [...host.gpus].map((i) => host.byGpu[i]).filter((g) => g.firing && !g.incident);
     if (firing.length === 0) return;
     const hostWide = firing.length >= Math.max(2, Math.ceil(this.cfg.hostWideShare * host.gpus.size));
     if (hostWide) {

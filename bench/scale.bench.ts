@@ -29,8 +29,19 @@ interface Size {
   rssMb: number;
 }
 
-function runSize(ranks: number, steps: number, dir: string): Size {
-  const file = join(dir, `job-${ranks}.jsonl`);
+/** Rounds of `rankwatch replay` per size, taken in turn across sizes so load drift hits every size alike. */
+const REPLAY_ROUNDS = 3;
+
+interface Prepared {
+  ranks: number;
+  steps: number;
+  file: string;
+  detect: Measurement;
+}
+
+/** Writes the job's file and times the detectors alone over it, in a process of its own. */
+function prepare(ranks: number, steps: number, dir: string): Prepared {
+  const file = join(dir, `job-${ranks}-${steps}.jsonl`);
   const n = writeSimFile(new ClusterSim({ ranks, steps, job: `scale-${ranks}` }), file);
   const child = spawnSync(process.execPath, [join(import.meta.dirname, 'scale-child.js'), file], {
     encoding: 'utf8',
@@ -39,34 +50,63 @@ function runSize(ranks: number, steps: number, dir: string): Size {
   if (child.status !== 0) throw new Error(`scale child at ${ranks} ranks failed: ${child.stderr.trim()}`);
   const d = JSON.parse(child.stdout) as { events: number; ms: number };
   if (d.events !== n) throw new Error(`scale child at ${ranks} ranks read ${d.events} of ${n} events`);
-  const bin = join(import.meta.dirname, '..', '..', 'bin', 'rankwatch.js');
-  const t = performance.now();
-  const cli = spawnSync(process.execPath, [bin, 'replay', file, '--findings', join(dir, 'f.jsonl')], {
-    encoding: 'utf8',
-  });
-  const wallMs = performance.now() - t;
-  const m = /replayed (\d+) events.*peak RSS (\d+) MB/.exec(cli.stderr);
-  if (!m) throw new Error(`rankwatch replay at ${ranks} ranks: output not understood: ${cli.stderr.trim()}`);
-  rmSync(file);
   const label = `${ranks.toLocaleString('en-US')} ranks x ${steps} steps`;
   return {
     ranks,
     steps,
+    file,
     detect: { name: `detectors, ${label}`, items: d.events, unit: 'events', bestMs: d.ms },
-    replay: { name: `replay, ${label}`, items: Number(m[1]), unit: 'events', bestMs: wallMs },
-    rssMb: Number(m[2]),
   };
+}
+
+/** One `rankwatch replay FILE` as a process: wall time, events and its own peak RSS. */
+function replayOnce(p: Prepared, dir: string): { ms: number; events: number; rssMb: number } {
+  const bin = join(import.meta.dirname, '..', '..', 'bin', 'rankwatch.js');
+  const t = performance.now();
+  const cli = spawnSync(process.execPath, [bin, 'replay', p.file, '--findings', join(dir, 'f.jsonl')], {
+    encoding: 'utf8',
+  });
+  const ms = performance.now() - t;
+  const m = /replayed (\d+) events.*peak RSS (\d+) MB/.exec(cli.stderr);
+  if (!m)
+    throw new Error(`rankwatch replay at ${p.ranks} ranks: output not understood: ${cli.stderr.trim()}`);
+  return { ms, events: Number(m[1]), rssMb: Number(m[2]) };
+}
+
+function runSizes(dir: string): Size[] {
+  const prepared = SIZES.map(([ranks, steps]) => {
+    process.stderr.write(`  ${ranks} ranks x ${steps} steps...\n`);
+    return prepare(ranks, steps, dir);
+  });
+  const runs = prepared.map(() => [] as ReturnType<typeof replayOnce>[]);
+  for (let round = 0; round < REPLAY_ROUNDS; round++)
+    prepared.forEach((p, i) => {
+      runs[i].push(replayOnce(p, dir));
+    });
+  return prepared.map((p, i) => {
+    const best = runs[i].reduce((a, b) => (b.ms < a.ms ? b : a));
+    const rss = runs[i].map((r) => r.rssMb).sort((a, b) => a - b);
+    return {
+      ranks: p.ranks,
+      steps: p.steps,
+      detect: p.detect,
+      replay: {
+        name: `replay, ${p.detect.name.slice('detectors, '.length)}`,
+        items: best.events,
+        unit: 'events',
+        bestMs: best.ms,
+      },
+      rssMb: rss[Math.floor(rss.length / 2)],
+    };
+  });
 }
 
 export async function scaleBench(): Promise<Section> {
   const dir = mkdtempSync(join(tmpdir(), 'rankwatch-scale-'));
   const load = loadNote();
-  const sizes: Size[] = [];
+  let sizes: Size[];
   try {
-    for (const [ranks, steps] of SIZES) {
-      process.stderr.write(`  ${ranks} ranks...\n`);
-      sizes.push(runSize(ranks, steps, dir));
-    }
+    sizes = runSizes(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -77,7 +117,7 @@ export async function scaleBench(): Promise<Section> {
   return {
     title: 'Scale: 256 to 65,536 ranks',
     what:
-      'Simulated jobs (tp 8, pp 4, the rest data-parallel; steps, collectives, 1 Hz GPU telemetry), about a million events each, every size in processes of its own; detectors best of three passes, replay one run. ' +
+      `Simulated jobs (tp 8, pp 4, the rest data-parallel; steps, collectives, 1 Hz GPU telemetry), about a million events each, every size in processes of its own; detectors best of three passes; replay best of ${REPLAY_ROUNDS} runs taken in turn across sizes, peak RSS the median of them. ` +
       'Rows: the DetectorRunner alone over events parsed beforehand (`detectors`), and `rankwatch replay FILE --findings OUT` end to end as a process (`replay`, cold start included).',
     baseline: base.detect,
     rows: rest.map((s) => s.detect),

@@ -77,6 +77,32 @@ export interface StragglerConfig extends CusumConfig {
   fastK: number;
   fastCap: number;
   fastH: number;
+  /**
+   * Level CUSUM, for small sustained shifts (a 3% slow rank, ~2 robust units): a CUSUM on the
+   * rank's score above its own long-run level (so a GPU's fixed offset from its peers cancels),
+   * reference levelK plus (levelH + 1.166) / n for a level estimated from n steps, each step's score capped at levelCap so a spike adds at most levelCap - levelK. Fires at levelH,
+   * once the level has settled and the rank is within driftFloor of its peers' median or slower.
+   */
+  levelK: number;
+  levelCap: number;
+  levelH: number;
+}
+
+/** The test that flagged a rank, named in `evidence.trigger`. */
+const TRIGGERS = ['cusum', 'shift', 'periodic', 'drift', 'drift_level', 'drift_ramp', 'level'] as const;
+
+/** The long-run level takes in steps in blocks of this many, the newest block one block late. */
+const LEVEL_BLOCK = 8;
+
+/**
+ * The level CUSUM's reference for a level estimated from n steps: levelK plus b/n, b = levelH +
+ * 1.166. An error e in the level (variance 1/n, robust units) shifts the score by -e; averaged over
+ * it, Siegmund's false-alarm rate ~e^(-2kb) grows by E[e^(2be)] = e^(2b²/n), which b/n more on k
+ * takes back: a young level is as safe as a settled one, at the price of a few steps.
+ */
+function levelRef(n: number, cfg: StragglerConfig): number {
+  const nEff = Math.min(n, (2 - cfg.driftBaseLambda) / cfg.driftBaseLambda);
+  return cfg.levelK + (cfg.levelH + 1.166) / nEff;
 }
 
 /** The ramp test keeps one snapshot of each rank's EWMA every this many steps. */
@@ -106,6 +132,9 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   fastK: 2,
   fastCap: 4,
   fastH: 10,
+  levelK: 1,
+  levelCap: 3,
+  levelH: 10,
 };
 
 interface Pending {
@@ -124,6 +153,8 @@ export class StragglerDetector {
   private cap = 0;
   private s = new Float64Array(0);
   private fast = new Float64Array(0);
+  /** The level CUSUM: each rank's score above its own long-run level. */
+  private level = new Float64Array(0);
   private clear = new Float64Array(0);
   private onsetStep = new Int32Array(0);
   private onsetTs = new Float64Array(0);
@@ -136,6 +167,8 @@ export class StragglerDetector {
   private stepMsAtOnset = new Float64Array(0);
   private n = new Int32Array(0);
   private flagged = new Uint8Array(0);
+  /** Which test flagged each rank (a TRIGGERS index), for the finding's evidence. */
+  private trigger = new Uint8Array(0);
   /** EWMA of each rank's clipped log ratio to its stage median (the drift test). */
   private ewma = new Float64Array(0);
   private stageDriftThr: number[] = [];
@@ -143,6 +176,13 @@ export class StragglerDetector {
   private base = new Float64Array(0);
   private baseN = new Int32Array(0);
   private held = new Int32Array(0);
+  /** The level's input, in blocks: the block being filled and the one waiting to be folded in. */
+  private blockSum = new Float64Array(0);
+  private blockN = new Uint8Array(0);
+  private blockHeld = new Uint8Array(0);
+  private pendSum = new Float64Array(0);
+  private pendN = new Uint8Array(0);
+  private pendHeld = new Uint8Array(0);
   /** The ramp test's snapshots of each settled EWMA (slot-major, NaN before), its first, and the frame count. */
   private snaps = new Float32Array(0);
   private firstSnap = new Float64Array(0);
@@ -179,6 +219,7 @@ export class StragglerDetector {
     const slots = Math.max(2, Math.round(cfg.driftWindowSteps / DRIFT_SNAP_EVERY));
     const snapSlot = this.frames % DRIFT_SNAP_EVERY === 0 ? (this.frames / DRIFT_SNAP_EVERY) % slots : -1;
     const refSlot = (Math.floor(this.frames / DRIFT_SNAP_EVERY) + 1) % slots;
+    const fold = this.frames % LEVEL_BLOCK === LEVEL_BLOCK - 1;
     this.frames++;
 
     for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
@@ -216,27 +257,35 @@ export class StragglerDetector {
         this.ewma[r] += lam * (clipped - this.ewma[r]);
         const ew = this.ewma[r];
         const relThr = cfg.driftRelative * driftThr;
-        // The relative test waits until the EWMA, started at 0, has settled (3/λ steps).
-        const settled = this.baseN[r] * lam >= 3;
-        // The long-run level: a running mean, then a slow EWMA; held (for up to 2/λ steps) while
-        // the rank rises above it, so the shift being tested does not drag its own reference up.
-        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) this.held[r]++;
-        else {
-          this.held[r] = 0;
-          const n = ++this.baseN[r];
-          this.base[r] +=
-            (n * cfg.driftBaseLambda <= 1 ? 1 / n : cfg.driftBaseLambda) * (clipped - this.base[r]);
-        }
+        // The relative tests wait until the EWMA, started at 0, has settled (3/λ steps).
+        const settled = (this.baseN[r] + this.pendN[r] + this.blockN[r]) * lam >= 3;
+        // The long-run level: a running mean, then a slow EWMA, of steps at least LEVEL_BLOCK
+        // steps old (folded in blocks), so a shift being tested does not drag its own reference up
+        // at once; a block during which the rank rose well above it (for up to 2/λ steps) is left out.
+        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) {
+          this.held[r]++;
+          this.blockHeld[r] = 1;
+        } else this.held[r] = 0;
+        this.blockSum[r] += clipped;
+        this.blockN[r]++;
+        if (fold) this.foldLevel(r);
+        // Level CUSUM: the score above the rank's own level, against k plus what the level's own
+        // error costs (see levelRef).
+        if (settled && this.baseN[r] >= 2 * LEVEL_BLOCK && ew >= cfg.driftFloor) {
+          const z = Math.min((lr - this.base[r]) / Math.max(sigma, cfg.minSigma), cfg.levelCap);
+          this.level[r] = Math.max(0, this.level[r] + z - levelRef(this.baseN[r], cfg));
+        } else this.level[r] = 0;
+        const leveled = this.level[r] >= cfg.levelH;
         const oldest = this.snaps[refSlot * this.cap + r];
         const ref = Number.isNaN(oldest) ? this.firstSnap[r] : oldest;
         if (snapSlot >= 0 && settled) {
           this.snaps[snapSlot * this.cap + r] = ew;
           if (Number.isNaN(this.firstSnap[r])) this.firstSnap[r] = ew;
         }
-        const drifted =
-          ew >= driftThr ||
-          (ew >= cfg.driftFloor &&
-            ((settled && ew - this.base[r] >= relThr) || ew - ref >= cfg.driftWindow * driftThr));
+        const driftAbs = ew >= driftThr;
+        const driftRel = ew >= cfg.driftFloor && settled && ew - this.base[r] >= relThr;
+        const driftRamp = ew >= cfg.driftFloor && ew - ref >= cfg.driftWindow * driftThr;
+        const drifted = driftAbs || driftRel || driftRamp;
         let periodic = false;
         if (x >= cfg.periodicHit) {
           const gap = this.frames - this.lastHit[r];
@@ -247,7 +296,7 @@ export class StragglerDetector {
           periodic = this.hitRun[r] >= cfg.periodicHits;
         }
         if (!this.flagged[r]) {
-          if (after === 0 && !drifted && !periodic && !shifted) continue;
+          if (after === 0 && !drifted && !periodic && !shifted && !leveled) continue;
           if (before === 0) {
             // CUSUM's change-point estimate: the last step the statistic left zero.
             this.onsetStep[r] = f.step;
@@ -258,8 +307,10 @@ export class StragglerDetector {
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
           this.clear[r] = fall(this.clear[r], x, cfg);
-        } else if (after >= cfg.h || drifted || periodic || shifted) {
+        } else if (after >= cfg.h || drifted || periodic || shifted || leveled) {
           this.flagged[r] = 1;
+          this.trigger[r] =
+            after >= cfg.h ? 0 : shifted ? 1 : periodic ? 2 : leveled ? 6 : driftAbs ? 3 : driftRel ? 4 : 5;
           this.clear[r] = 0;
           const host = this.ranks.host[r];
           const p = this.pending.get(host) ?? { host, firstStep: f.step, ranks: [] };
@@ -302,6 +353,26 @@ export class StragglerDetector {
       } else if (c > secondMs) secondMs = c;
     }
     return { top, topMs, secondMs, hosts: byHost.size, topRank, topRankMs, secondRankMs, stepMs: 0 };
+  }
+
+  /**
+   * Folds the pending block (the steps LEVEL_BLOCK to 2·LEVEL_BLOCK ago) into the rank's long-run
+   * level, unless the rank rose well above the level during it; the current block becomes pending.
+   */
+  private foldLevel(r: number): void {
+    const m = this.pendN[r];
+    if (m > 0 && !this.pendHeld[r]) {
+      const n = (this.baseN[r] += m);
+      const lb = this.cfg.driftBaseLambda;
+      const w = n * lb <= 1 ? m / n : 1 - (1 - lb) ** m;
+      this.base[r] += w * (this.pendSum[r] / m - this.base[r]);
+    }
+    this.pendSum[r] = this.blockSum[r];
+    this.pendN[r] = this.blockN[r];
+    this.pendHeld[r] = this.blockHeld[r];
+    this.blockSum[r] = 0;
+    this.blockN[r] = 0;
+    this.blockHeld[r] = 0;
   }
 
   /** Starts the since-onset sums at the current step (whose wall time is already in cumStepMs). */
@@ -429,6 +500,7 @@ export class StragglerDetector {
         stage: this.ranks.stage[lead],
         steps: this.n[lead],
         cusum: round(this.s[lead], 1),
+        trigger: TRIGGERS[this.trigger[lead]],
         drift_pct: round(100 * (Math.exp(this.ewma[lead]) - 1), 2),
         ranks: rs.slice().sort((a, b) => a - b),
         gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
@@ -452,6 +524,7 @@ export class StragglerDetector {
           this.flagged[r] = 0;
           this.s[r] = 0;
           this.fast[r] = 0;
+          this.level[r] = 0;
           this.clear[r] = 0;
           this.incidentOfRank.delete(r);
         }
@@ -470,6 +543,12 @@ export class StragglerDetector {
     this.base.fill(0);
     this.baseN.fill(0);
     this.held.fill(0);
+    this.blockSum.fill(0);
+    this.blockN.fill(0);
+    this.blockHeld.fill(0);
+    this.pendSum.fill(0);
+    this.pendN.fill(0);
+    this.pendHeld.fill(0);
     this.snaps.fill(Number.NaN);
     this.firstSnap.fill(Number.NaN);
   }
@@ -483,6 +562,7 @@ export class StragglerDetector {
     if (capacity <= this.cap) return;
     this.s = grown(this.s, capacity);
     this.fast = grown(this.fast, capacity);
+    this.level = grown(this.level, capacity);
     this.clear = grown(this.clear, capacity);
     this.onsetTs = grown(this.onsetTs, capacity);
     this.sumLog = grown(this.sumLog, capacity);
@@ -495,10 +575,17 @@ export class StragglerDetector {
     this.onsetStep = grown(this.onsetStep, capacity);
     this.n = grown(this.n, capacity);
     this.flagged = grown(this.flagged, capacity);
+    this.trigger = grown(this.trigger, capacity);
     this.ewma = grown(this.ewma, capacity);
     this.base = grown(this.base, capacity);
     this.baseN = grown(this.baseN, capacity);
     this.held = grown(this.held, capacity);
+    this.blockSum = grown(this.blockSum, capacity);
+    this.blockN = grown(this.blockN, capacity);
+    this.blockHeld = grown(this.blockHeld, capacity);
+    this.pendSum = grown(this.pendSum, capacity);
+    this.pendN = grown(this.pendN, capacity);
+    this.pendHeld = grown(this.pendHeld, capacity);
     // A first hit has no gap yet (far from any frame).
     this.lastHit = grown(this.lastHit, capacity, -1e9);
     this.hitGap = grown(this.hitGap, capacity);

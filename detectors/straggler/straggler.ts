@@ -362,7 +362,8 @@ export class StragglerDetector {
   private foldLevel(r: number): void {
     const m = this.pendN[r];
     if (m > 0 && !this.pendHeld[r]) {
-      const n = (this.baseN[r] += m);
+      this.baseN[r] += m;
+      const n = this.baseN[r];
       const lb = this.cfg.driftBaseLambda;
       const w = n * lb <= 1 ? m / n : 1 - (1 - lb) ** m;
       this.base[r] += w * (this.pendSum[r] / m - this.base[r]);

@@ -37,6 +37,14 @@ export interface StragglerConfig extends CusumConfig {
   driftLambda: number;
   /** Drift EWMA: smallest smoothed slowdown (log ratio) that fires. */
   driftMin: number;
+  /**
+   * Drift EWMA, absolute test: the EWMA itself past this multiple of the threshold (driftMin or
+   * driftL deviations) fires, with no reference to the rank's own level: for a rank slow from its
+   * first step, or a ramp that began before its level settled. Above 1 so that a GPU persistently
+   * ~2% slower than its peers (silicon and power management: same-SKU GPUs differ by several
+   * percent in the field) sits ≥ 6 of the EWMA's deviations below it.
+   */
+  driftAbs: number;
   /** Drift EWMA: fires past this many of its own standard deviations, when that is more than driftMin. */
   driftL: number;
   /** Drift EWMA: each step's log ratio is clipped to this many robust units. */
@@ -92,7 +100,7 @@ export interface StragglerConfig extends CusumConfig {
 const TRIGGERS = ['cusum', 'shift', 'periodic', 'drift', 'drift_level', 'drift_ramp', 'level'] as const;
 
 /** The long-run level takes in steps in blocks of this many, the newest block one block late. */
-const LEVEL_BLOCK = 8;
+const LEVEL_BLOCK = 16;
 
 /**
  * The level CUSUM's reference for a level estimated from n steps: levelK plus b/n, b = levelH +
@@ -119,6 +127,7 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   minPeers: 4,
   driftLambda: 0.08,
   driftMin: 0.03,
+  driftAbs: 4 / 3,
   driftL: 8,
   driftClip: 3,
   driftBaseLambda: 0.005,
@@ -132,9 +141,9 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   fastK: 2,
   fastCap: 4,
   fastH: 10,
-  levelK: 1,
+  levelK: 0.75,
   levelCap: 3,
-  levelH: 10,
+  levelH: 13,
 };
 
 interface Pending {
@@ -271,7 +280,7 @@ export class StragglerDetector {
         if (fold) this.foldLevel(r);
         // Level CUSUM: the score above the rank's own level, against k plus what the level's own
         // error costs (see levelRef).
-        if (settled && this.baseN[r] >= 2 * LEVEL_BLOCK && ew >= cfg.driftFloor) {
+        if (settled && this.baseN[r] >= 16 && ew >= cfg.driftFloor) {
           const z = Math.min((lr - this.base[r]) / Math.max(sigma, cfg.minSigma), cfg.levelCap);
           this.level[r] = Math.max(0, this.level[r] + z - levelRef(this.baseN[r], cfg));
         } else this.level[r] = 0;
@@ -282,7 +291,7 @@ export class StragglerDetector {
           this.snaps[snapSlot * this.cap + r] = ew;
           if (Number.isNaN(this.firstSnap[r])) this.firstSnap[r] = ew;
         }
-        const driftAbs = ew >= driftThr;
+        const driftAbs = ew >= cfg.driftAbs * driftThr;
         const driftRel = ew >= cfg.driftFloor && settled && ew - this.base[r] >= relThr;
         const driftRamp = ew >= cfg.driftFloor && ew - ref >= cfg.driftWindow * driftThr;
         const drifted = driftAbs || driftRel || driftRamp;

@@ -116,9 +116,10 @@ export const SCALE_FAMILY: Family = {
   name: 'slow_rank 6% at 8k-16k ranks',
   fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.06 }),
   sim: () => ({ telemetry: false }),
+  // Several seeds per size: one run's time to detect depends on its onset and draws.
   sizes: [
-    { ranks: 8192, seeds: [6] },
-    { ranks: 16384, seeds: [7] },
+    { ranks: 8192, seeds: [6, 7, 8] },
+    { ranks: 16384, seeds: [6, 7, 8] },
   ],
   steps: 140,
 };
@@ -128,7 +129,7 @@ const SCALE_BASE: Family = {
   name: 'slow_rank 6% at 256 ranks',
   fault: SCALE_FAMILY.fault,
   sim: SCALE_FAMILY.sim,
-  sizes: [{ ranks: 256, seeds: [1, 2, 3, 6, 7] }],
+  sizes: [{ ranks: 256, seeds: [1, 2, 3, 6, 7, 8, 9, 10] }],
   steps: 140,
 };
 

@@ -207,6 +207,8 @@ export class StragglerDetector {
   private stageWaitMedian: number[] = [];
   private cumStepMs = 0;
   private readonly pending = new Map<string, Pending>();
+  /** Drift figures by host/GPU, from a restart until the first frame after it. */
+  private carried: Map<string, { ewma: number; base: number; baseN: number }> | undefined;
   private readonly incidents = new Map<string, Incident>();
   private readonly incidentOfRank = new Map<number, Incident>();
 
@@ -219,6 +221,7 @@ export class StragglerDetector {
 
   process(f: StepFrame): void {
     this.ensure(this.ranks.gpu.length);
+    if (this.carried) this.takeCarried();
     const { cfg } = this;
     const stepMs = maxPresent(f.stepMs, f.seen, this.ranks.size);
     this.cumStepMs += stepMs;
@@ -362,6 +365,19 @@ export class StragglerDetector {
       } else if (c > secondMs) secondMs = c;
     }
     return { top, topMs, secondMs, hosts: byHost.size, topRank, topRankMs, secondRankMs, stepMs: 0 };
+  }
+
+  /** After a restart: each rank takes the drift figures of the GPU it now runs on, if the job had it. */
+  private takeCarried(): void {
+    const carried = this.carried!;
+    this.carried = undefined;
+    for (let r = 0; r < this.cap && r < this.ranks.gpu.length; r++) {
+      const c = carried.get(`${this.ranks.host[r]}/${this.ranks.gpu[r]}`);
+      if (!c) continue;
+      this.ewma[r] = c.ewma;
+      this.base[r] = c.base;
+      this.baseN[r] = c.baseN;
+    }
   }
 
   /**
@@ -545,11 +561,24 @@ export class StragglerDetector {
   }
 
   /**
-   * The job restarted (perhaps on other hosts, its ranks renumbered): each rank's drift figures
-   * start again, since its long-run level belonged to the GPU it ran on.
+   * The job restarted (perhaps on other hosts, its ranks renumbered). A rank's drift figures (its
+   * EWMA and long-run level) belong to the GPU it ran on: they are kept by host and GPU, and the
+   * first frame after the restart gives each rank those of the GPU it now runs on, so a GPU the job
+   * ran on before keeps its settled level (a slow bin of silicon stays known, and the change tests
+   * stay armed); a GPU new to the job starts afresh.
    */
   restart(): void {
+    this.carried = new Map();
+    for (let r = 0; r < this.cap && r < this.ranks.gpu.length; r++) {
+      if (this.baseN[r] === 0) continue;
+      this.carried.set(`${this.ranks.host[r]}/${this.ranks.gpu[r]}`, {
+        ewma: this.ewma[r],
+        base: this.base[r],
+        baseN: this.baseN[r],
+      });
+    }
     this.ewma.fill(0);
+    this.level.fill(0);
     this.base.fill(0);
     this.baseN.fill(0);
     this.held.fill(0);

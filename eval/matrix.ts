@@ -140,6 +140,12 @@ const SCALE_BASE: Family = {
 const AT_4K = new Set(['slow_rank 5%', 'slow_rank 3%']);
 
 /**
+ * Families the default matrix runs with ten seeds at 256 ranks: where a drift's ramp starts and how
+ * the rank's noise runs move its time to detect by ~25 s, so a median of three is one draw.
+ */
+const TEN_SEEDS = new Set(['drift to 10% over 200 steps']);
+
+/**
  * Long clean jobs for the false-finding rate per 10,000 clean rank-hours: 1,024 ranks, 1,200
  * steps (~40 min of event time each) with every confound at once: first and last stages
  * costlier, data-loader stalls, spikes, checkpoint saves, collectives timed with late-arrival
@@ -178,11 +184,13 @@ export const MATRICES: Record<string, MatrixSpec> = {
               ...f,
               sizes: [
                 { ranks: 256, seeds: [1, 2, 3] },
-                { ranks: 1024, seeds: [4] },
-                { ranks: 4096, seeds: [5] },
+                { ranks: 1024, seeds: [4, 6, 7] },
+                { ranks: 4096, seeds: [5, 8] },
               ],
             }
-          : f,
+          : TEN_SEEDS.has(f.name)
+            ? { ...f, sizes: [{ ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }] }
+            : f,
       ),
     ],
   },

@@ -171,4 +171,18 @@ describe('false-finding rates per detector', () => {
     expect(body[4].slice(0, 2)).toEqual(['any', '1']);
     expect(markdownTable(FALSE_HEAD, body).split('\n')).toHaveLength(7);
   });
+
+  it('gives no rate and no bound when no clean job ran', () => {
+    const faultyOnly: RunResult = {
+      family: 'slow',
+      ranks: 256,
+      seed: 1,
+      faulty: true,
+      detected: true,
+      falseFindings: [],
+      rankHours: 100,
+      events: 0,
+    };
+    expect(falseRateRows([faultyOnly])[4]).toEqual(['any', '0', '0', '–', '–']);
+  });
 });

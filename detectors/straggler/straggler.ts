@@ -164,6 +164,8 @@ export class StragglerDetector {
   private fast = new Float64Array(0);
   /** The level CUSUM: each rank's score above its own long-run level. */
   private level = new Float64Array(0);
+  /** Its reference for each rank's level as it now stands (levelRef). */
+  private levelK = new Float64Array(0);
   private clear = new Float64Array(0);
   private onsetStep = new Int32Array(0);
   private onsetTs = new Float64Array(0);
@@ -253,6 +255,7 @@ export class StragglerDetector {
       const peerMs = Math.exp(med);
       const lam = cfg.driftLambda;
       const clip = cfg.driftClip * Math.max(sigma, cfg.minSigma);
+      const invSigma = 1 / Math.max(sigma, cfg.minSigma);
       const driftThr = Math.max(cfg.driftMin, cfg.driftL * sigma * Math.sqrt(lam / (2 - lam)));
       this.stageDriftThr[stage] = driftThr;
 
@@ -284,8 +287,8 @@ export class StragglerDetector {
         // Level CUSUM: the score above the rank's own level, against k plus what the level's own
         // error costs (see levelRef).
         if (settled && this.baseN[r] >= 16 && ew >= cfg.driftFloor) {
-          const z = Math.min((lr - this.base[r]) / Math.max(sigma, cfg.minSigma), cfg.levelCap);
-          this.level[r] = Math.max(0, this.level[r] + z - levelRef(this.baseN[r], cfg));
+          const z = Math.min((lr - this.base[r]) * invSigma, cfg.levelCap);
+          this.level[r] = Math.max(0, this.level[r] + z - this.levelK[r]);
         } else this.level[r] = 0;
         const leveled = this.level[r] >= cfg.levelH;
         const oldest = this.snaps[refSlot * this.cap + r];
@@ -295,9 +298,9 @@ export class StragglerDetector {
           if (Number.isNaN(this.firstSnap[r])) this.firstSnap[r] = ew;
         }
         const driftAbs = ew >= cfg.driftAbs * driftThr;
-        const driftRel = ew >= cfg.driftFloor && settled && ew - this.base[r] >= relThr;
-        const driftRamp = ew >= cfg.driftFloor && ew - ref >= cfg.driftWindow * driftThr;
-        const drifted = driftAbs || driftRel || driftRamp;
+        const driftRel = !driftAbs && ew >= cfg.driftFloor && settled && ew - this.base[r] >= relThr;
+        const drifted =
+          driftAbs || driftRel || (ew >= cfg.driftFloor && ew - ref >= cfg.driftWindow * driftThr);
         let periodic = false;
         if (x >= cfg.periodicHit) {
           const gap = this.frames - this.lastHit[r];
@@ -342,18 +345,30 @@ export class StragglerDetector {
     let topRank = -1;
     let topRankMs = 0;
     let secondRankMs = 0;
+    // Ranks of a host are mostly adjacent: a run of them is one map update, not one per rank.
+    let runHost: string | undefined;
+    let runMax = 0;
+    const flush = () => {
+      if (runHost === undefined) return;
+      const cur = byHost.get(runHost);
+      if (cur === undefined || runMax > cur) byHost.set(runHost, runMax);
+    };
     for (let r = 0; r < this.ranks.size; r++) {
       if (!f.seen[r]) continue;
       const h = this.ranks.host[r];
       const c = f.compute[r];
-      const cur = byHost.get(h);
-      if (cur === undefined || c > cur) byHost.set(h, c);
+      if (h !== runHost) {
+        flush();
+        runHost = h;
+        runMax = c;
+      } else if (c > runMax) runMax = c;
       if (c > topRankMs) {
         secondRankMs = topRankMs;
         topRankMs = c;
         topRank = r;
       } else if (c > secondRankMs) secondRankMs = c;
     }
+    flush();
     let top: string | undefined;
     let topMs = 0;
     let secondMs = 0;
@@ -377,6 +392,7 @@ export class StragglerDetector {
       this.ewma[r] = c.ewma;
       this.base[r] = c.base;
       this.baseN[r] = c.baseN;
+      this.levelK[r] = levelRef(c.baseN, this.cfg);
     }
   }
 
@@ -392,6 +408,7 @@ export class StragglerDetector {
       const lb = this.cfg.driftBaseLambda;
       const w = n * lb <= 1 ? m / n : 1 - (1 - lb) ** m;
       this.base[r] += w * (this.pendSum[r] / m - this.base[r]);
+      this.levelK[r] = levelRef(n, this.cfg);
     }
     this.pendSum[r] = this.blockSum[r];
     this.pendN[r] = this.blockN[r];
@@ -602,6 +619,7 @@ export class StragglerDetector {
     this.s = grown(this.s, capacity);
     this.fast = grown(this.fast, capacity);
     this.level = grown(this.level, capacity);
+    this.levelK = grown(this.levelK, capacity);
     this.clear = grown(this.clear, capacity);
     this.onsetTs = grown(this.onsetTs, capacity);
     this.sumLog = grown(this.sumLog, capacity);

@@ -9,15 +9,15 @@
  *   slow on one step in three adds cap-k and loses 2k per cycle, a net gain when cap > 3k.
  * - k and h set the false-alarm rate (see docs/detectors.md for the trade-off curve).
  *
- * Beside the CUSUM, a slow drift (a fan, thermal paste, a sagging clock) is watched by an EWMA of
- * the same peer-relative log ratio (each step clipped to driftClip robust units, so spikes and a
- * 1-in-3 fault barely move it): it fires when the smoothed slowdown passes driftMin (3%) or
- * driftL of its own standard deviation, whichever is larger. A 3% slow rank passes the relative
- * test below (2.4% above its own level) in ~20 steps;
- * a ramp is found a little after it passes 3% (the EWMA lags ~1/λ steps of the ramp). A rank that
- * was a little fast to begin with (silicon differs by a percent or two) is judged against its own
- * long-run level too: a rise of 0.8 x the threshold above it fires once the rank is within driftFloor of its
- * peers' median, so it is not found late, and a fast rank that becomes average does not fire.
+ * Beside the CUSUM, each rank's long-run level (a slow mean of the same figure, taken in blocks one
+ * block late) lets a GPU's own offset cancel: a level CUSUM on the score above it finds a small
+ * sustained shift (a 3% slow rank) in ~10-35 steps. A slow drift (a fan, thermal paste, a sagging
+ * clock) is watched by an EWMA of the same peer-relative log ratio (each step clipped to driftClip
+ * robust units, so spikes and a 1-in-3 fault barely move it): it fires when it rises 0.8 x the
+ * threshold (driftMin, 3%, or driftL of its own deviations) above the level, 0.9 x above its own
+ * value ~128 steps back, or passes driftAbs x the threshold (4%) outright (a rank slow from its
+ * first step; a GPU persistently ~2% slower than its peers is silicon, not a finding). The level
+ * and EWMA belong to the GPU: a restart carries them by host and GPU.
  *
  * Several ranks of one host crossing together (a node-wide power brake) become one host-level
  * finding. Pure: no I/O, no clock; event time comes from the frames.

@@ -120,6 +120,11 @@ describe('evaluate a tiny matrix', () => {
     expect(t.ttdMedianS).toBeCloseTo(throttled.ttdMs! / 1000, 9);
     expect(t.ttdWorstS).toBeCloseTo(throttled.ttdMs! / 1000, 9);
     expect(t.costErrorPp).toBeCloseTo(Math.abs(throttled.estCostPct! - throttled.trueCostPct!), 9);
+    // Time to detect in steps: the steps completed from onset to the finding, each about a step long.
+    expect(throttled.ttdSteps).toBeGreaterThanOrEqual(1);
+    expect(throttled.ttdMs! / throttled.ttdSteps!).toBeGreaterThan(0.8 * 1200);
+    expect(throttled.ttdMs! / throttled.ttdSteps!).toBeLessThan(3 * 1200);
+    expect(t.ttdMedianSteps).toBe(throttled.ttdSteps);
     expect(t.falseFindings).toBe(0);
   });
 

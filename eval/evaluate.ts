@@ -13,6 +13,8 @@ export interface RunResult {
   faulty: boolean;
   detected: boolean;
   ttdMs?: number;
+  /** Steps the job completed from onset to the finding, the onset step included (rank 0's step reports). */
+  ttdSteps?: number;
   estCostPct?: number;
   trueCostPct?: number;
   falseFindings: Finding[];
@@ -27,8 +29,10 @@ export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): R
   let events = 0;
   let first = Number.NaN;
   let last = 0;
+  const stepTs: number[] = [];
   for (const e of sim.events()) {
     runner.push(e);
+    if (e.kind === 'step' && e.rank === 0) stepTs.push(e.ts);
     events++;
     if (Number.isNaN(first)) first = e.ts;
     last = e.ts;
@@ -45,6 +49,10 @@ export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): R
     faulty: f !== undefined,
     detected: f?.detected ?? false,
     ttdMs: f?.ttdMs,
+    ttdSteps:
+      f?.first && f.fault.onsetTs !== undefined
+        ? stepTs.filter((t) => t > f.fault.onsetTs! && t <= f.first!.ts).length
+        : undefined,
     estCostPct: f?.estCostPct,
     trueCostPct: f?.fault.trueCostPct,
     falseFindings: score.falseFindings,
@@ -61,6 +69,8 @@ export interface FamilySummary {
   recall?: number;
   ttdMedianS?: number;
   ttdWorstS?: number;
+  ttdMedianSteps?: number;
+  ttdWorstSteps?: number;
   /** Median |estimated - true| cost, percentage points. */
   costErrorPp?: number;
   falseFindings: number;
@@ -73,6 +83,7 @@ export function summarise(results: RunResult[]): FamilySummary[] {
   return families.map((family) => {
     const rs = results.filter((r) => r.family === family);
     const faulty = rs.filter((r) => r.faulty);
+    const steps = faulty.filter((r) => r.ttdSteps !== undefined).map((r) => r.ttdSteps!);
     const ttds = faulty.filter((r) => r.ttdMs !== undefined).map((r) => r.ttdMs! / 1000);
     const errs = faulty
       .filter((r) => r.estCostPct !== undefined && r.trueCostPct !== undefined)
@@ -86,6 +97,8 @@ export function summarise(results: RunResult[]): FamilySummary[] {
       recall: faulty.length ? faulty.filter((r) => r.detected).length / faulty.length : undefined,
       ttdMedianS: median(ttds),
       ttdWorstS: ttds.length ? Math.max(...ttds) : undefined,
+      ttdMedianSteps: median(steps),
+      ttdWorstSteps: steps.length ? Math.max(...steps) : undefined,
       costErrorPp: median(errs),
       falseFindings,
       rankHours,

@@ -116,9 +116,10 @@ export const SCALE_FAMILY: Family = {
   name: 'slow_rank 6% at 8k-16k ranks',
   fault: (n, rng) => ({ type: 'slow_rank', rank: rng.int(n), at: onset(rng), slowdown: 0.06 }),
   sim: () => ({ telemetry: false }),
+  // Several seeds per size: one run's time to detect depends on its onset and draws.
   sizes: [
-    { ranks: 8192, seeds: [6] },
-    { ranks: 16384, seeds: [7] },
+    { ranks: 8192, seeds: [6, 7, 8] },
+    { ranks: 16384, seeds: [6, 7, 8] },
   ],
   steps: 140,
 };
@@ -128,7 +129,7 @@ const SCALE_BASE: Family = {
   name: 'slow_rank 6% at 256 ranks',
   fault: SCALE_FAMILY.fault,
   sim: SCALE_FAMILY.sim,
-  sizes: [{ ranks: 256, seeds: [1, 2, 3, 6, 7] }],
+  sizes: [{ ranks: 256, seeds: [1, 2, 3, 6, 7, 8, 9, 10] }],
   steps: 140,
 };
 
@@ -137,6 +138,12 @@ const SCALE_BASE: Family = {
  * and 4k); the others run at 256 ranks there, the scale rows at 8k and 16k (`--matrix scale`).
  */
 const AT_4K = new Set(['slow_rank 5%', 'slow_rank 3%']);
+
+/**
+ * Families the default matrix runs with ten seeds at 256 ranks: where a drift's ramp starts and how
+ * the rank's noise runs move its time to detect by ~25 s, so a median of three is one draw.
+ */
+const TEN_SEEDS = new Set(['drift to 10% over 200 steps']);
 
 /**
  * Long clean jobs for the false-finding rate per 10,000 clean rank-hours: 1,024 ranks, 1,200
@@ -177,11 +184,13 @@ export const MATRICES: Record<string, MatrixSpec> = {
               ...f,
               sizes: [
                 { ranks: 256, seeds: [1, 2, 3] },
-                { ranks: 1024, seeds: [4] },
-                { ranks: 4096, seeds: [5] },
+                { ranks: 1024, seeds: [4, 6, 7] },
+                { ranks: 4096, seeds: [5, 8] },
               ],
             }
-          : f,
+          : TEN_SEEDS.has(f.name)
+            ? { ...f, sizes: [{ ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }] }
+            : f,
       ),
     ],
   },

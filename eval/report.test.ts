@@ -114,6 +114,8 @@ describe('rows and markdownTable', () => {
       recall: 0.75,
       ttdMedianS: 6.25,
       ttdWorstS: 10.06,
+      ttdMedianSteps: 5.5,
+      ttdWorstSteps: 8,
       costErrorPp: 1.234,
       falseFindings: 2,
       rankHours: 999.6,
@@ -123,8 +125,8 @@ describe('rows and markdownTable', () => {
 
   it('formats each figure, with a dash for what a clean job lacks', () => {
     expect(rows(summary)).toEqual([
-      ['clean', '3', '–', '–', '–', '–', '0', '1,234', '0.00'],
-      ['throttle', '4', '3/4 (75%)', '6.3', '10.1', '1.23', '2', '1,000', '2.00'],
+      ['clean', '3', '–', '–', '–', '–', '–', '0', '1,234', '0.00'],
+      ['throttle', '4', '3/4 (75%)', '6.3', '10.1', '5.5 / 8', '1.23', '2', '1,000', '2.00'],
     ]);
   });
 
@@ -133,7 +135,7 @@ describe('rows and markdownTable', () => {
     expect(md).toHaveLength(2 + summary.length);
     expect(md[0]).toBe(`| ${HEAD.join(' | ')} |`);
     expect(md[1]).toBe(`| --- |${' ---: |'.repeat(HEAD.length - 1)}`);
-    expect(md[3]).toBe('| throttle | 4 | 3/4 (75%) | 6.3 | 10.1 | 1.23 | 2 | 1,000 | 2.00 |');
+    expect(md[3]).toBe('| throttle | 4 | 3/4 (75%) | 6.3 | 10.1 | 5.5 / 8 | 1.23 | 2 | 1,000 | 2.00 |');
   });
 });
 
@@ -168,5 +170,19 @@ describe('false-finding rates per detector', () => {
     expect(body[3]).toEqual(['mfu_drop', '1', '10,000', '1.00', '≤ 4.74']);
     expect(body[4].slice(0, 2)).toEqual(['any', '1']);
     expect(markdownTable(FALSE_HEAD, body).split('\n')).toHaveLength(7);
+  });
+
+  it('gives no rate and no bound when no clean job ran', () => {
+    const faultyOnly: RunResult = {
+      family: 'slow',
+      ranks: 256,
+      seed: 1,
+      faulty: true,
+      detected: true,
+      falseFindings: [],
+      rankHours: 100,
+      events: 0,
+    };
+    expect(falseRateRows([faultyOnly])[4]).toEqual(['any', '0', '0', '–', '–']);
   });
 });

@@ -10,6 +10,7 @@ export const HEAD = [
   'recall',
   'TTD median (s)',
   'TTD worst (s)',
+  'TTD steps (median / worst)',
   'cost error (pp)',
   'false findings',
   'rank-hours',
@@ -23,6 +24,7 @@ export function rows(summary: FamilySummary[]): string[][] {
     s.recall === undefined ? '–' : `${s.detected}/${s.runs} (${Math.round(s.recall * 100)}%)`,
     f1(s.ttdMedianS),
     f1(s.ttdWorstS),
+    s.ttdMedianSteps === undefined ? '–' : `${s.ttdMedianSteps} / ${s.ttdWorstSteps}`,
     s.costErrorPp === undefined ? '–' : s.costErrorPp.toFixed(2),
     String(s.falseFindings),
     Math.round(s.rankHours).toLocaleString('en-US'),
@@ -92,13 +94,14 @@ export const FALSE_HEAD = [
 export function falseRateRows(results: RunResult[]): string[][] {
   const clean = results.filter((r) => !r.faulty);
   const rankHours = clean.reduce((n, r) => n + r.rankHours, 0);
-  const per10k = (k: number) => (rankHours > 0 ? (1e4 * k) / rankHours : 0);
+  const per10k = (k: number) => (1e4 * k) / rankHours;
+  // No clean job (the scale matrix): no rate, rather than a bound of 0 that cannot be true.
   const row = (name: string, k: number) => [
     name,
     String(k),
     Math.round(rankHours).toLocaleString('en-US'),
-    per10k(k).toFixed(2),
-    `≤ ${per10k(poissonUpper95(k)).toFixed(2)}`,
+    rankHours > 0 ? per10k(k).toFixed(2) : '–',
+    rankHours > 0 ? `≤ ${per10k(poissonUpper95(k)).toFixed(2)}` : '–',
   ];
   const count = (t?: string) =>
     clean.reduce((n, r) => n + r.falseFindings.filter((f) => t === undefined || f.type === t).length, 0);

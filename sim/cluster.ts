@@ -83,6 +83,13 @@ export interface SimOptions {
   /** At the restart, hosts are renumbered (elastic): every rank lands on another host. Faults stay with their rank. */
   renumber?: boolean;
   faults?: FaultSpec[];
+  /**
+   * GPUs persistently slower (or faster) than their peers by `pct` percent, beside the drawn
+   * per-GPU spread: silicon and power management, not a fault (same-SKU GPUs differ by several
+   * percent in the field: Sinha et al., "Not All GPUs Are Created Equal", SC22). They stay with the
+   * GPU (host index, GPU index) across an elastic restart.
+   */
+  gpuOffsets?: { host: number; gpu: number; pct: number }[];
 }
 
 /** What was injected, where, and what it really cost: the ground truth the evaluation scores against. */
@@ -266,7 +273,11 @@ export class ClusterSim {
     const extraRng = new Random(o.seed ^ 0x3c6ef372);
     const hostCount = Math.ceil(n / this.layout.gpusPerHost);
     const spikeProb = o.spikeProb ?? Math.min(SPIKE_PROB_PER_RANK, o.spikesPerStep / n);
+    // Each physical GPU's own speed (silicon, power management), by host slot: it stays with the
+    // GPU when an elastic restart moves ranks to other hosts.
     const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
+    const gph = this.layout.gpusPerHost;
+    for (const g of o.gpuOffsets ?? []) offsets[(g.host * gph + g.gpu) % n] *= 1 + g.pct / 100;
     // Compute so that the costliest stage plus exposed comm fills the step.
     const unit =
       (o.stepMs * (1 - EXPOSED_COMM_SHARE)) /
@@ -303,7 +314,15 @@ export class ClusterSim {
       if (step === o.restartAt) {
         ts += 60_000 + Math.round(30_000 * extraRng.next());
         yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'restart', cause: 'node replaced' };
-        if (o.renumber) this.renumberHosts(1 + extraRng.int(hostCount - 1 || 1), hostCount);
+        if (o.renumber) {
+          this.renumberHosts(1 + extraRng.int(hostCount - 1 || 1), hostCount);
+          // A fault that begins after the restart is where its rank now runs.
+          for (const f of this.faults) {
+            if (f.rank === undefined || f.spec.at < step) continue;
+            f.host = this.places[f.rank].host;
+            if (f.spec.type === 'link') f.peerHost = this.places[f.spec.peer ?? -1]?.host;
+          }
+        }
         ts += 20_000;
         yield {
           v: 1,
@@ -328,7 +347,9 @@ export class ClusterSim {
       for (let r = 0; r < n; r++) {
         const spike = noiseRng.chance(spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
         const z = noiseRng.normal();
-        clean[r] = stageBase[this.places[r].stage] * offsets[r] * Math.exp(o.noise * z) * jobFactor * spike;
+        const p = this.places[r];
+        const offset = offsets[(p.hostIndex * gph + p.gpu) % n];
+        clean[r] = stageBase[p.stage] * offset * Math.exp(o.noise * z) * jobFactor * spike;
         compute[r] = clean[r] * this.computeFactor(r, step);
       }
       // Communicator durations: DP all-reduce per (stage, tp) group, p2p per edge (indexed by

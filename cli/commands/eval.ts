@@ -19,7 +19,7 @@ scenario: recall (the finding names the right host and GPU), median and worst ti
 event time, cost-estimate error against the simulator's true cost, and false findings
 (straggler, throttle, slow_link that match no injected fault) per 1,000 rank-hours.
 
-  --matrix NAME        default (52 jobs), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
+  --matrix NAME        default (65 jobs), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
                        clean (every clean job, long ones included: false findings per detector), long
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON

@@ -9,15 +9,15 @@
  *   slow on one step in three adds cap-k and loses 2k per cycle, a net gain when cap > 3k.
  * - k and h set the false-alarm rate (see docs/detectors.md for the trade-off curve).
  *
- * Beside the CUSUM, a slow drift (a fan, thermal paste, a sagging clock) is watched by an EWMA of
- * the same peer-relative log ratio (each step clipped to driftClip robust units, so spikes and a
- * 1-in-3 fault barely move it): it fires when the smoothed slowdown passes driftMin (3%) or
- * driftL of its own standard deviation, whichever is larger. A 3% slow rank passes the relative
- * test below (2.4% above its own level) in ~20 steps;
- * a ramp is found a little after it passes 3% (the EWMA lags ~1/λ steps of the ramp). A rank that
- * was a little fast to begin with (silicon differs by a percent or two) is judged against its own
- * long-run level too: a rise of 0.8 x the threshold above it fires once the rank is within driftFloor of its
- * peers' median, so it is not found late, and a fast rank that becomes average does not fire.
+ * Beside the CUSUM, each rank's long-run level (a slow mean of the same figure, taken in blocks one
+ * block late) lets a GPU's own offset cancel: a level CUSUM on the score above it finds a small
+ * sustained shift (a 3% slow rank) in ~10-35 steps. A slow drift (a fan, thermal paste, a sagging
+ * clock) is watched by an EWMA of the same peer-relative log ratio (each step clipped to driftClip
+ * robust units, so spikes and a 1-in-3 fault barely move it): it fires when it rises 0.8 x the
+ * threshold (driftMin, 3%, or driftL of its own deviations) above the level, 0.9 x above its own
+ * value ~128 steps back, or passes driftAbs x the threshold (4%) outright (a rank slow from its
+ * first step; a GPU persistently ~2% slower than its peers is silicon, not a finding). The level
+ * and EWMA belong to the GPU: a restart carries them by host and GPU.
  *
  * Several ranks of one host crossing together (a node-wide power brake) become one host-level
  * finding. Pure: no I/O, no clock; event time comes from the frames.
@@ -37,6 +37,14 @@ export interface StragglerConfig extends CusumConfig {
   driftLambda: number;
   /** Drift EWMA: smallest smoothed slowdown (log ratio) that fires. */
   driftMin: number;
+  /**
+   * Drift EWMA, absolute test: the EWMA itself past this multiple of the threshold (driftMin or
+   * driftL deviations) fires, with no reference to the rank's own level: for a rank slow from its
+   * first step, or a ramp that began before its level settled. Above 1 so that a GPU persistently
+   * ~2% slower than its peers (silicon and power management: same-SKU GPUs differ by several
+   * percent in the field) sits ≥ 6 of the EWMA's deviations below it.
+   */
+  driftAbs: number;
   /** Drift EWMA: fires past this many of its own standard deviations, when that is more than driftMin. */
   driftL: number;
   /** Drift EWMA: each step's log ratio is clipped to this many robust units. */
@@ -77,6 +85,32 @@ export interface StragglerConfig extends CusumConfig {
   fastK: number;
   fastCap: number;
   fastH: number;
+  /**
+   * Level CUSUM, for small sustained shifts (a 3% slow rank, ~2 robust units): a CUSUM on the
+   * rank's score above its own long-run level (so a GPU's fixed offset from its peers cancels),
+   * reference levelK plus (levelH + 1.166) / n for a level estimated from n steps, each step's score capped at levelCap so a spike adds at most levelCap - levelK. Fires at levelH,
+   * once the level has settled and the rank is within driftFloor of its peers' median or slower.
+   */
+  levelK: number;
+  levelCap: number;
+  levelH: number;
+}
+
+/** The test that flagged a rank, named in `evidence.trigger`. */
+const TRIGGERS = ['cusum', 'shift', 'periodic', 'drift', 'drift_level', 'drift_ramp', 'level'] as const;
+
+/** The long-run level takes in steps in blocks of this many, the newest block one block late. */
+const LEVEL_BLOCK = 16;
+
+/**
+ * The level CUSUM's reference for a level estimated from n steps: levelK plus b/n, b = levelH +
+ * 1.166. An error e in the level (variance 1/n, robust units) shifts the score by -e; averaged over
+ * it, Siegmund's false-alarm rate ~e^(-2kb) grows by E[e^(2be)] = e^(2b²/n), which b/n more on k
+ * takes back: a young level is as safe as a settled one, at the price of a few steps.
+ */
+function levelRef(n: number, cfg: StragglerConfig): number {
+  const nEff = Math.min(n, (2 - cfg.driftBaseLambda) / cfg.driftBaseLambda);
+  return cfg.levelK + (cfg.levelH + 1.166) / nEff;
 }
 
 /** The ramp test keeps one snapshot of each rank's EWMA every this many steps. */
@@ -93,6 +127,7 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   minPeers: 4,
   driftLambda: 0.08,
   driftMin: 0.03,
+  driftAbs: 4 / 3,
   driftL: 8,
   driftClip: 3,
   driftBaseLambda: 0.005,
@@ -106,6 +141,9 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   fastK: 2,
   fastCap: 4,
   fastH: 10,
+  levelK: 0.75,
+  levelCap: 3,
+  levelH: 13,
 };
 
 interface Pending {
@@ -124,6 +162,10 @@ export class StragglerDetector {
   private cap = 0;
   private s = new Float64Array(0);
   private fast = new Float64Array(0);
+  /** The level CUSUM: each rank's score above its own long-run level. */
+  private level = new Float64Array(0);
+  /** Its reference for each rank's level as it now stands (levelRef). */
+  private levelK = new Float64Array(0);
   private clear = new Float64Array(0);
   private onsetStep = new Int32Array(0);
   private onsetTs = new Float64Array(0);
@@ -136,6 +178,8 @@ export class StragglerDetector {
   private stepMsAtOnset = new Float64Array(0);
   private n = new Int32Array(0);
   private flagged = new Uint8Array(0);
+  /** Which test flagged each rank (a TRIGGERS index), for the finding's evidence. */
+  private trigger = new Uint8Array(0);
   /** EWMA of each rank's clipped log ratio to its stage median (the drift test). */
   private ewma = new Float64Array(0);
   private stageDriftThr: number[] = [];
@@ -143,6 +187,13 @@ export class StragglerDetector {
   private base = new Float64Array(0);
   private baseN = new Int32Array(0);
   private held = new Int32Array(0);
+  /** The level's input, in blocks: the block being filled and the one waiting to be folded in. */
+  private blockSum = new Float64Array(0);
+  private blockN = new Uint8Array(0);
+  private blockHeld = new Uint8Array(0);
+  private pendSum = new Float64Array(0);
+  private pendN = new Uint8Array(0);
+  private pendHeld = new Uint8Array(0);
   /** The ramp test's snapshots of each settled EWMA (slot-major, NaN before), its first, and the frame count. */
   private snaps = new Float32Array(0);
   private firstSnap = new Float64Array(0);
@@ -158,6 +209,8 @@ export class StragglerDetector {
   private stageWaitMedian: number[] = [];
   private cumStepMs = 0;
   private readonly pending = new Map<string, Pending>();
+  /** Drift figures by host/GPU, from a restart until the first frame after it. */
+  private carried: Map<string, { ewma: number; base: number; baseN: number }> | undefined;
   private readonly incidents = new Map<string, Incident>();
   private readonly incidentOfRank = new Map<number, Incident>();
 
@@ -170,6 +223,7 @@ export class StragglerDetector {
 
   process(f: StepFrame): void {
     this.ensure(this.ranks.gpu.length);
+    if (this.carried) this.takeCarried();
     const { cfg } = this;
     const stepMs = maxPresent(f.stepMs, f.seen, this.ranks.size);
     this.cumStepMs += stepMs;
@@ -179,6 +233,7 @@ export class StragglerDetector {
     const slots = Math.max(2, Math.round(cfg.driftWindowSteps / DRIFT_SNAP_EVERY));
     const snapSlot = this.frames % DRIFT_SNAP_EVERY === 0 ? (this.frames / DRIFT_SNAP_EVERY) % slots : -1;
     const refSlot = (Math.floor(this.frames / DRIFT_SNAP_EVERY) + 1) % slots;
+    const fold = this.frames % LEVEL_BLOCK === LEVEL_BLOCK - 1;
     this.frames++;
 
     for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
@@ -200,6 +255,7 @@ export class StragglerDetector {
       const peerMs = Math.exp(med);
       const lam = cfg.driftLambda;
       const clip = cfg.driftClip * Math.max(sigma, cfg.minSigma);
+      const invSigma = 1 / Math.max(sigma, cfg.minSigma);
       const driftThr = Math.max(cfg.driftMin, cfg.driftL * sigma * Math.sqrt(lam / (2 - lam)));
       this.stageDriftThr[stage] = driftThr;
 
@@ -216,27 +272,35 @@ export class StragglerDetector {
         this.ewma[r] += lam * (clipped - this.ewma[r]);
         const ew = this.ewma[r];
         const relThr = cfg.driftRelative * driftThr;
-        // The relative test waits until the EWMA, started at 0, has settled (3/λ steps).
-        const settled = this.baseN[r] * lam >= 3;
-        // The long-run level: a running mean, then a slow EWMA; held (for up to 2/λ steps) while
-        // the rank rises above it, so the shift being tested does not drag its own reference up.
-        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) this.held[r]++;
-        else {
-          this.held[r] = 0;
-          const n = ++this.baseN[r];
-          this.base[r] +=
-            (n * cfg.driftBaseLambda <= 1 ? 1 / n : cfg.driftBaseLambda) * (clipped - this.base[r]);
-        }
+        // The relative tests wait until the EWMA, started at 0, has settled (3/λ steps).
+        const settled = (this.baseN[r] + this.pendN[r] + this.blockN[r]) * lam >= 3;
+        // The long-run level: a running mean, then a slow EWMA, of steps at least LEVEL_BLOCK
+        // steps old (folded in blocks), so a shift being tested does not drag its own reference up
+        // at once; a block during which the rank rose well above it (for up to 2/λ steps) is left out.
+        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) {
+          this.held[r]++;
+          this.blockHeld[r] = 1;
+        } else this.held[r] = 0;
+        this.blockSum[r] += clipped;
+        this.blockN[r]++;
+        if (fold) this.foldLevel(r);
+        // Level CUSUM: the score above the rank's own level, against k plus what the level's own
+        // error costs (see levelRef).
+        if (settled && this.baseN[r] >= 16 && ew >= cfg.driftFloor) {
+          const z = Math.min((lr - this.base[r]) * invSigma, cfg.levelCap);
+          this.level[r] = Math.max(0, this.level[r] + z - this.levelK[r]);
+        } else this.level[r] = 0;
+        const leveled = this.level[r] >= cfg.levelH;
         const oldest = this.snaps[refSlot * this.cap + r];
         const ref = Number.isNaN(oldest) ? this.firstSnap[r] : oldest;
         if (snapSlot >= 0 && settled) {
           this.snaps[snapSlot * this.cap + r] = ew;
           if (Number.isNaN(this.firstSnap[r])) this.firstSnap[r] = ew;
         }
+        const driftAbs = ew >= cfg.driftAbs * driftThr;
+        const driftRel = !driftAbs && ew >= cfg.driftFloor && settled && ew - this.base[r] >= relThr;
         const drifted =
-          ew >= driftThr ||
-          (ew >= cfg.driftFloor &&
-            ((settled && ew - this.base[r] >= relThr) || ew - ref >= cfg.driftWindow * driftThr));
+          driftAbs || driftRel || (ew >= cfg.driftFloor && ew - ref >= cfg.driftWindow * driftThr);
         let periodic = false;
         if (x >= cfg.periodicHit) {
           const gap = this.frames - this.lastHit[r];
@@ -247,7 +311,7 @@ export class StragglerDetector {
           periodic = this.hitRun[r] >= cfg.periodicHits;
         }
         if (!this.flagged[r]) {
-          if (after === 0 && !drifted && !periodic && !shifted) continue;
+          if (after === 0 && !drifted && !periodic && !shifted && !leveled) continue;
           if (before === 0) {
             // CUSUM's change-point estimate: the last step the statistic left zero.
             this.onsetStep[r] = f.step;
@@ -258,8 +322,10 @@ export class StragglerDetector {
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
           this.clear[r] = fall(this.clear[r], x, cfg);
-        } else if (after >= cfg.h || drifted || periodic || shifted) {
+        } else if (after >= cfg.h || drifted || periodic || shifted || leveled) {
           this.flagged[r] = 1;
+          this.trigger[r] =
+            after >= cfg.h ? 0 : shifted ? 1 : periodic ? 2 : leveled ? 6 : driftAbs ? 3 : driftRel ? 4 : 5;
           this.clear[r] = 0;
           const host = this.ranks.host[r];
           const p = this.pending.get(host) ?? { host, firstStep: f.step, ranks: [] };
@@ -279,18 +345,30 @@ export class StragglerDetector {
     let topRank = -1;
     let topRankMs = 0;
     let secondRankMs = 0;
+    // Ranks of a host are mostly adjacent: a run of them is one map update, not one per rank.
+    let runHost: string | undefined;
+    let runMax = 0;
+    const flush = () => {
+      if (runHost === undefined) return;
+      const cur = byHost.get(runHost);
+      if (cur === undefined || runMax > cur) byHost.set(runHost, runMax);
+    };
     for (let r = 0; r < this.ranks.size; r++) {
       if (!f.seen[r]) continue;
       const h = this.ranks.host[r];
       const c = f.compute[r];
-      const cur = byHost.get(h);
-      if (cur === undefined || c > cur) byHost.set(h, c);
+      if (h !== runHost) {
+        flush();
+        runHost = h;
+        runMax = c;
+      } else if (c > runMax) runMax = c;
       if (c > topRankMs) {
         secondRankMs = topRankMs;
         topRankMs = c;
         topRank = r;
       } else if (c > secondRankMs) secondRankMs = c;
     }
+    flush();
     let top: string | undefined;
     let topMs = 0;
     let secondMs = 0;
@@ -302,6 +380,42 @@ export class StragglerDetector {
       } else if (c > secondMs) secondMs = c;
     }
     return { top, topMs, secondMs, hosts: byHost.size, topRank, topRankMs, secondRankMs, stepMs: 0 };
+  }
+
+  /** After a restart: each rank takes the drift figures of the GPU it now runs on, if the job had it. */
+  private takeCarried(): void {
+    const carried = this.carried!;
+    this.carried = undefined;
+    for (let r = 0; r < this.cap && r < this.ranks.gpu.length; r++) {
+      const c = carried.get(`${this.ranks.host[r]}/${this.ranks.gpu[r]}`);
+      if (!c) continue;
+      this.ewma[r] = c.ewma;
+      this.base[r] = c.base;
+      this.baseN[r] = c.baseN;
+      this.levelK[r] = levelRef(c.baseN, this.cfg);
+    }
+  }
+
+  /**
+   * Folds the pending block (the steps LEVEL_BLOCK to 2·LEVEL_BLOCK ago) into the rank's long-run
+   * level, unless the rank rose well above the level during it; the current block becomes pending.
+   */
+  private foldLevel(r: number): void {
+    const m = this.pendN[r];
+    if (m > 0 && !this.pendHeld[r]) {
+      this.baseN[r] += m;
+      const n = this.baseN[r];
+      const lb = this.cfg.driftBaseLambda;
+      const w = n * lb <= 1 ? m / n : 1 - (1 - lb) ** m;
+      this.base[r] += w * (this.pendSum[r] / m - this.base[r]);
+      this.levelK[r] = levelRef(n, this.cfg);
+    }
+    this.pendSum[r] = this.blockSum[r];
+    this.pendN[r] = this.blockN[r];
+    this.pendHeld[r] = this.blockHeld[r];
+    this.blockSum[r] = 0;
+    this.blockN[r] = 0;
+    this.blockHeld[r] = 0;
   }
 
   /** Starts the since-onset sums at the current step (whose wall time is already in cumStepMs). */
@@ -429,6 +543,7 @@ export class StragglerDetector {
         stage: this.ranks.stage[lead],
         steps: this.n[lead],
         cusum: round(this.s[lead], 1),
+        trigger: TRIGGERS[this.trigger[lead]],
         drift_pct: round(100 * (Math.exp(this.ewma[lead]) - 1), 2),
         ranks: rs.slice().sort((a, b) => a - b),
         gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
@@ -452,6 +567,7 @@ export class StragglerDetector {
           this.flagged[r] = 0;
           this.s[r] = 0;
           this.fast[r] = 0;
+          this.level[r] = 0;
           this.clear[r] = 0;
           this.incidentOfRank.delete(r);
         }
@@ -462,14 +578,33 @@ export class StragglerDetector {
   }
 
   /**
-   * The job restarted (perhaps on other hosts, its ranks renumbered): each rank's drift figures
-   * start again, since its long-run level belonged to the GPU it ran on.
+   * The job restarted (perhaps on other hosts, its ranks renumbered). A rank's drift figures (its
+   * EWMA and long-run level) belong to the GPU it ran on: they are kept by host and GPU, and the
+   * first frame after the restart gives each rank those of the GPU it now runs on, so a GPU the job
+   * ran on before keeps its settled level (a slow bin of silicon stays known, and the change tests
+   * stay armed); a GPU new to the job starts afresh.
    */
   restart(): void {
+    this.carried = new Map();
+    for (let r = 0; r < this.cap && r < this.ranks.gpu.length; r++) {
+      if (this.baseN[r] === 0) continue;
+      this.carried.set(`${this.ranks.host[r]}/${this.ranks.gpu[r]}`, {
+        ewma: this.ewma[r],
+        base: this.base[r],
+        baseN: this.baseN[r],
+      });
+    }
     this.ewma.fill(0);
+    this.level.fill(0);
     this.base.fill(0);
     this.baseN.fill(0);
     this.held.fill(0);
+    this.blockSum.fill(0);
+    this.blockN.fill(0);
+    this.blockHeld.fill(0);
+    this.pendSum.fill(0);
+    this.pendN.fill(0);
+    this.pendHeld.fill(0);
     this.snaps.fill(Number.NaN);
     this.firstSnap.fill(Number.NaN);
   }
@@ -483,6 +618,8 @@ export class StragglerDetector {
     if (capacity <= this.cap) return;
     this.s = grown(this.s, capacity);
     this.fast = grown(this.fast, capacity);
+    this.level = grown(this.level, capacity);
+    this.levelK = grown(this.levelK, capacity);
     this.clear = grown(this.clear, capacity);
     this.onsetTs = grown(this.onsetTs, capacity);
     this.sumLog = grown(this.sumLog, capacity);
@@ -495,10 +632,17 @@ export class StragglerDetector {
     this.onsetStep = grown(this.onsetStep, capacity);
     this.n = grown(this.n, capacity);
     this.flagged = grown(this.flagged, capacity);
+    this.trigger = grown(this.trigger, capacity);
     this.ewma = grown(this.ewma, capacity);
     this.base = grown(this.base, capacity);
     this.baseN = grown(this.baseN, capacity);
     this.held = grown(this.held, capacity);
+    this.blockSum = grown(this.blockSum, capacity);
+    this.blockN = grown(this.blockN, capacity);
+    this.blockHeld = grown(this.blockHeld, capacity);
+    this.pendSum = grown(this.pendSum, capacity);
+    this.pendN = grown(this.pendN, capacity);
+    this.pendHeld = grown(this.pendHeld, capacity);
     // A first hit has no gap yet (far from any frame).
     this.lastHit = grown(this.lastHit, capacity, -1e9);
     this.hitGap = grown(this.hitGap, capacity);

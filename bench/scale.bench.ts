@@ -36,6 +36,8 @@ interface Prepared {
   ranks: number;
   steps: number;
   file: string;
+  /** "N ranks x S steps": every row of this size is named with it. */
+  label: string;
   detect: Measurement;
 }
 
@@ -55,6 +57,7 @@ function prepare(ranks: number, steps: number, dir: string): Prepared {
     ranks,
     steps,
     file,
+    label,
     detect: { name: `detectors, ${label}`, items: d.events, unit: 'events', bestMs: d.ms },
   };
 }
@@ -91,7 +94,7 @@ function runSizes(dir: string): Size[] {
       steps: p.steps,
       detect: p.detect,
       replay: {
-        name: `replay, ${p.detect.name.slice('detectors, '.length)}`,
+        name: `replay, ${p.label}`,
         items: best.events,
         unit: 'events',
         bestMs: best.ms,

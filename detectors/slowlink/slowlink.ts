@@ -35,6 +35,7 @@ import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
 import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
+import { type LinkKind, StepLinks } from './links.js';
 import { CusumTable, pairDst, pairSrc, RailIds, railPair } from './state.js';
 
 export interface SlowLinkConfig extends CusumConfig {
@@ -70,40 +71,6 @@ export const SLOWLINK_DEFAULTS: SlowLinkConfig = {
   flapQuietSteps: 50,
 };
 
-/** A communicator or p2p edge during one step: lives until its step is judged. */
-interface Link {
-  /** `op:comm` for a collective; a p2p edge's rail pair (its name is built only for a finding). */
-  key: string | number;
-  kind: string;
-  /** The kind when every member is on one host (compared with NVLink groups only). */
-  kindNvlink: string;
-  op: string;
-  nranks: number;
-  bytes: number;
-  /** Shortest duration a member reported: the one that arrived last waited for nobody. */
-  durMin: number;
-  /** A collective's rails (rail ids); undefined for a p2p edge, whose rails are src and dst. */
-  rails: Set<number> | undefined;
-  src: number;
-  dst: number;
-  /** For a collective whose members are all on one host: its `nvlink:` key. */
-  intra: string | undefined;
-  /** Set when judged: score, bandwidth measured and expected, time lost. */
-  z: number;
-  measured: number;
-  expected: number;
-  excessMs: number;
-  /** The judge pass that last counted this link (instead of a Set of links per step). */
-  mark: number;
-  /** p2p: the receiving rank, the next edge of the same sender this step (an index, -1 at the end), and the edge's row (-1: none yet). */
-  to: number;
-  next: number;
-  row: number;
-  /** p2p without a row, during a judge pass: the link its edge is judged by, and the next new edge of the same sending rail. */
-  win: Link | undefined;
-  nextNew: Link | undefined;
-}
-
 /** What a Cusum row's finding text reads (built only for rows with a finding). */
 interface Cusum {
   onsetStep: number;
@@ -119,15 +86,15 @@ interface Cusum {
   worst: { key: string; kind: string | undefined } | undefined;
 }
 
+/** A step's links until it is judged: collectives and p2p edges, by index into `links`. */
 interface OpenStep {
+  links: StepLinks;
   /** Collectives by op, then communicator: no `op:comm` string built per event. */
-  colls: Map<string, Map<string, Link>>;
-  collList: Link[];
-  /** p2p edges: the first of each sending rank (an index into edgeList, -1 for none), chained by `next`. */
+  colls: Map<string, Map<string, number>>;
+  /** p2p edges: the first of each sending rank (a link index, -1 for none), chained by `next`. */
   edgeHead: Int32Array;
-  edgeList: Link[];
   /** Edges of ranks too large to index (not valid input, but still counted). */
-  oddEdges: Map<number, Link>;
+  oddEdges: Map<number, number>;
 }
 
 const RAIL = 0;
@@ -151,13 +118,16 @@ export class SlowLinkDetector {
   /** First edge row of each sending rail (-1 for none), chained by the table's `next`: found without hashing. */
   private edgeHead = new Int32Array(64).fill(-1);
   /** During a judge pass: the link each edge row is judged by. */
-  private rowLink: (Link | undefined)[] = [];
+  private rowLink = new Int32Array(64).fill(-1);
   private rowPass = new Int32Array(64);
   /** During a judge pass: edges without a row, by sending rail (`newPass` says which pass set `newFirst`). */
   private newPass = new Int32Array(64);
-  private newFirst: (Link | undefined)[] = [];
-  /** Released steps' rank indexes, reused. */
-  private readonly headPool: Int32Array[] = [];
+  private newFirst = new Int32Array(64).fill(-1);
+  /**
+   * Judged steps, emptied for reuse: a step's links live across many young-generation
+   * collections, so fresh ones would be promoted and die in the old space every step.
+   */
+  private readonly stepPool: OpenStep[] = [];
   /** Edge rows waiting for their rails to be judged, in row order. */
   private pending: number[] = [];
   /** Intra-host communicators, keyed `nvlink:host/gpu+gpu+...`. */
@@ -174,16 +144,10 @@ export class SlowLinkDetector {
   /** Per rail during a judge pass: links through it, lowest score and worst link; `touched` in first-touch order. */
   private accLinks = new Int32Array(64);
   private accScore = new Float64Array(64);
-  private accWorst: (Link | undefined)[] = [];
+  private accWorst = new Int32Array(64).fill(-1);
   private touched: number[] = [];
   private pass = 0;
-  private readonly kinds: {
-    family: string;
-    nranks: number;
-    band: number;
-    kind: string;
-    kindNvlink: string;
-  }[] = [];
+  private readonly kinds: LinkKind[] = [];
 
   constructor(
     private readonly job: string,
@@ -196,15 +160,15 @@ export class SlowLinkDetector {
     let step = this.open.get(e.step);
     if (!step) {
       if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
-      step = {
+      step = this.stepPool.pop() ?? {
+        links: new StepLinks(),
         colls: new Map(),
-        collList: [],
-        edgeHead: this.rankIndex(),
-        edgeList: [],
+        edgeHead: new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1),
         oddEdges: new Map(),
       };
       this.open.set(e.step, step);
     }
+    const L = step.links;
     const rail = this.rail(e.rank, e.host, e.gpu);
     if (e.op === 'send' || e.op === 'recv') {
       if (e.peer === undefined) return;
@@ -212,24 +176,22 @@ export class SlowLinkDetector {
       const [from, to] = e.op === 'send' ? [e.rank, e.peer] : [e.peer, e.rank];
       const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
       if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
-      let link: Link | undefined;
+      let link: number;
       if (indexed) {
-        let i = step.edgeHead[from];
-        while (i >= 0 && step.edgeList[i].to !== to) i = step.edgeList[i].next;
-        link = i >= 0 ? step.edgeList[i] : undefined;
-      } else link = step.oddEdges.get(from * 1_048_576 + to);
-      if (!link) {
+        link = step.edgeHead[from];
+        while (link >= 0 && L.to[link] !== to) link = L.next[link];
+      } else link = step.oddEdges.get(from * 1_048_576 + to) ?? -1;
+      if (link < 0) {
         const peerRail = this.rail(e.peer, e.peer_host, undefined);
         const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-        link = this.newLink(railPair(src, dst), 'p2p', e, undefined, src, dst);
-        link.to = to;
+        link = this.newLink(L, 'p2p', e, false, src, dst);
+        L.to[link] = to;
         if (indexed) {
-          link.next = step.edgeHead[from];
-          step.edgeHead[from] = step.edgeList.length;
+          L.next[link] = step.edgeHead[from];
+          step.edgeHead[from] = link;
         } else step.oddEdges.set(from * 1_048_576 + to, link);
-        step.edgeList.push(link);
       }
-      if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
+      if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
       return;
     }
     let byComm = step.colls.get(e.op);
@@ -238,17 +200,17 @@ export class SlowLinkDetector {
       step.colls.set(e.op, byComm);
     }
     let link = byComm.get(e.comm);
-    if (!link) {
-      link = this.newLink(`${e.op}:${e.comm}`, e.op, e, new Set(), -1, -1);
+    if (link === undefined) {
+      link = this.newLink(L, e.op, e, true, -1, -1);
+      L.key[link] = `${e.op}:${e.comm}`;
       byComm.set(e.comm, link);
-      step.collList.push(link);
     }
-    if (e.dur_ms < link.durMin) link.durMin = e.dur_ms;
-    link.rails!.add(rail);
+    if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
+    L.rails[link]!.add(rail);
   }
 
   /** A link's kind: a job has a handful, built once rather than per link and step. */
-  private kindOf(family: string, nranks: number, band: number): { kind: string; kindNvlink: string } {
+  private kindOf(family: string, nranks: number, band: number): LinkKind {
     for (const k of this.kinds) if (k.band === band && k.nranks === nranks && k.family === family) return k;
     const kind = `${family}:${nranks}:${band}`;
     const k = { family, nranks, band, kind, kindNvlink: `${kind}:nvlink` };
@@ -257,38 +219,17 @@ export class SlowLinkDetector {
   }
 
   private newLink(
-    key: string | number,
+    L: StepLinks,
     family: string,
     e: CollectiveEvent,
-    rails: Set<number> | undefined,
+    /** A collective (its rails gathered in a Set), not a p2p edge. */
+    collective: boolean,
     src: number,
     dst: number,
-  ): Link {
+  ): number {
     const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
-    const k = this.kindOf(family, e.nranks ?? 0, band);
-    return {
-      key,
-      kind: k.kind,
-      kindNvlink: k.kindNvlink,
-      op: e.op,
-      nranks: e.nranks ?? 2,
-      bytes: e.bytes,
-      durMin: Number.POSITIVE_INFINITY,
-      rails,
-      src,
-      dst,
-      intra: undefined, // set by judge(); every field present from the start: one hidden class
-      z: 0,
-      measured: 0,
-      expected: 0,
-      excessMs: 0,
-      mark: 0,
-      to: -1,
-      next: -1,
-      row: -1,
-      win: undefined,
-      nextNew: undefined,
-    };
+    const kind = this.kindOf(family, e.nranks ?? 0, band);
+    return L.add(kind, e.bytes, busbwFactor(e.op, e.nranks ?? 2), collective, src, dst);
   }
 
   /**
@@ -321,14 +262,14 @@ export class SlowLinkDetector {
     }
   }
 
-  /** A per-step index by sending rank, all -1: reused from released steps. */
-  private rankIndex(): Int32Array {
-    return this.headPool.pop() ?? new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1);
-  }
-
+  /** Keeps a judged step, emptied, for a later one (two at most). */
   private release(step: OpenStep): void {
+    if (this.stepPool.length >= 2) return;
     step.edgeHead.fill(-1);
-    if (this.headPool.length < 2) this.headPool.push(step.edgeHead);
+    for (const byComm of step.colls.values()) byComm.clear();
+    step.oddEdges.clear();
+    step.links.reset();
+    this.stepPool.push(step);
   }
 
   /** The row of the edge from rail `src` to rail `dst`, or -1. */
@@ -357,35 +298,41 @@ export class SlowLinkDetector {
   private judge(open: OpenStep, stepMs: number, ts: number, step: number): void {
     this.cumStepMs += stepMs;
     const pass = ++this.pass;
-    // Per kind: the median log bus bandwidth and its robust spread.
-    const byKind = new Map<string, Link[]>();
-    const sort = (l: Link) => {
-      if (!(l.durMin > 0 && l.durMin < Number.POSITIVE_INFINITY)) return;
-      // Inside a host (NVLink) and across hosts (NIC) are different kinds, whatever their sizes.
-      l.intra = l.rails ? this.intraHostKey(l.rails) : undefined;
-      const kind = l.intra ? l.kindNvlink : l.kind;
-      const list = byKind.get(kind);
-      if (list) list.push(l);
-      else byKind.set(kind, [l]);
-    };
-    for (const l of open.collList) sort(l);
-    for (const l of open.edgeList) sort(l);
+    const L = open.links;
+    // Per kind: the median log bus bandwidth and its robust spread. Collectives first, then edges.
+    const byKind = new Map<string, number[]>();
+    for (let round = 1; round >= 0; round--) {
+      for (let l = 0; l < L.size; l++) {
+        if (L.coll[l] !== round || !(L.durMin[l] > 0 && L.durMin[l] < Number.POSITIVE_INFINITY)) continue;
+        // Inside a host (NVLink) and across hosts (NIC) are different kinds, whatever their sizes.
+        const intra = round ? this.intraHostKey(L.rails[l]!) : undefined;
+        L.intra[l] = intra;
+        const kind = intra ? L.kind[l].kindNvlink : L.kind[l].kind;
+        const list = byKind.get(kind);
+        if (list) list.push(l);
+        else byKind.set(kind, [l]);
+      }
+    }
     if (this.accLinks.length < this.railIds.size) {
       const c = Math.max(this.railIds.size, this.accLinks.length * 2);
       this.accLinks = grown(this.accLinks, c);
       this.accScore = grown(this.accScore, c);
+      this.accWorst = grown(this.accWorst, c, -1);
     }
     const touched = this.touched;
     // Edges and intra-host groups in first-judged order; a later link of the same edge or key wins.
     // An edge with a row is found by its rails; one without (first seen) by its rail pair.
-    const edgeOrder: Link[] = [];
+    const edgeOrder: number[] = [];
     if (this.newPass.length < this.railIds.size) {
-      this.newPass = grown(this.newPass, Math.max(this.railIds.size, this.newPass.length * 2));
-      while (this.newFirst.length < this.newPass.length) this.newFirst.push(undefined);
+      const c = Math.max(this.railIds.size, this.newPass.length * 2);
+      this.newPass = grown(this.newPass, c);
+      this.newFirst = grown(this.newFirst, c, -1);
     }
-    if (this.rowPass.length < this.edges.size) this.rowPass = grown(this.rowPass, this.edges.s.length);
-    while (this.rowLink.length < this.edges.size) this.rowLink.push(undefined);
-    const intraScore = new Map<string, Link>();
+    if (this.rowPass.length < this.edges.size) {
+      this.rowPass = grown(this.rowPass, this.edges.s.length);
+      this.rowLink = grown(this.rowLink, this.edges.s.length, -1);
+    }
+    const intraScore = new Map<string, number>();
     for (const [kind, list] of byKind) {
       const n = list.length;
       if (n < this.cfg.minPeers) continue;
@@ -394,7 +341,7 @@ export class SlowLinkDetector {
       const bw = this.bw;
       for (let i = 0; i < n; i++) {
         const l = list[i];
-        bw[i] = Math.log(((l.bytes / (l.durMin / 1000)) * busbwFactor(l.op, l.nranks)) / 1e9);
+        bw[i] = Math.log(((L.bytes[l] / (L.durMin[l] / 1000)) * L.factor[l]) / 1e9);
       }
       this.scratch.set(bw.subarray(0, n));
       const med = medianInPlace(this.scratch, n);
@@ -407,21 +354,24 @@ export class SlowLinkDetector {
         const z = score(med - bw[i], sigma, this.cfg);
         const measured = Math.exp(bw[i]);
         const expected = Math.exp(med);
-        const durMs = l.durMin;
-        l.z = z;
-        l.measured = measured;
-        l.expected = expected;
-        l.excessMs = Math.max(0, durMs - durMs * (measured / expected));
-        if (l.intra) {
-          intraScore.set(l.intra, l);
+        const durMs = L.durMin[l];
+        L.z[l] = z;
+        L.measured[l] = measured;
+        L.expected[l] = expected;
+        L.excessMs[l] = Math.max(0, durMs - durMs * (measured / expected));
+        const intra = L.intra[l];
+        if (intra) {
+          intraScore.set(intra, l);
           continue; // no NIC traffic: it neither clears nor blames a rail
         }
-        if (l.rails) for (const r of l.rails) this.accumulate(r, l);
+        if (L.coll[l]) for (const r of L.rails[l]!) this.accumulate(L, r, l);
         else {
-          this.accumulate(l.src, l);
-          if (l.dst !== l.src) this.accumulate(l.dst, l);
-          const row = this.edgeRowOf(l.src, l.dst);
-          l.row = row;
+          const src = L.src[l];
+          const dst = L.dst[l];
+          this.accumulate(L, src, l);
+          if (dst !== src) this.accumulate(L, dst, l);
+          const row = this.edgeRowOf(src, dst);
+          L.row[l] = row;
           if (row >= 0) {
             if (this.rowPass[row] !== pass) {
               this.rowPass[row] = pass;
@@ -430,17 +380,17 @@ export class SlowLinkDetector {
             this.rowLink[row] = l;
           } else {
             // Edges without a row yet, chained per sending rail for this pass.
-            let f = this.newPass[l.src] === pass ? this.newFirst[l.src] : undefined;
-            if (this.newPass[l.src] !== pass) {
-              this.newPass[l.src] = pass;
-              this.newFirst[l.src] = undefined;
+            if (this.newPass[src] !== pass) {
+              this.newPass[src] = pass;
+              this.newFirst[src] = -1;
             }
-            while (f && f.dst !== l.dst) f = f.nextNew;
-            if (f) f.win = l;
+            let f = this.newFirst[src];
+            while (f >= 0 && L.dst[f] !== dst) f = L.nextNew[f];
+            if (f >= 0) L.win[f] = l;
             else {
-              l.win = l;
-              l.nextNew = this.newFirst[l.src];
-              this.newFirst[l.src] = l;
+              L.win[l] = l;
+              L.nextNew[l] = this.newFirst[src];
+              this.newFirst[src] = l;
               edgeOrder.push(l);
             }
           }
@@ -450,39 +400,39 @@ export class SlowLinkDetector {
     // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
     // that shares none of its rails (what the step would take without it), as for stragglers.
     // Candidates in order: edges, each rail's worst, intra-host groups; the first largest wins.
-    let top: Link | undefined;
-    const consider = (l: Link) => {
-      if (!top || l.excessMs > top.excessMs) top = l;
+    let top = -1;
+    const consider = (l: number) => {
+      if (top < 0 || L.excessMs[l] > L.excessMs[top]) top = l;
     };
-    const edgeLink = (first: Link) => (first.row >= 0 ? this.rowLink[first.row]! : first.win!);
+    const edgeLink = (first: number) => (L.row[first] >= 0 ? this.rowLink[L.row[first]] : L.win[first]);
     for (const f of edgeOrder) consider(edgeLink(f));
-    for (const r of touched) consider(this.accWorst[r]!);
+    for (const r of touched) consider(this.accWorst[r]);
     for (const l of intraScore.values()) consider(l);
     let lead = 0;
-    if (top) {
+    if (top >= 0) {
       // Each link once (a communicator is every member rail's worst), and the smaller rail set
       // walked: O(ranks) per step, where spreading each rail's link was O(ranks x group size).
       let otherMax = 0;
       const t = top;
-      const other = (l: Link) => {
-        if (l.mark === pass) return;
-        l.mark = pass;
-        if (!(l.excessMs <= otherMax) && !sharesRail(l, t)) otherMax = Math.max(otherMax, l.excessMs);
+      const other = (l: number) => {
+        if (L.mark[l] === pass) return;
+        L.mark[l] = pass;
+        if (!(L.excessMs[l] <= otherMax) && !L.sharesRail(l, t)) otherMax = Math.max(otherMax, L.excessMs[l]);
       };
       for (const f of edgeOrder) other(edgeLink(f));
-      for (const r of touched) other(this.accWorst[r]!);
+      for (const r of touched) other(this.accWorst[r]);
       for (const l of intraScore.values()) other(l);
-      lead = t.excessMs - otherMax;
+      lead = L.excessMs[t] - otherMax;
     }
-    const paceCost = (link: Link) => (top && link === top ? lead : 0);
+    const paceCost = (link: number) => (top >= 0 && link === top ? lead : 0);
     for (const rail of touched) {
-      const worst = this.accWorst[rail]!;
+      const worst = this.accWorst[rail];
       const x = this.accScore[rail];
       // With one link, a rail's hit is its communicator's (a burst shared by every member): not a flap.
       const flapOpens = this.accLinks[rail] >= 2;
-      const cost = top && hasRail(top, rail) ? lead : 0;
+      const cost = top >= 0 && L.hasRail(top, rail) ? lead : 0;
       this.accLinks[rail] = 0;
-      this.accWorst[rail] = undefined;
+      this.accWorst[rail] = -1;
       let row = rail < this.railRow.length ? this.railRow[rail] : -1;
       if (row < 0) {
         // A rail of ranks not yet placed (`host/-1`) gets a row only once it looks slow.
@@ -493,26 +443,28 @@ export class SlowLinkDetector {
           this.railRow = grown(this.railRow, Math.max(rail + 1, this.railRow.length * 2), -1);
         this.railRow[rail] = row;
       }
-      this.stepCusum(this.rails, row, RAIL, x, flapOpens, worst, cost, step, stepMs, ts);
+      this.stepCusum(this.rails, row, RAIL, x, flapOpens, L, worst, cost, step, stepMs, ts);
     }
     touched.length = 0;
-    this.newFirst.fill(undefined); // the step's links go with it
+    this.newFirst.fill(-1); // the step's links go with it
     for (const f of edgeOrder) {
       const l = edgeLink(f);
-      let row = f.row;
-      if (row >= 0) this.rowLink[row] = undefined;
+      let row = L.row[f];
+      if (row >= 0) this.rowLink[row] = -1;
       else {
         // An edge to a peer not yet placed (`host/-1`, the first step) gets a row only once it looks slow.
-        if ((!this.railIds.known(l.src) || !this.railIds.known(l.dst)) && this.staysFresh(l.z)) continue;
+        const src = L.src[l];
+        const dst = L.dst[l];
+        if ((!this.railIds.known(src) || !this.railIds.known(dst)) && this.staysFresh(L.z[l])) continue;
         row = this.edges.add();
-        this.edges.src[row] = l.src;
-        this.edges.dst[row] = l.dst;
-        if (l.src >= this.edgeHead.length)
-          this.edgeHead = grown(this.edgeHead, Math.max(l.src + 1, this.edgeHead.length * 2), -1);
-        this.edges.next[row] = this.edgeHead[l.src];
-        this.edgeHead[l.src] = row;
+        this.edges.src[row] = src;
+        this.edges.dst[row] = dst;
+        if (src >= this.edgeHead.length)
+          this.edgeHead = grown(this.edgeHead, Math.max(src + 1, this.edgeHead.length * 2), -1);
+        this.edges.next[row] = this.edgeHead[src];
+        this.edgeHead[src] = row;
       }
-      this.stepCusum(this.edges, row, EDGE, l.z, false, l, paceCost(l), step, stepMs, ts);
+      this.stepCusum(this.edges, row, EDGE, L.z[l], false, L, l, paceCost(l), step, stepMs, ts);
     }
     for (const [key, l] of intraScore) {
       let row = this.intraRow.get(key);
@@ -521,22 +473,22 @@ export class SlowLinkDetector {
         this.intraRow.set(key, row);
         this.intraKeys.push(key);
       }
-      this.stepCusum(this.intra, row, INTRA, l.z, false, l, paceCost(l), step, stepMs, ts);
+      this.stepCusum(this.intra, row, INTRA, L.z[l], false, L, l, paceCost(l), step, stepMs, ts);
     }
     this.decidePairs(step, ts);
   }
 
-  private accumulate(rail: number, l: Link): void {
+  private accumulate(L: StepLinks, rail: number, l: number): void {
     if (this.accLinks[rail] === 0) {
       this.touched.push(rail);
       this.accLinks[rail] = 1;
-      this.accScore[rail] = l.z;
+      this.accScore[rail] = L.z[l];
       this.accWorst[rail] = l;
       return;
     }
     this.accLinks[rail]++;
-    if (l.z < this.accScore[rail]) this.accScore[rail] = l.z;
-    if (l.excessMs > this.accWorst[rail]!.excessMs) this.accWorst[rail] = l;
+    if (L.z[l] < this.accScore[rail]) this.accScore[rail] = L.z[l];
+    if (L.excessMs[l] > L.excessMs[this.accWorst[rail]]) this.accWorst[rail] = l;
   }
 
   /** Whether a fresh CUSUM row would stay untouched by a step with this score (so needs no row). */
@@ -571,7 +523,9 @@ export class SlowLinkDetector {
     x: number,
     /** Whether a hit may open this link on its own (rails with several links, not single edges). */
     flapOpens: boolean,
-    worst: Link,
+    /** The step's links, and the one that speaks for this row (its worst). */
+    L: StepLinks,
+    worst: number,
     costMs: number,
     step: number,
     stepMs: number,
@@ -604,16 +558,16 @@ export class SlowLinkDetector {
       }
     }
     t.n[i]++;
-    t.sumMeasured[i] += worst.measured;
-    t.sumExpected[i] += worst.expected;
+    t.sumMeasured[i] += L.measured[worst];
+    t.sumExpected[i] += L.expected[worst];
     t.sumExcessMs[i] += costMs;
     if (x >= this.cfg.flapZ) {
       t.hits[i]++;
-      t.hitMeasured[i] += worst.measured;
-      t.hitExpected[i] += worst.expected;
+      t.hitMeasured[i] += L.measured[worst];
+      t.hitExpected[i] += L.expected[worst];
     }
-    t.worstKey[i] = worst.key;
-    t.worstKind[i] = worst.kind;
+    t.worstKey[i] = L.coll[worst] ? L.key[worst] : railPair(L.src[worst], L.dst[worst]);
+    t.worstKind[i] = L.kind[worst].kind;
     if (t.flagged[i]) {
       t.clear[i] = fall(t.clear[i], x, this.cfg);
       const quiet = step - t.lastHit[i] >= Math.max(this.cfg.flapQuietSteps, 3 * t.maxGap[i]);
@@ -845,21 +799,6 @@ export class SlowLinkDetector {
     for (const [i, id] of this.intra.ids) out.push({ id, key: this.keyOf(INTRA, i) });
     return out;
   }
-}
-
-function hasRail(l: Link, rail: number): boolean {
-  return l.rails ? l.rails.has(rail) : l.src === rail || l.dst === rail;
-}
-
-function railCount(l: Link): number {
-  return l.rails ? l.rails.size : l.src === l.dst ? 1 : 2;
-}
-
-function sharesRail(a: Link, b: Link): boolean {
-  const [small, large] = railCount(a) <= railCount(b) ? [a, b] : [b, a];
-  if (!small.rails) return hasRail(large, small.src) || hasRail(large, small.dst);
-  for (const r of small.rails) if (hasRail(large, r)) return true;
-  return false;
 }
 
 function splitRail(rail: string): [string, number | undefined] {

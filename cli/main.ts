@@ -1,5 +1,6 @@
 /** rankwatch's command line: one file per command, one list here. */
 import { readFileSync } from 'node:fs';
+import { boundHeapGrowth } from '../core/heap.js';
 import type { Command } from './args.js';
 import { explain } from './fail.js';
 
@@ -121,6 +122,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   command = { name, argv: rest };
   watchParent();
+  boundHeapGrowth(); // before any command's state grows: see core/heap.ts
   try {
     return await (await cmd.load()).run(rest);
   } catch (err) {

@@ -51,7 +51,7 @@ export class StepLinks {
 
   /** A new link with every column reset; returns its index. */
   add(kind: LinkKind, bytes: number, factor: number, collective: boolean, src: number, dst: number): number {
-    if (this.size === this.durMin.length) this.grow(Math.max(256, this.size * 2));
+    if (this.size === this.durMin.length) this.grow(Math.max(256, Math.ceil(this.size * 1.5)));
     const i = this.size++;
     this.durMin[i] = Number.POSITIVE_INFINITY;
     this.bytes[i] = bytes;

@@ -535,54 +535,61 @@ export class SlowLinkDetector {
     const flapBefore = t.flap[i];
     t.s[i] = rise(t.s[i], x, this.cfg);
     if (x >= this.cfg.flapZ) {
-      if (t.flagged[i] && Number.isFinite(t.lastHit[i]))
-        t.maxGap[i] = Math.max(t.maxGap[i], step - t.lastHit[i]);
+      if (t.flagged[i] && Number.isFinite(t.lastHit[i])) {
+        const c = t.act[i]; // a flagged row is active
+        t.maxGap[c] = Math.max(t.maxGap[c], step - t.lastHit[i]);
+      }
       t.lastHit[i] = step;
       t.flap[i] += Math.log(this.cfg.flapP1 / this.cfg.flapP0);
     } else {
       t.flap[i] = Math.max(0, t.flap[i] + Math.log((1 - this.cfg.flapP1) / (1 - this.cfg.flapP0)));
     }
     if (!t.flagged[i]) {
-      if (t.s[i] === 0 && t.flap[i] === 0) return;
+      if (t.s[i] === 0 && t.flap[i] === 0) {
+        t.release(i);
+        return;
+      }
       if (before === 0 && flapBefore === 0) {
-        t.onsetStep[i] = step;
-        t.onsetTs[i] = ts - stepMs;
-        t.n[i] = 0;
-        t.sumMeasured[i] = 0;
-        t.sumExpected[i] = 0;
-        t.sumExcessMs[i] = 0;
-        t.stepMsAtOnset[i] = this.cumStepMs - stepMs;
-        t.hits[i] = 0;
-        t.hitMeasured[i] = 0;
-        t.hitExpected[i] = 0;
+        const c = t.activate(i);
+        t.onsetStep[c] = step;
+        t.onsetTs[c] = ts - stepMs;
+        t.n[c] = 0;
+        t.sumMeasured[c] = 0;
+        t.sumExpected[c] = 0;
+        t.sumExcessMs[c] = 0;
+        t.stepMsAtOnset[c] = this.cumStepMs - stepMs;
+        t.hits[c] = 0;
+        t.hitMeasured[c] = 0;
+        t.hitExpected[c] = 0;
       }
     }
-    t.n[i]++;
-    t.sumMeasured[i] += L.measured[worst];
-    t.sumExpected[i] += L.expected[worst];
-    t.sumExcessMs[i] += costMs;
+    const c = t.act[i];
+    t.n[c]++;
+    t.sumMeasured[c] += L.measured[worst];
+    t.sumExpected[c] += L.expected[worst];
+    t.sumExcessMs[c] += costMs;
     if (x >= this.cfg.flapZ) {
-      t.hits[i]++;
-      t.hitMeasured[i] += L.measured[worst];
-      t.hitExpected[i] += L.expected[worst];
+      t.hits[c]++;
+      t.hitMeasured[c] += L.measured[worst];
+      t.hitExpected[c] += L.expected[worst];
     }
-    t.worstKey[i] = L.coll[worst] ? L.key[worst] : railPair(L.src[worst], L.dst[worst]);
-    t.worstKind[i] = L.kind[worst].kind;
+    t.worstKey[c] = L.coll[worst] ? L.key[worst] : railPair(L.src[worst], L.dst[worst]);
+    t.worstKind[c] = L.kind[worst].kind;
     if (t.flagged[i]) {
-      t.clear[i] = fall(t.clear[i], x, this.cfg);
-      const quiet = step - t.lastHit[i] >= Math.max(this.cfg.flapQuietSteps, 3 * t.maxGap[i]);
-      if (t.clear[i] >= this.cfg.resolveH && quiet) this.resolve(t, i, ts);
+      t.clear[c] = fall(t.clear[c], x, this.cfg);
+      const quiet = step - t.lastHit[i] >= Math.max(this.cfg.flapQuietSteps, 3 * t.maxGap[c]);
+      if (t.clear[c] >= this.cfg.resolveH && quiet) this.resolve(t, i, ts);
       else {
         const id = t.ids.get(i);
         if (id) this.log.update(id, ts, this.draft(this.view(t, i), this.keyOf(type, i)));
       }
     } else if (t.s[i] >= this.cfg.h || (flapOpens && t.flap[i] >= this.cfg.flapH)) {
       t.flagged[i] = 1;
-      t.clear[i] = 0;
-      t.maxGap[i] = 0;
+      t.clear[c] = 0;
+      t.maxGap[c] = 0;
       if (type === EDGE) {
-        if (Number.isNaN(t.pendingSince[i])) this.addPending(i);
-        t.pendingSince[i] = step;
+        if (Number.isNaN(t.pendingSince[c])) this.addPending(i);
+        t.pendingSince[c] = step;
       } else this.openRail(t, i, this.keyOf(type, i), ts);
     }
   }
@@ -610,18 +617,19 @@ export class SlowLinkDetector {
 
   /** A row as the finding text reads it. */
   private view(t: CusumTable, i: number): Cusum {
-    const key = t.worstKey[i];
+    const c = t.act[i]; // rows with a finding are active
+    const key = t.worstKey[c];
     return {
-      onsetStep: t.onsetStep[i],
-      onsetTs: t.onsetTs[i],
-      n: t.n[i],
-      sumMeasured: t.sumMeasured[i],
-      sumExpected: t.sumExpected[i],
-      sumExcessMs: t.sumExcessMs[i],
-      stepMsAtOnset: t.stepMsAtOnset[i],
-      hits: t.hits[i],
-      hitMeasured: t.hitMeasured[i],
-      hitExpected: t.hitExpected[i],
+      onsetStep: t.onsetStep[c],
+      onsetTs: t.onsetTs[c],
+      n: t.n[c],
+      sumMeasured: t.sumMeasured[c],
+      sumExpected: t.sumExpected[c],
+      sumExcessMs: t.sumExcessMs[c],
+      stepMsAtOnset: t.stepMsAtOnset[c],
+      hits: t.hits[c],
+      hitMeasured: t.hitMeasured[c],
+      hitExpected: t.hitExpected[c],
       worst:
         key === undefined
           ? undefined
@@ -630,14 +638,14 @@ export class SlowLinkDetector {
                 typeof key === 'number'
                   ? `p2p:${this.railIds.name(pairSrc(key))}>${this.railIds.name(pairDst(key))}`
                   : key,
-              kind: t.worstKind[i],
+              kind: t.worstKind[c],
             },
     };
   }
 
   private openRail(t: CusumTable, i: number, rail: string, ts: number): void {
     const [host, gpu] = rail.startsWith('nvlink:') ? this.intraWhere(rail) : splitRail(rail);
-    const id = findingId('slow_link', this.job, host, gpu, undefined, t.onsetStep[i]);
+    const id = findingId('slow_link', this.job, host, gpu, undefined, t.onsetStep[t.act[i]]);
     t.ids.set(i, id);
     this.log.openFinding(id, ts, this.draft(this.view(t, i), rail));
   }
@@ -648,18 +656,19 @@ export class SlowLinkDetector {
     const t = this.edges;
     const keep: number[] = [];
     for (const i of this.pending) {
-      if (step - t.pendingSince[i] < this.cfg.pairWaitSteps) {
+      const c = t.act[i]; // a pending row is active
+      if (step - t.pendingSince[c] < this.cfg.pairWaitSteps) {
         keep.push(i);
         continue;
       }
-      t.pendingSince[i] = Number.NaN;
+      t.pendingSince[c] = Number.NaN;
       const srcRow = t.src[i] < this.railRow.length ? this.railRow[t.src[i]] : -1;
       const dstRow = t.dst[i] < this.railRow.length ? this.railRow[t.dst[i]] : -1;
       if ((srcRow >= 0 && this.rails.flagged[srcRow]) || (dstRow >= 0 && this.rails.flagged[dstRow]))
         continue; // the rail explains it
       // A rail with recent hits may yet open (a flapping NIC): wait for it rather than blame the pair.
       if ((srcRow >= 0 && this.rails.flap[srcRow] > 0) || (dstRow >= 0 && this.rails.flap[dstRow] > 0)) {
-        t.pendingSince[i] = step - this.cfg.pairWaitSteps + 1;
+        t.pendingSince[c] = step - this.cfg.pairWaitSteps + 1;
         keep.push(i);
         continue;
       }
@@ -672,7 +681,7 @@ export class SlowLinkDetector {
         host,
         gpu,
         splitRail(this.railIds.name(t.dst[i]))[0],
-        t.onsetStep[i],
+        t.onsetStep[c],
       );
       t.ids.set(i, id);
       this.log.openFinding(id, ts, this.draft(this.view(t, i), edge));
@@ -686,8 +695,9 @@ export class SlowLinkDetector {
     t.ids.delete(i);
     t.flagged[i] = 0;
     t.s[i] = 0;
-    t.clear[i] = 0;
+    t.clear[t.act[i]] = 0;
     t.flap[i] = 0;
+    t.release(i);
   }
 
   /** Host and GPU of an intra-host group: the lower of a pair, or the GPU an NVLink XID named. */

@@ -122,8 +122,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   command = { name, argv: rest };
   watchParent();
-  boundHeapGrowth(); // before any command's state grows: see core/heap.ts
   try {
+    boundHeapGrowth(); // before any command's state grows: see core/heap.ts
     return await (await cmd.load()).run(rest);
   } catch (err) {
     return fail(err);

@@ -1,9 +1,10 @@
 /**
  * Cost per event and memory per rank as the job grows: simulated jobs of 256, 4,096, 16,384 and
- * 65,536 ranks (about a million events each: fewer steps for bigger jobs; 65,536 ranks also with
- * 6 steps, so that creating every rank's state once is not all the figure shows), each size in
- * processes of its own. Events/s of the detectors alone (events parsed beforehand) and of `rankwatch replay`
+ * 65,536 ranks (about a million events each: fewer steps for bigger jobs), each size in processes
+ * of its own. Events/s of the detectors alone (events parsed beforehand) and of `rankwatch replay`
  * end to end, as ratios to 256 ranks; peak RSS of the replay, and what each added rank adds to it.
+ * 256, 16,384 and 65,536 ranks also run at two lengths: the difference is the cost of the later
+ * steps alone, without the first steps' creation of every rank's state (large at few steps).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,8 +16,10 @@ import { writeSimFile } from './sim-file.js';
 
 const SIZES: [ranks: number, steps: number][] = [
   [256, 600],
+  [256, 300],
   [4096, 40],
   [16384, 10],
+  [16384, 20],
   [65536, 3],
   [65536, 6],
 ];
@@ -113,14 +116,27 @@ export async function scaleBench(): Promise<Section> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const [base, ...rest] = sizes;
+  const [base] = sizes;
+  const rest = sizes.filter((s) => s.ranks !== base.ranks);
   const fmt = (x: number) => Math.round(x).toLocaleString('en-US');
   const perRank = (s: Size) => ((s.rssMb - base.rssMb) * 1024) / (s.ranks - base.ranks);
-  const label = (s: Size) => `${fmt(s.ranks)} ranks${s.ranks === 65536 ? ` x ${s.steps}` : ''}`;
+  const label = (s: Size) => `${fmt(s.ranks)} ranks x ${s.steps}`;
+  // The later steps alone: the longer run of a size less its shorter run, events and time. Creating
+  // every rank's state in the first steps, and the process's start, cancel out.
+  const steady = new Map<number, number>();
+  for (const long of sizes) {
+    const short = sizes.find((s) => s.ranks === long.ranks && s.steps < long.steps);
+    if (short)
+      steady.set(
+        long.ranks,
+        (long.replay.items - short.replay.items) / ((long.replay.bestMs - short.replay.bestMs) / 1000),
+      );
+  }
+  const steady256 = steady.get(base.ranks)!;
   return {
     title: 'Scale: 256 to 65,536 ranks',
     what:
-      `Simulated jobs (tp 8, pp 4, the rest data-parallel; steps, collectives, 1 Hz GPU telemetry), about a million events each, every size in processes of its own; detectors best of three passes; replay best of ${REPLAY_ROUNDS} runs taken in turn across sizes, peak RSS the median of them. ` +
+      `Simulated jobs (tp 8, pp 4, the rest data-parallel; steps, collectives, 1 Hz GPU telemetry), about a million events each (256, 16,384 and 65,536 ranks also at half or twice the steps), every size in processes of its own; detectors best of three passes; replay best of ${REPLAY_ROUNDS} runs taken in turn across sizes, peak RSS the median of them. ` +
       'Rows: the DetectorRunner alone over events parsed beforehand (`detectors`), and `rankwatch replay FILE --findings OUT` end to end as a process (`replay`, cold start included).',
     baseline: base.detect,
     rows: rest.map((s) => s.detect),
@@ -130,6 +146,11 @@ export async function scaleBench(): Promise<Section> {
           (s) =>
             `${label(s)} ${fmt(rate(s.replay))} events/s (${(rate(s.replay) / rate(base.replay)).toFixed(2)}x)`,
         )
+        .join(', ')}.`,
+      `\`rankwatch replay\`, the later steps alone (a longer run of the same size less a shorter one), ratio to 256 ranks: ${[
+        ...steady,
+      ]
+        .map(([ranks, r]) => `${fmt(ranks)} ranks ${fmt(r)} events/s (${(r / steady256).toFixed(2)}x)`)
         .join(', ')}.`,
       `Peak RSS of \`rankwatch replay\`: ${sizes.map((s) => `${label(s)} ${s.rssMb} MB`).join(', ')}.`,
       `Peak RSS per added rank (from 256 ranks): ${rest.map((s) => `${perRank(s).toFixed(2)} KB to ${label(s)}`).join(', ')}.`,

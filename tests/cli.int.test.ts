@@ -13,8 +13,15 @@ const bin = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-cli-'));
 
 async function rankwatch(...args: string[]) {
+  return rankwatchWith({}, ...args);
+}
+
+async function rankwatchWith(env: Record<string, string>, ...args: string[]) {
   try {
-    const r = await run(process.execPath, [bin, ...args], { maxBuffer: 64 << 20 });
+    const r = await run(process.execPath, [bin, ...args], {
+      maxBuffer: 64 << 20,
+      env: { ...process.env, ...env },
+    });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -319,6 +326,30 @@ describe('help and errors', () => {
     const r = await rankwatch('detect', '--replay-max-age', '0', '--brokers', '127.0.0.1:1');
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/RANKWATCH_ERR_USAGE: --replay-max-age needs a number of minutes above 0/);
+  });
+
+  it('refuses a heap growth setting that is not a whole percent, in one line, before running', async () => {
+    const r = await rankwatchWith(
+      { RANKWATCH_HEAP_GROWING_PERCENT: '1.5x' },
+      'sim',
+      '--ranks',
+      '8',
+      '--steps',
+      '2',
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toBe(''); // the job never ran
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/RANKWATCH_ERR_CONFIG: RANKWATCH_HEAP_GROWING_PERCENT must be a whole number/);
+    const ok = await rankwatchWith(
+      { RANKWATCH_HEAP_GROWING_PERCENT: '0' },
+      'sim',
+      '--ranks',
+      '8',
+      '--steps',
+      '2',
+    );
+    expect(ok.code).toBe(0);
   });
 
   it('rejects unknown commands and flags', async () => {

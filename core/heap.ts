@@ -12,6 +12,10 @@ import { RankwatchError } from './errors.js';
 
 export const HEAP_GROWING_PERCENT = 50;
 
+/** The line the long-running commands' --help carries. */
+export const HEAP_HELP = `Memory: the heap may grow ${HEAP_GROWING_PERCENT}% past its live size between full collections
+  [RANKWATCH_HEAP_GROWING_PERCENT] (0: V8's own policy; docs/operations.md, memory per rank)`;
+
 /** The V8 flag to set, or undefined to leave V8's policy (node was given one, or the setting is 0). */
 export function heapGrowthFlag(execArgv: readonly string[], setting: string | undefined): string | undefined {
   if (execArgv.some((a) => /^--heap[-_]growing[-_]percent(=|$)/.test(a))) return undefined;

@@ -1,6 +1,7 @@
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
+import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
@@ -39,6 +40,7 @@ uncommitted for the next owner instead of holding shutdown).
   --quiet                   log errors only
 Exits 1, naming the reason, when it stopped without finishing its work (a batch left
 uncommitted because the store kept failing).
+${HEAP_HELP}
 ${ALERT_FLAGS_HELP}
 ${KAFKA_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,

@@ -1,4 +1,5 @@
 import { RankwatchError } from '../../core/errors.js';
+import { HEAP_HELP } from '../../core/heap.js';
 import { deadLetterFileSink, findingFileSink } from '../../pipeline/sinks.js';
 import { type Command, num, parse } from '../args.js';
 import { LineWriter } from '../jsonl.js';
@@ -26,7 +27,8 @@ event exits 1.
   --convention C       FLOP convention for MFU (palm, megatron, megatron-causal)
   --gpu-mtbf-h H       fleet MTBF of one GPU, hours (GPU-hours per interruption): lets a job with
                        fewer than 3 interruptions of its own get a checkpoint_interval finding
-  --quiet              no topology line and no summary on stderr`,
+  --quiet              no topology line and no summary on stderr
+${HEAP_HELP}`,
   async run(argv) {
     const { values, positionals } = parse(
       argv,

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { automationFrom, CORDON_FLAGS, CORDON_FLAGS_HELP } from '../../actions/cli-options.js';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
+import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
 import { consoleSink } from '../../pipeline/sinks.js';
 import { deadLetterRows } from '../../store/rows.js';
@@ -29,6 +30,7 @@ it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on
                    being --data or ./data)
 ${ALERT_FLAGS_HELP}
 ${CORDON_FLAGS_HELP}
+${HEAP_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {

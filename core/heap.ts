@@ -1,7 +1,7 @@
 /**
  * How far V8 lets the old generation grow between full collections. By default it may grow to
  * several times its live size when collections are cheap; a detector process holds a job's live
- * state (~1.5 KB per rank) and sheds, every step, objects that lived across many young collections
+ * state (~1.3 KB per rank) and sheds, every step, objects that lived across many young collections
  * (a step's parsed events and frames), so at 65,536 ranks it sat on ~100 MB of dead objects above
  * its live state. Growing by at most 1.5x bounds that for a few percent of CPU (docs/operations.md,
  * "Memory and CPU per rank"). RANKWATCH_HEAP_GROWING_PERCENT sets another bound (0: V8's own

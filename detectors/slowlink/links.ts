@@ -82,7 +82,9 @@ export class StepLinks {
 
   /** Empties the table for another step, keeping its capacity. */
   reset(): void {
+    // Strings of the last step are let go now, not when a later link overwrites their slot.
     this.key.fill(undefined, 0, this.size);
+    this.intra.fill(undefined, 0, this.size);
     this.size = 0;
   }
 

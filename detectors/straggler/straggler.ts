@@ -105,20 +105,11 @@ const LEVEL_BLOCK = 16;
 
 /**
  * The level CUSUM's reference for a level estimated from n steps: levelK plus (b - 1/levelK)/n,
- * b = levelH + 1.166. An error e in the level (variance 1/n, robust units) shifts the score by -e,
- * which acts as Δ = levelK + e on the reference. Siegmund's false-alarm rate is 2Δ²/(e^{2Δb} - 2Δb
- * - 1) ≈ 2Δ²e^{-2Δb}: its log falls by b - 1/Δ per unit of Δ, not b (the 2Δ² before it grows), so
- * averaged over e it grows by about E[e^{2(b - 1/k)e}] = e^{2(b - 1/k)²/n}, which (b - 1/k)/n more on
- * k takes back: a young level is as safe as a settled one, at the price of a few steps. Integrated
- * numerically over e with the full formula, this keeps the averaged rate at or below the settled
- * one for every n from 16 to 400 (0.99x at most for k = 0.3-1, h = 5-16); the cruder b/n, with no
- * 2Δ², asked 10-20% more reference than that (0.44 instead of 0.38 at n = 32; 0.22 instead of
- * 0.195 at n = 64), reference a 3% slow rank paid on every step while its level was young. What
- * b/n held in hand was real but small: a Monte Carlo of the test as coded (per-step noise 0.97σ,
- * offsets 0.26σ, 1,200-step jobs, held blocks and the floor gate in) crosses ~10% more often
- * (790 vs 720 at h = 7, 153 vs 139 at h = 8, in 3.6·10⁸ rank-steps each), ≈ 2.2·10⁻¹⁰ per
- * rank-step at h = 13; the same Monte Carlo with a 3% shift at step 40-79 takes > 36 steps 1.4%
- * of the time instead of 1.9% (p99 38 steps instead of 41).
+ * b = levelH + 1.166. An error e in the level (variance 1/n, robust units) acts as Δ = levelK + e on
+ * the reference; Siegmund's rate ≈ 2Δ²e^{-2Δb} falls by b - 1/Δ in its log per unit of Δ, so
+ * averaged over e it grows by about e^{2(b - 1/k)²/n}, which (b - 1/k)/n more on k takes back: a
+ * young level is as safe as a settled one, at the price of a few steps. The numerical check and
+ * the Monte Carlo of the test as coded are in docs/detectors.md (false-alarm design).
  */
 function levelRef(n: number, cfg: StragglerConfig): number {
   const nEff = Math.min(n, (2 - cfg.driftBaseLambda) / cfg.driftBaseLambda);

@@ -3,6 +3,10 @@
  * has about one link per rank; as objects (two dozen fields, six of them boxed numbers) they cost
  * ~300 bytes each, lived across many young-generation collections and died in the old space every
  * step. A table here costs ~120 bytes a link and is reused, emptied, by a later step.
+ *
+ * A collective's member rails are a list in one pool per table, deduplicated through an
+ * open-addressing set of (link, rail): a Set per collective was emptied and regrown every step
+ * (a data-parallel group of 2,048 ranks rehashed 11 times a step, its tables promoted and dropped).
  */
 import { grown } from '../arrays.js';
 
@@ -44,8 +48,22 @@ export class StepLinks {
   kind: LinkKind[] = [];
   /** `op:comm` for a collective (a p2p edge's key is its rail pair, from src and dst). */
   key: (string | undefined)[] = [];
-  /** A collective's rails; the Sets stay with their slot and are emptied for reuse. */
-  rails: (Set<number> | undefined)[] = [];
+  /** A collective's member rails: first and last entry of its list in `memberRail` (-1: none), and how many. */
+  memberHead = new Int32Array(0);
+  memberTail = new Int32Array(0);
+  memberCount = new Int32Array(0);
+  /** Two order-free hashes of a collective's member rails: a sum and an xor of mixed rail ids. */
+  memberSig = new Float64Array(0);
+  memberMix = new Int32Array(0);
+  /** A collective's `op:comm` id (the detector's). */
+  collId = new Int32Array(0);
+  /** Member entries of all collectives, in the order each rail first reported: its rail and the link's next entry. */
+  memberRail = new Int32Array(1024);
+  memberNext = new Int32Array(1024);
+  private memberLink = new Int32Array(1024);
+  private members = 0;
+  /** (link, rail) pairs already listed: entry index + 1 by hash slot, 0 for empty (power-of-two size, at most half full). */
+  private seen = new Int32Array(2048);
   /** For a collective whose members are all on one host: its `nvlink:` key (set by judge). */
   intra: (string | undefined)[] = [];
 
@@ -72,12 +90,61 @@ export class StepLinks {
     this.kind[i] = kind;
     this.key[i] = undefined;
     this.intra[i] = undefined;
-    if (collective) {
-      const rails = this.rails[i];
-      if (rails) rails.clear();
-      else this.rails[i] = new Set();
-    }
+    this.memberHead[i] = -1;
+    this.memberTail[i] = -1;
+    this.memberCount[i] = 0;
+    this.memberSig[i] = 0;
+    this.memberMix[i] = 0;
+    this.collId[i] = -1;
     return i;
+  }
+
+  /** Lists `rail` as a member of collective `l`, once however often it reports. */
+  addRail(l: number, rail: number): void {
+    const mask = this.seen.length - 1;
+    let h = slotOf(l, rail) & mask;
+    for (let m = this.seen[h] - 1; m >= 0; m = this.seen[h] - 1) {
+      if (this.memberRail[m] === rail && this.memberLink[m] === l) return;
+      h = (h + 1) & mask;
+    }
+    if (this.members === this.memberRail.length) {
+      const c = this.members * 2;
+      this.memberRail = grown(this.memberRail, c);
+      this.memberNext = grown(this.memberNext, c);
+      this.memberLink = grown(this.memberLink, c);
+    }
+    const m = this.members++;
+    this.memberRail[m] = rail;
+    this.memberLink[m] = l;
+    this.memberNext[m] = -1;
+    if (this.memberTail[l] >= 0) this.memberNext[this.memberTail[l]] = m;
+    else this.memberHead[l] = m;
+    this.memberTail[l] = m;
+    this.memberCount[l]++;
+    this.memberSig[l] += slotOf(rail, 0x5bd1e995);
+    this.memberMix[l] ^= Math.imul(rail ^ 0x27d4eb2f, 0x165667b1);
+    this.seen[h] = m + 1;
+    if (this.members * 2 > this.seen.length) this.rehash(this.seen.length * 2);
+  }
+
+  private rehash(size: number): void {
+    this.seen = new Int32Array(size);
+    const mask = size - 1;
+    for (let m = 0; m < this.members; m++) {
+      let h = slotOf(this.memberLink[m], this.memberRail[m]) & mask;
+      while (this.seen[h] !== 0) h = (h + 1) & mask;
+      this.seen[h] = m + 1;
+    }
+  }
+
+  private memberOf(l: number, rail: number): boolean {
+    const mask = this.seen.length - 1;
+    let h = slotOf(l, rail) & mask;
+    for (let m = this.seen[h] - 1; m >= 0; m = this.seen[h] - 1) {
+      if (this.memberRail[m] === rail && this.memberLink[m] === l) return true;
+      h = (h + 1) & mask;
+    }
+    return false;
   }
 
   /** Empties the table for another step, keeping its capacity. */
@@ -86,6 +153,9 @@ export class StepLinks {
     this.key.fill(undefined, 0, this.size);
     this.intra.fill(undefined, 0, this.size);
     this.size = 0;
+    // The pool and the set keep their capacity (the set is at most 4 entries per member of the largest step).
+    this.seen.fill(0);
+    this.members = 0;
   }
 
   private grow(c: number): void {
@@ -105,21 +175,34 @@ export class StepLinks {
     this.row = grown(this.row, c);
     this.win = grown(this.win, c);
     this.nextNew = grown(this.nextNew, c);
+    this.memberHead = grown(this.memberHead, c);
+    this.memberTail = grown(this.memberTail, c);
+    this.memberCount = grown(this.memberCount, c);
+    this.memberSig = grown(this.memberSig, c);
+    this.memberMix = grown(this.memberMix, c);
+    this.collId = grown(this.collId, c);
   }
 
   hasRail(l: number, rail: number): boolean {
-    return this.coll[l] ? this.rails[l]!.has(rail) : this.src[l] === rail || this.dst[l] === rail;
+    return this.coll[l] ? this.memberOf(l, rail) : this.src[l] === rail || this.dst[l] === rail;
   }
 
   railCount(l: number): number {
-    return this.coll[l] ? this.rails[l]!.size : this.src[l] === this.dst[l] ? 1 : 2;
+    return this.coll[l] ? this.memberCount[l] : this.src[l] === this.dst[l] ? 1 : 2;
   }
 
   sharesRail(a: number, b: number): boolean {
     const [small, large] = this.railCount(a) <= this.railCount(b) ? [a, b] : [b, a];
     if (!this.coll[small])
       return this.hasRail(large, this.src[small]) || this.hasRail(large, this.dst[small]);
-    for (const r of this.rails[small]!) if (this.hasRail(large, r)) return true;
+    for (let m = this.memberHead[small]; m >= 0; m = this.memberNext[m])
+      if (this.hasRail(large, this.memberRail[m])) return true;
     return false;
   }
 }
+
+/** Hash slot of a (link, rail) pair, before masking. */
+const slotOf = (l: number, rail: number): number => {
+  const h = Math.imul(l, 0x9e3779b1) ^ Math.imul(rail, 0x85ebca77);
+  return (h ^ (h >>> 16)) >>> 0;
+};

@@ -4,11 +4,12 @@ import { ClusterSim, type SimOptions } from '../../sim/cluster.js';
 import { parseFault } from '../../sim/faults.js';
 import { DetectorRunner } from '../runner.js';
 
-function run(opts: SimOptions) {
+function run(opts: SimOptions, rename?: (comm: string, step: number) => string) {
   const sim = new ClusterSim(opts);
   const runner = new DetectorRunner();
   const stepTs = new Map<number, number>();
   for (const e of sim.events()) {
+    if (rename && e.kind === 'collective') e.comm = rename(e.comm, e.step);
     runner.push(e);
     if (e.kind === 'step' && e.rank === 0) stepTs.set(e.step, e.ts);
   }
@@ -51,5 +52,50 @@ describe('slow link: flapping rails', () => {
     const resolved = links.filter((f) => f.state === 'resolved');
     expect(resolved).toHaveLength(1);
     expect(resolved[0].ts).toBeLessThan(stepTs.get(200)!);
+  });
+});
+
+describe('slow link: communicators', () => {
+  it('finds the same links when every step renames its communicators (ids dropped and given again)', () => {
+    const opts = {
+      ranks: 128,
+      steps: 240,
+      seed: 8,
+      faults: [parseFault('nic:rank=77,at=40,until=120,factor=3')],
+    };
+    const plain = run(opts).links;
+    // New names every step, as if each step were a new NCCL communicator: the detector's ids for
+    // them outgrow a step's links within ~50 steps, are dropped, and steps still open get new ones.
+    const renamed = run(opts, (comm, step) => `${comm}#${step}`).links;
+    const brief = (f: Finding) => [f.state, f.host, f.gpu, f.ts, f.severity];
+    expect(plain.length).toBeGreaterThan(0);
+    expect(renamed.map(brief)).toEqual(plain.map(brief));
+  });
+});
+
+describe('slow link: NVLink groups', () => {
+  it('names the host a tensor-parallel group runs on now, after a restart moved it under the same communicator names', () => {
+    // Rank 77's host (gpu-0009) is replaced by a spare at step 100; its NVLink degrades at step 140.
+    const sim = new ClusterSim({
+      ranks: 128,
+      steps: 240,
+      seed: 3,
+      faults: [parseFault('nvlink:rank=77,at=140')],
+    });
+    const runner = new DetectorRunner();
+    for (const e of sim.events()) {
+      const ev = e as { step?: number; host?: string; peer_host?: string };
+      if (ev.step !== undefined && ev.step >= 100) {
+        if (ev.host === 'gpu-0009') ev.host = 'gpu-spare';
+        if (ev.peer_host === 'gpu-0009') ev.peer_host = 'gpu-spare';
+      }
+      runner.push(e);
+    }
+    runner.flush();
+    const opened = runner
+      .take()
+      .findings.filter((f: Finding) => f.type === 'slow_link' && f.state === 'open');
+    expect(opened.map((f) => f.host)).toEqual(['gpu-spare']);
+    expect(opened[0].summary).toContain('GPUs 0, 1, 2, 3, 4, 5, 6, 7 on gpu-spare');
   });
 });

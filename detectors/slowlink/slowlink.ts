@@ -89,8 +89,8 @@ interface Cusum {
 /** A step's links until it is judged: collectives and p2p edges, by index into `links`. */
 interface OpenStep {
   links: StepLinks;
-  /** Collectives by op, then communicator: no `op:comm` string built per event. */
-  colls: Map<string, Map<string, number>>;
+  /** Each collective's link by its `op:comm` id (-1: none yet this step). */
+  linkOfColl: Int32Array;
   /** p2p edges: the first of each sending rank (a link index, -1 for none), chained by `next`. */
   edgeHead: Int32Array;
   /** Edges of ranks too large to index (not valid input, but still counted). */
@@ -148,6 +148,17 @@ export class SlowLinkDetector {
   private touched: number[] = [];
   private pass = 0;
   private readonly kinds: LinkKind[] = [];
+  /** Collectives' ids (by op, then communicator) and their `op:comm` names. */
+  private readonly collIds = new Map<string, Map<string, number>>();
+  private collNames: string[] = [];
+  /**
+   * By collective id, the intra-host key last built and the member rails it was built from (count
+   * and two order-free hashes; -1: none): a tensor-parallel group's key is built once, not every step.
+   */
+  private intraCount: number[] = [];
+  private intraSig: number[] = [];
+  private intraMix: number[] = [];
+  private intraKeyOf: (string | undefined)[] = [];
 
   constructor(
     private readonly job: string,
@@ -162,7 +173,7 @@ export class SlowLinkDetector {
       if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
       step = this.stepPool.pop() ?? {
         links: new StepLinks(),
-        colls: new Map(),
+        linkOfColl: new Int32Array(Math.max(64, this.collNames.length)).fill(-1),
         edgeHead: new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1),
         oddEdges: new Map(),
       };
@@ -194,19 +205,69 @@ export class SlowLinkDetector {
       if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
       return;
     }
-    let byComm = step.colls.get(e.op);
-    if (!byComm) {
-      byComm = new Map();
-      step.colls.set(e.op, byComm);
-    }
-    let link = byComm.get(e.comm);
-    if (link === undefined) {
+    const id = this.collId(e.op, e.comm);
+    if (id >= step.linkOfColl.length)
+      step.linkOfColl = grown(step.linkOfColl, Math.max(id + 1, step.linkOfColl.length * 2), -1);
+    let link = step.linkOfColl[id];
+    if (link < 0) {
       link = this.newLink(L, e.op, e, true, -1, -1);
-      L.key[link] = `${e.op}:${e.comm}`;
-      byComm.set(e.comm, link);
+      L.key[link] = this.collNames[id];
+      L.collId[link] = id;
+      step.linkOfColl[id] = link;
     }
     if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
-    L.rails[link]!.add(rail);
+    L.addRail(link, rail);
+  }
+
+  /**
+   * A collective's `op:comm` id, the same every step: a step's communicators are looked up and
+   * named without a map or a string built per step. Communicators a restart renamed are dropped
+   * with the ids (see forgetCollIds).
+   */
+  private collId(op: string, comm: string): number {
+    let byComm = this.collIds.get(op);
+    if (!byComm) {
+      byComm = new Map();
+      this.collIds.set(op, byComm);
+    }
+    let id = byComm.get(comm);
+    if (id === undefined) {
+      id = this.collNames.length;
+      byComm.set(comm, id);
+      this.collNames.push(`${op}:${comm}`);
+      this.intraCount.push(-1);
+      this.intraSig.push(0);
+      this.intraMix.push(0);
+      this.intraKeyOf.push(undefined);
+    }
+    return id;
+  }
+
+  /**
+   * Drops the ids once they far outnumber a step's collectives (communicators renamed by restarts),
+   * and gives the collectives of steps still open new ones.
+   */
+  private forgetCollIds(linksPerStep: number): void {
+    if (this.collNames.length <= 1024 + 8 * linksPerStep) return;
+    const names = this.collNames;
+    this.collIds.clear();
+    this.collNames = [];
+    this.intraCount = [];
+    this.intraSig = [];
+    this.intraMix = [];
+    this.intraKeyOf = [];
+    for (const step of [...this.open.values(), ...this.stepPool]) {
+      step.linkOfColl.fill(-1);
+      const L = step.links;
+      for (let l = 0; l < L.size; l++) {
+        if (!L.coll[l]) continue;
+        const op = L.kind[l].family;
+        const id = this.collId(op, names[L.collId[l]].slice(op.length + 1));
+        if (id >= step.linkOfColl.length) step.linkOfColl = grown(step.linkOfColl, id + 1 + names.length, -1);
+        L.collId[l] = id;
+        step.linkOfColl[id] = l;
+      }
+    }
   }
 
   /** A link's kind: a job has a handful, built once rather than per link and step. */
@@ -222,7 +283,7 @@ export class SlowLinkDetector {
     L: StepLinks,
     family: string,
     e: CollectiveEvent,
-    /** A collective (its rails gathered in a Set), not a p2p edge. */
+    /** A collective (its member rails listed in the table), not a p2p edge. */
     collective: boolean,
     src: number,
     dst: number,
@@ -266,7 +327,8 @@ export class SlowLinkDetector {
   private release(step: OpenStep): void {
     if (this.stepPool.length >= 2) return;
     step.edgeHead.fill(-1);
-    for (const byComm of step.colls.values()) byComm.clear();
+    const L = step.links;
+    for (let l = 0; l < L.size; l++) if (L.coll[l]) step.linkOfColl[L.collId[l]] = -1;
     step.oddEdges.clear();
     step.links.reset();
     this.stepPool.push(step);
@@ -305,7 +367,7 @@ export class SlowLinkDetector {
       for (let l = 0; l < L.size; l++) {
         if (L.coll[l] !== round || !(L.durMin[l] > 0 && L.durMin[l] < Number.POSITIVE_INFINITY)) continue;
         // Inside a host (NVLink) and across hosts (NIC) are different kinds, whatever their sizes.
-        const intra = round ? this.intraHostKey(L.rails[l]!) : undefined;
+        const intra = round ? this.intraHostKey(L, l) : undefined;
         L.intra[l] = intra;
         const kind = intra ? L.kind[l].kindNvlink : L.kind[l].kind;
         const list = byKind.get(kind);
@@ -364,7 +426,8 @@ export class SlowLinkDetector {
           intraScore.set(intra, l);
           continue; // no NIC traffic: it neither clears nor blames a rail
         }
-        if (L.coll[l]) for (const r of L.rails[l]!) this.accumulate(L, r, l);
+        if (L.coll[l])
+          for (let m = L.memberHead[l]; m >= 0; m = L.memberNext[m]) this.accumulate(L, L.memberRail[m], l);
         else {
           const src = L.src[l];
           const dst = L.dst[l];
@@ -476,6 +539,7 @@ export class SlowLinkDetector {
       this.stepCusum(this.intra, row, INTRA, L.z[l], false, L, l, paceCost(l), step, stepMs, ts);
     }
     this.decidePairs(step, ts);
+    this.forgetCollIds(L.size);
   }
 
   private accumulate(L: StepLinks, rail: number, l: number): void {
@@ -497,16 +561,33 @@ export class SlowLinkDetector {
   }
 
   /** `nvlink:host/g+g+...` when every rail of a collective is on one host (two or more GPUs), else undefined. */
-  private intraHostKey(rails: Set<number>): string | undefined {
-    if (rails.size < 2) return undefined;
+  private intraHostKey(L: StepLinks, l: number): string | undefined {
+    const id = L.collId[l];
+    const n = L.memberCount[l];
+    if (
+      this.intraCount[id] === n &&
+      this.intraSig[id] === L.memberSig[l] &&
+      this.intraMix[id] === L.memberMix[l]
+    )
+      return this.intraKeyOf[id];
+    const key = this.buildIntraHostKey(L, l);
+    this.intraCount[id] = n;
+    this.intraSig[id] = L.memberSig[l];
+    this.intraMix[id] = L.memberMix[l];
+    this.intraKeyOf[id] = key;
+    return key;
+  }
+
+  private buildIntraHostKey(L: StepLinks, l: number): string | undefined {
+    if (L.memberCount[l] < 2) return undefined;
     let host = -1;
-    for (const r of rails) {
-      const h = this.railIds.host[r];
+    for (let m = L.memberHead[l]; m >= 0; m = L.memberNext[m]) {
+      const h = this.railIds.host[L.memberRail[m]];
       if (host === -1) host = h;
       else if (h !== host) return undefined;
     }
     const gpus: number[] = [];
-    for (const r of rails) gpus.push(this.railIds.gpu[r]);
+    for (let m = L.memberHead[l]; m >= 0; m = L.memberNext[m]) gpus.push(this.railIds.gpu[L.memberRail[m]]);
     gpus.sort((a, b) => a - b);
     return `nvlink:${this.railIds.hostNames[host]}/${gpus.join('+')}`;
   }

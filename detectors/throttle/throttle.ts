@@ -9,6 +9,7 @@ import { round } from '../../core/round.js';
 import type { GpuEvent } from '../../schema/events.js';
 import type { Action } from '../../schema/finding.js';
 import { type FindingLog, findingId } from '../findings.js';
+import { GpuTable } from './gpus.js';
 import { FAULT_REASONS, REASONS, reasonNames } from './reasons.js';
 
 export interface ThrottleConfig {
@@ -37,30 +38,12 @@ export const THROTTLE_DEFAULTS: ThrottleConfig = {
   groupWaitMs: 2_000,
 };
 
-interface GpuState {
-  host: string;
-  gpu: number;
-  job?: string;
-  rank?: number;
-  lastTs: number;
-  score: number;
-  runStartTs: number;
-  firing: boolean;
-  clean: number;
-  badSamples: number;
-  clockSum: number;
-  maxClock: number;
-  reasons: number;
-  powerCap: number;
-  incident?: string;
-}
-
 interface HostState {
   /** The host's name, one string its GPU states share (not one parsed copy per GPU). */
   name: string;
   gpus: Set<number>;
-  /** The host's GPU states by index: found per sample without building a `host/gpu` key. */
-  byGpu: GpuState[];
+  /** The host's GPUs' ids in the table, by GPU index: found per sample without building a `host/gpu` key. */
+  byGpu: number[];
   pendingSince?: number;
   hostIncident?: string;
 }
@@ -70,7 +53,8 @@ export class ThrottleDetector {
   private readonly hosts = new Map<string, HostState>();
   /** Job ids, one string per job shared by its GPUs' states. */
   private readonly jobNames = new Map<string, string>();
-  private readonly incidents = new Map<string, { host: string; gpus: GpuState[] }>();
+  private readonly incidents = new Map<string, { host: string; gpus: number[] }>();
+  private readonly t = new GpuTable();
 
   constructor(
     private readonly log: FindingLog,
@@ -85,62 +69,51 @@ export class ThrottleDetector {
       host = { name: e.host, gpus: new Set<number>(), byGpu: [] };
       this.hosts.set(e.host, host);
     }
+    const t = this.t;
     let g = host.byGpu[e.gpu];
-    if (!g) {
-      g = {
-        host: host.name,
-        gpu: e.gpu,
-        lastTs: -1,
-        score: 0,
-        runStartTs: e.ts,
-        firing: false,
-        clean: 0,
-        badSamples: 0,
-        clockSum: 0,
-        maxClock: 0,
-        reasons: 0,
-        powerCap: 0,
-      };
+    if (g === undefined) {
+      g = t.add(host.name, e.gpu, e.ts);
       host.byGpu[e.gpu] = g;
       host.gpus.add(e.gpu);
     }
-    if (e.ts <= g.lastTs) return; // duplicate or out of order: telemetry is a rate, not a ledger
-    g.lastTs = e.ts;
-    if (job !== undefined && job !== g.job) g.job = this.jobName(job);
-    g.rank = rank ?? g.rank;
-    const max = e.max_sm_clock_mhz ?? this.maxClockOf(g.job) ?? Math.max(g.maxClock, e.sm_clock_mhz);
-    g.maxClock = max;
+    if (e.ts <= t.lastTs[g]) return; // duplicate or out of order: telemetry is a rate, not a ledger
+    t.lastTs[g] = e.ts;
+    if (job !== undefined && job !== t.job[g]) t.job[g] = this.jobName(job);
+    if (rank !== undefined) t.rank[g] = rank;
+    const max = e.max_sm_clock_mhz ?? this.maxClockOf(t.job[g]) ?? Math.max(t.maxClock[g], e.sm_clock_mhz);
+    t.maxClock[g] = max;
     const idle = (e.throttle_reasons & REASONS.gpu_idle) !== 0 || (e.util_pct ?? 100) < this.cfg.busyUtilPct;
     const bad =
       !idle && e.sm_clock_mhz < this.cfg.clockFraction * max && (e.throttle_reasons & FAULT_REASONS) !== 0;
-    if (!idle) g.powerCap += 0.05 * ((e.throttle_reasons & REASONS.sw_power_cap ? 1 : 0) - g.powerCap);
+    if (!idle) t.powerCap[g] += 0.05 * ((e.throttle_reasons & REASONS.sw_power_cap ? 1 : 0) - t.powerCap[g]);
 
     if (bad) {
-      if (g.score === 0) g.runStartTs = e.ts;
-      g.score = Math.min(this.cfg.maxScore, g.score + 1);
-      g.clean = 0;
-      g.badSamples++;
-      g.clockSum += e.sm_clock_mhz;
-      g.reasons |= e.throttle_reasons & FAULT_REASONS;
+      if (t.score[g] === 0) t.runStartTs[g] = e.ts;
+      t.score[g] = Math.min(this.cfg.maxScore, t.score[g] + 1);
+      t.clean[g] = 0;
+      t.badSamples[g]++;
+      t.clockSum[g] += e.sm_clock_mhz;
+      t.reasons[g] |= e.throttle_reasons & FAULT_REASONS;
     } else {
-      g.score = Math.max(0, g.score - 1);
-      if (g.score === 0) g.clean++;
-      if (!g.firing && g.score === 0) {
-        g.badSamples = 0;
-        g.clockSum = 0;
-        g.reasons = 0;
+      t.score[g] = Math.max(0, t.score[g] - 1);
+      if (t.score[g] === 0) t.clean[g]++;
+      if (!t.firing[g] && t.score[g] === 0) {
+        t.badSamples[g] = 0;
+        t.clockSum[g] = 0;
+        t.reasons[g] = 0;
       }
     }
 
-    if (!g.firing && g.score >= this.cfg.fireScore) {
-      g.firing = true;
+    if (!t.firing[g] && t.score[g] >= this.cfg.fireScore) {
+      t.firing[g] = 1;
       if (host.hostIncident) this.attach(host.hostIncident, g);
       else host.pendingSince ??= e.ts;
     }
     if (host.pendingSince !== undefined && e.ts >= host.pendingSince + this.cfg.groupWaitMs)
       this.decide(e.host, host, e.ts);
-    if (g.firing && g.clean >= this.cfg.resolveCleanSamples) this.clear(g, e.ts);
-    if (g.incident && g.firing && g.badSamples % 30 === 0) this.refresh(g.incident, e.ts);
+    if (t.firing[g] && t.clean[g] >= this.cfg.resolveCleanSamples) this.clear(g, e.ts);
+    const incident = t.incident[g];
+    if (incident && t.firing[g] && t.badSamples[g] % 30 === 0) this.refresh(incident, e.ts);
   }
 
   private jobName(job: string): string {
@@ -153,7 +126,8 @@ export class ThrottleDetector {
     return name;
   }
 
-  private gpuState(host: string, gpu: number): GpuState | undefined {
+  /** The GPU's id in the table, if it has reported. */
+  private gpuId(host: string, gpu: number): number | undefined {
     return this.hosts.get(host)?.byGpu[gpu];
   }
 
@@ -164,7 +138,8 @@ export class ThrottleDetector {
 
   /** Open throttle finding id covering this GPU, if any. */
   incidentFor(host: string, gpu: number): string | undefined {
-    return this.gpuState(host, gpu)?.incident;
+    const g = this.gpuId(host, gpu);
+    return g === undefined ? undefined : this.t.incident[g];
   }
 
   /**
@@ -172,30 +147,31 @@ export class ThrottleDetector {
    * called when a straggler is found on it. Opens a linked throttle finding in that case.
    */
   explainByPowerCap(host: string, gpu: number, ts: number, stragglerId: string): string | undefined {
-    const g = this.gpuState(host, gpu);
-    if (!g || g.incident || g.powerCap < 0.5) return undefined;
+    const t = this.t;
+    const g = this.gpuId(host, gpu);
+    if (g === undefined || t.incident[g] || t.powerCap[g] < 0.5) return undefined;
+    const job = t.job[g];
     const peers: number[] = [];
-    for (const h of this.hosts.values())
-      for (const p of h.byGpu) if (p && p.job === g.job && p !== g) peers.push(p.powerCap);
+    for (let p = 0; p < t.size; p++) if (t.job[p] === job && p !== g) peers.push(t.powerCap[p]);
     peers.sort((a, b) => a - b);
     const peerMedian = peers.length ? peers[peers.length >> 1] : 0;
     if (peerMedian > 0.25) return undefined;
-    const id = findingId('throttle', g.job, host, gpu, 'power_cap', ts);
-    g.incident = id;
+    const id = findingId('throttle', job, host, gpu, 'power_cap', ts);
+    t.incident[g] = id;
     this.incidents.set(id, { host, gpus: [g] });
     this.log.openFinding(id, ts, {
       type: 'throttle',
-      job: g.job,
+      job,
       host,
       gpu,
-      rank: g.rank,
+      rank: t.rankOf(g),
       severity: 'warning',
       onset_ts: ts,
       action: 'watch',
       related: [stragglerId],
       evidence: {
         reasons: ['sw_power_cap'],
-        power_cap_share: round(g.powerCap, 2),
+        power_cap_share: round(t.powerCap[g], 2),
         peer_power_cap_share: round(peerMedian, 2),
       },
       summary: `${host}/${gpu} alone of its job sits at its software power cap and runs slow: check its power limit.`,
@@ -204,17 +180,18 @@ export class ThrottleDetector {
   }
 
   private decide(hostName: string, host: HostState, ts: number): void {
+    const t = this.t;
     host.pendingSince = undefined;
-    const firing = [...host.gpus].map((i) => host.byGpu[i]).filter((g) => g.firing && !g.incident);
+    const firing = [...host.gpus].map((i) => host.byGpu[i]).filter((g) => t.firing[g] && !t.incident[g]);
     if (firing.length === 0) return;
     const hostWide = firing.length >= Math.max(2, Math.ceil(this.cfg.hostWideShare * host.gpus.size));
     if (hostWide) {
       const id = findingId(
         'throttle',
-        firing[0].job,
+        t.job[firing[0]],
         hostName,
         undefined,
-        Math.min(...firing.map((g) => g.runStartTs)),
+        Math.min(...firing.map((g) => t.runStartTs[g])),
       );
       host.hostIncident = id;
       this.incidents.set(id, { host: hostName, gpus: [] });
@@ -222,7 +199,7 @@ export class ThrottleDetector {
       this.log.openFinding(id, ts, this.draft(id));
     } else {
       for (const g of firing) {
-        const id = findingId('throttle', g.job, hostName, g.gpu, g.runStartTs);
+        const id = findingId('throttle', t.job[g], hostName, t.gpu[g], t.runStartTs[g]);
         this.incidents.set(id, { host: hostName, gpus: [] });
         this.attach(id, g);
         this.log.openFinding(id, ts, this.draft(id));
@@ -230,20 +207,22 @@ export class ThrottleDetector {
     }
   }
 
-  private attach(id: string, g: GpuState): void {
-    g.incident = id;
+  private attach(id: string, g: number): void {
+    this.t.incident[g] = id;
     const inc = this.incidents.get(id)!;
     if (!inc.gpus.includes(g)) inc.gpus.push(g);
   }
 
   private draft(id: string) {
+    const t = this.t;
     const inc = this.incidents.get(id)!;
     const gs = inc.gpus;
     const single = gs.length === 1;
     const g0 = gs[0];
-    const reasons = gs.reduce((m, g) => m | g.reasons, 0);
-    const avgClock = gs.reduce((s, g) => s + g.clockSum / Math.max(1, g.badSamples), 0) / gs.length;
-    const maxClock = g0.maxClock;
+    const rank0 = t.rankOf(g0);
+    const reasons = gs.reduce((m, g) => m | t.reasons[g], 0);
+    const avgClock = gs.reduce((s, g) => s + t.clockSum[g] / Math.max(1, t.badSamples[g]), 0) / gs.length;
+    const maxClock = t.maxClock[g0];
     const dropPct = 100 * (1 - avgClock / maxClock);
     const action: Action =
       reasons & REASONS.hw_power_brake_slowdown
@@ -253,16 +232,16 @@ export class ThrottleDetector {
           : 'watch';
     const names = reasonNames(reasons);
     const where = single
-      ? `${inc.host}/${g0.gpu}${g0.rank !== undefined ? ` (rank ${g0.rank})` : ''}`
+      ? `${inc.host}/${t.gpu[g0]}${rank0 !== undefined ? ` (rank ${rank0})` : ''}`
       : `all ${gs.length} GPUs of ${inc.host}`;
     return {
       type: 'throttle',
-      job: g0.job,
+      job: t.job[g0],
       host: inc.host,
-      gpu: single ? g0.gpu : undefined,
-      rank: single ? g0.rank : undefined,
+      gpu: single ? t.gpu[g0] : undefined,
+      rank: single ? rank0 : undefined,
       severity: action === 'watch' ? ('warning' as const) : ('critical' as const),
-      onset_ts: Math.min(...gs.map((g) => g.runStartTs)),
+      onset_ts: Math.min(...gs.map((g) => t.runStartTs[g])),
       action,
       evidence: {
         reasons: names,
@@ -270,8 +249,8 @@ export class ThrottleDetector {
         sm_clock_mhz: Math.round(avgClock),
         max_sm_clock_mhz: maxClock,
         clock_drop_pct: round(dropPct, 1),
-        throttled_samples: Math.max(...gs.map((g) => g.badSamples)),
-        gpus: gs.map((g) => g.gpu).sort((a, b) => a - b),
+        throttled_samples: Math.max(...gs.map((g) => t.badSamples[g])),
+        gpus: gs.map((g) => t.gpu[g]).sort((a, b) => a - b),
       },
       summary: `${where} throttled to ${Math.round(avgClock)} of ${maxClock} MHz (${names.join(', ')}).`,
     };
@@ -281,22 +260,23 @@ export class ThrottleDetector {
     if (this.incidents.has(id)) this.log.update(id, ts, this.draft(id));
   }
 
-  private clear(g: GpuState, ts: number): void {
-    g.firing = false;
-    g.badSamples = 0;
-    g.clockSum = 0;
-    g.reasons = 0;
-    const id = g.incident;
-    g.incident = undefined;
+  private clear(g: number, ts: number): void {
+    const t = this.t;
+    t.firing[g] = 0;
+    t.badSamples[g] = 0;
+    t.clockSum[g] = 0;
+    t.reasons[g] = 0;
+    const id = t.incident[g];
+    t.incident[g] = undefined;
     if (!id) return;
     const inc = this.incidents.get(id);
     if (!inc) return;
     inc.gpus = inc.gpus.filter((x) => x !== g);
     if (inc.gpus.length === 0) {
       this.incidents.delete(id);
-      const host = this.hosts.get(g.host);
+      const host = this.hosts.get(t.host[g]);
       if (host?.hostIncident === id) host.hostIncident = undefined;
-      this.log.resolve(id, ts, { summary: `${g.host}: clocks back to normal.` });
+      this.log.resolve(id, ts, { summary: `${t.host[g]}: clocks back to normal.` });
     }
   }
 }

@@ -151,6 +151,7 @@ export class SlowLinkDetector {
   /** Collectives' ids (by op, then communicator) and their `op:comm` names. */
   private readonly collIds = new Map<string, Map<string, number>>();
   private collNames: string[] = [];
+  private maxLinks = 0;
   /**
    * By collective id, the intra-host key last built and the member rails it was built from (count
    * and two order-free hashes; -1: none): a tensor-parallel group's key is built once, not every step.
@@ -247,8 +248,10 @@ export class SlowLinkDetector {
    * Drops the ids once they far outnumber a step's collectives (communicators renamed by restarts),
    * and gives the collectives of steps still open new ones.
    */
-  private forgetCollIds(linksPerStep: number): void {
-    if (this.collNames.length <= 1024 + 8 * linksPerStep) return;
+  private forgetCollIds(linksThisStep: number): void {
+    // Against the most links a step has had: a short step (a job's last) does not drop them.
+    this.maxLinks = Math.max(this.maxLinks, linksThisStep);
+    if (this.collNames.length <= 1024 + 8 * this.maxLinks) return;
     const names = this.collNames;
     this.collIds.clear();
     this.collNames = [];

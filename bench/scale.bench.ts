@@ -33,7 +33,7 @@ interface Size {
 }
 
 /** Rounds of `rankwatch replay` per size, taken in turn across sizes so load drift hits every size alike. */
-const REPLAY_ROUNDS = 3;
+const REPLAY_ROUNDS = 5;
 
 interface Prepared {
   ranks: number;

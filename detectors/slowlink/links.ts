@@ -2,7 +2,7 @@
  * One step's communicators and p2p edges ("links") as columns, until the step is judged. A step
  * has about one link per rank; as objects (two dozen fields, six of them boxed numbers) they cost
  * ~300 bytes each, lived across many young-generation collections and died in the old space every
- * step. A table here costs ~120 bytes a link and is reused, emptied, by a later step.
+ * step. A table here costs ~150 bytes a link and is reused, emptied, by a later step.
  *
  * A collective's member rails are a list in one pool per table, deduplicated through an
  * open-addressing set of (link, rail): a Set per collective was emptied and regrown every step
@@ -101,12 +101,8 @@ export class StepLinks {
 
   /** Lists `rail` as a member of collective `l`, once however often it reports. */
   addRail(l: number, rail: number): void {
-    const mask = this.seen.length - 1;
-    let h = slotOf(l, rail) & mask;
-    for (let m = this.seen[h] - 1; m >= 0; m = this.seen[h] - 1) {
-      if (this.memberRail[m] === rail && this.memberLink[m] === l) return;
-      h = (h + 1) & mask;
-    }
+    const h = this.slotOf(l, rail);
+    if (this.seen[h] !== 0) return;
     if (this.members === this.memberRail.length) {
       const c = this.members * 2;
       this.memberRail = grown(this.memberRail, c);
@@ -121,7 +117,7 @@ export class StepLinks {
     else this.memberHead[l] = m;
     this.memberTail[l] = m;
     this.memberCount[l]++;
-    this.memberSig[l] += slotOf(rail, 0x5bd1e995);
+    this.memberSig[l] += hashOf(rail, 0x5bd1e995);
     this.memberMix[l] ^= Math.imul(rail ^ 0x27d4eb2f, 0x165667b1);
     this.seen[h] = m + 1;
     if (this.members * 2 > this.seen.length) this.rehash(this.seen.length * 2);
@@ -131,20 +127,21 @@ export class StepLinks {
     this.seen = new Int32Array(size);
     const mask = size - 1;
     for (let m = 0; m < this.members; m++) {
-      let h = slotOf(this.memberLink[m], this.memberRail[m]) & mask;
+      let h = hashOf(this.memberLink[m], this.memberRail[m]) & mask;
       while (this.seen[h] !== 0) h = (h + 1) & mask;
       this.seen[h] = m + 1;
     }
   }
 
-  private memberOf(l: number, rail: number): boolean {
+  /** The set's slot that holds (l, rail), or the empty one where it would go. */
+  private slotOf(l: number, rail: number): number {
     const mask = this.seen.length - 1;
-    let h = slotOf(l, rail) & mask;
+    let h = hashOf(l, rail) & mask;
     for (let m = this.seen[h] - 1; m >= 0; m = this.seen[h] - 1) {
-      if (this.memberRail[m] === rail && this.memberLink[m] === l) return true;
+      if (this.memberRail[m] === rail && this.memberLink[m] === l) return h;
       h = (h + 1) & mask;
     }
-    return false;
+    return h;
   }
 
   /** Empties the table for another step, keeping its capacity. */
@@ -184,7 +181,9 @@ export class StepLinks {
   }
 
   hasRail(l: number, rail: number): boolean {
-    return this.coll[l] ? this.memberOf(l, rail) : this.src[l] === rail || this.dst[l] === rail;
+    return this.coll[l]
+      ? this.seen[this.slotOf(l, rail)] !== 0
+      : this.src[l] === rail || this.dst[l] === rail;
   }
 
   railCount(l: number): number {
@@ -201,8 +200,8 @@ export class StepLinks {
   }
 }
 
-/** Hash slot of a (link, rail) pair, before masking. */
-const slotOf = (l: number, rail: number): number => {
+/** Hash of a (link, rail) pair, before masking to a slot. */
+const hashOf = (l: number, rail: number): number => {
   const h = Math.imul(l, 0x9e3779b1) ^ Math.imul(rail, 0x85ebca77);
   return (h ^ (h >>> 16)) >>> 0;
 };

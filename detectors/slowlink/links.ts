@@ -6,7 +6,7 @@
  *
  * A collective's member rails are a list in one pool per table, deduplicated through an
  * open-addressing set of (link, rail): a Set per collective was emptied and regrown every step
- * (a data-parallel group of 2,048 ranks rehashed 11 times a step, its tables promoted and dropped).
+ * (a data-parallel group of 2,048 ranks rehashed 9 times a step, its tables promoted and dropped).
  */
 import { grown } from '../arrays.js';
 

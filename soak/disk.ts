@@ -1,9 +1,15 @@
 /**
- * A store folder on its own small filesystem, so the harness can fill it (ENOSPC) under a running
- * store, as a full disk does. (Remounting it read-only under open files is refused by the kernel.) Needs root (mount); where
- * mounting is not allowed the folder is a plain one and the disk faults are reported as not run.
+ * A store folder on its own small filesystem, so the harness can fill it under a running store, as
+ * a filling disk does. (Remounting it read-only under open files is refused by the kernel.) Needs
+ * root (mount); where mounting is not allowed the folder is a plain one and the disk faults are
+ * reported as not run.
+ *
+ * The disk fills to just under the store's free-space floor (chDB's 64 MiB by default), where the
+ * engine refuses inserts before writing; that is what a disk that fills up meets first. Filling it to
+ * the last byte under running writes makes chDB 26.7 write empty parts: store/chdb-outage.test.ts
+ * shows that case and what the driver repairs.
  */
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, rmSync, statfsSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Fault } from './feed.js';
 import { sh, sleep } from './procs.js';
@@ -34,12 +40,17 @@ export class Disk {
     return this.mounted;
   }
 
-  /** Fills the filesystem until writes fail with ENOSPC. */
-  fill(): void {
+  /** Fills the filesystem until `leaveMb` MiB are free. */
+  fill(leaveMb: number): void {
     const fd = openSync(this.ballast, 'w');
     const chunk = Buffer.alloc(1 << 20, 1);
+    const free = () => {
+      const s = statfsSync(this.dir);
+      return s.bavail * s.bsize;
+    };
     try {
-      for (;;) writeSync(fd, chunk);
+      for (let left = free() - leaveMb * 2 ** 20; left > 0; left = free() - leaveMb * 2 ** 20)
+        writeSync(fd, chunk, 0, Math.min(chunk.length, left));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
     } finally {
@@ -51,13 +62,13 @@ export class Disk {
     rmSync(this.ballast, { force: true });
   }
 
-  /** The fault both paths inject: the disk full for `ms`, then space again. */
+  /** The fault both paths inject: the disk full down to 16 MiB for `ms`, then space again. */
   fullFor(at: number, ms: number): Fault {
     return {
       at,
-      name: `the store's disk full for ${ms / 1000} s (ENOSPC)`,
+      name: `the store's disk full for ${ms / 1000} s (16 MiB left, under chDB's 64 MiB floor: inserts refused)`,
       run: async () => {
-        this.fill();
+        this.fill(16);
         await sleep(ms);
         this.free();
       },

@@ -43,6 +43,7 @@ export async function createStore(config: StoreConfig): Promise<Store> {
  * | --- | --- | --- |
  * | `store` | `RANKWATCH_STORE` | `chdb` (default) or `clickhouse`; `clickhouse` is implied by a URL |
  * | `data` | `RANKWATCH_DATA` | chDB data folder (default `./data`) |
+ * | `min-free-mb` | `RANKWATCH_MIN_FREE_MB` | chDB: free space kept on the data disk (default 64 MiB or 1%) |
  * | `clickhouse-url` | `CLICKHOUSE_URL` | `http(s)://host:port` |
  * | `clickhouse-user` | `CLICKHOUSE_USER` | |
  * | `clickhouse-password` | `CLICKHOUSE_PASSWORD` | prefer the env var: flags show in `ps` |
@@ -82,7 +83,21 @@ export function storeConfigFrom(
   };
   const url = get('clickhouse-url', 'CLICKHOUSE_URL');
   const type = get('store', 'RANKWATCH_STORE') ?? (url ? 'clickhouse' : 'chdb');
-  if (type === 'chdb') return { type, path: get('data', 'RANKWATCH_DATA') ?? './data', schema };
+  if (type === 'chdb') {
+    const minFree = get('min-free-mb', 'RANKWATCH_MIN_FREE_MB');
+    const mb = minFree === undefined ? undefined : Number(minFree);
+    if (mb !== undefined && !(Number.isFinite(mb) && mb >= 0))
+      throw new RankwatchError(
+        'RANKWATCH_ERR_CONFIG',
+        `min-free-mb: expected a number of MiB ≥ 0, got ${JSON.stringify(minFree)}`,
+      );
+    return {
+      type,
+      path: get('data', 'RANKWATCH_DATA') ?? './data',
+      schema,
+      ...(mb === undefined ? {} : { minFreeBytes: Math.round(mb * 2 ** 20) }),
+    };
+  }
   if (type !== 'clickhouse')
     throw new RankwatchError(
       'RANKWATCH_ERR_CONFIG',

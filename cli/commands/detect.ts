@@ -110,7 +110,7 @@ ${STORE_FLAGS_HELP}`,
       replayMaxAge === undefined ? undefined : num(replayMaxAge, 'replay-max-age', 0) * 60_000;
     if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
       throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
-    const { store, where } = await openStore(values);
+    const { store, where } = await openStore(values, (m) => logger.warn(m));
     const alerting = alertingFrom(
       values,
       process.env,

@@ -61,7 +61,7 @@ ${STORE_FLAGS_HELP}`,
       log.warn(
         'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
-    const { store, where } = await openStore(values);
+    const { store, where } = await openStore(values, (m) => log.warn(m));
     const alerting = alertingFrom(
       values,
       process.env,

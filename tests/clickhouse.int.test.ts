@@ -171,6 +171,11 @@ describe('clickhouse driver', () => {
     expect(s.type).toBe('clickhouse');
     expect(await s.query('SELECT currentDatabase() AS d')).toEqual([{ d: database }]);
     expect(storeConfigFrom({}, {})).toMatchObject({ type: 'chdb', path: './data' });
+    expect(storeConfigFrom({ 'min-free-mb': '128' }, {})).toMatchObject({ minFreeBytes: 128 * 2 ** 20 });
+    expect(storeConfigFrom({}, { RANKWATCH_MIN_FREE_MB: '0' })).toMatchObject({ minFreeBytes: 0 });
+    expect(() => storeConfigFrom({}, { RANKWATCH_MIN_FREE_MB: 'lots' })).toThrowError(
+      /min-free-mb: expected a number of MiB ≥ 0, got "lots"/,
+    );
     expect(() => storeConfigFrom({ store: 'clickhouse' }, {})).toThrowError(/CLICKHOUSE_URL/);
     expect(() => storeConfigFrom({ store: 'mysql' }, {})).toThrowError(/chdb, clickhouse/);
   });

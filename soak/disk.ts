@@ -62,15 +62,23 @@ export class Disk {
     rmSync(this.ballast, { force: true });
   }
 
-  /** The fault both paths inject: the disk full down to 16 MiB for `ms`, then space again. */
-  fullFor(at: number, ms: number): Fault {
+  /**
+   * The fault both paths inject: the disk full down to 16 MiB until a write has met it (`refusals`
+   * counts the store's refusals so far, read from the processes' output; at most 30 s), then `ms`
+   * more, then space again. A fault no write met says so in the report.
+   */
+  fullFor(at: number, ms: number, refusals: () => number): Fault {
     return {
       at,
-      name: `the store's disk full for ${ms / 1000} s (16 MiB left, under chDB's 64 MiB floor: inserts refused)`,
+      name: `the store's disk full (16 MiB left, under chDB's 64 MiB floor) until a write is refused, then ${ms / 1000} s more`,
       run: async () => {
+        const before = refusals();
         this.fill(16);
+        for (let waited = 0; refusals() === before && waited < 30_000; waited += 250) await sleep(250);
+        const met = refusals() > before;
         await sleep(ms);
         this.free();
+        return met ? undefined : 'no write met it';
       },
     };
   }
@@ -81,4 +89,11 @@ export class Disk {
     await sh(`umount -l '${this.dir}'`).catch(() => {});
     this.mounted = false;
   }
+}
+
+/** How often the store refused a write for want of space, in what `procs` printed so far. */
+export function spaceRefusals(procs: readonly { log(): string }[]): number {
+  let n = 0;
+  for (const p of procs) n += p.log().match(/enough free space/g)?.length ?? 0;
+  return n;
 }

@@ -11,9 +11,14 @@ export interface Fault {
   /** Share of the feed after which it starts (0..1). */
   at: number;
   name: string;
-  /** Runs beside the feed; resolves when the fault is over and cleared. */
-  run: () => Promise<void>;
+  /**
+   * Runs beside the feed; resolves when the fault is over and cleared, with a note (a string) for
+   * the report when it did not do what it is for (e.g. no write met a full disk).
+   */
+  run: () => Promise<unknown>;
 }
+
+const named = (f: Fault, note: unknown) => (typeof note === 'string' ? `${f.name} (${note})` : f.name);
 
 /**
  * Posts `lines` in chunks to `url()` (re-read each time: a restarted collector may move), spread
@@ -40,9 +45,9 @@ export async function feed(o: {
       o.log(`fault: ${f.name}`);
       running.push(
         f.run().then(
-          () => {
-            done.push(f.name);
-            o.log(`fault over: ${f.name}`);
+          (note) => {
+            done.push(named(f, note));
+            o.log(`fault over: ${named(f, note)}`);
           },
           (err) => {
             done.push(`${f.name} (failed to inject: ${(err as Error).message})`);
@@ -73,7 +78,7 @@ export async function feed(o: {
     const due = started + ((i + 1) / chunks) * o.seconds * 1000;
     if (due > Date.now()) await sleep(due - Date.now());
   }
-  for (const f of pending) running.push(f.run().then(() => void done.push(f.name)));
+  for (const f of pending) running.push(f.run().then((note) => void done.push(named(f, note))));
   await Promise.all(running);
   return { ...res, faults: done };
 }

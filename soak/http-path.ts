@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Accounting, account, replayFindings } from './account.js';
 import { collectorRefusals, quiet } from './collector.js';
-import { Disk } from './disk.js';
+import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
 import { answering, freePort, Proc, sleep, startChdbServer, stopAll } from './procs.js';
@@ -93,7 +93,7 @@ export async function httpPath(o: {
         },
       },
     ];
-    if (diskFaults) faults.push(disk.fullFor(0.35, 6_000));
+    if (diskFaults) faults.push(disk.fullFor(0.35, 6_000, () => spaceRefusals(procs)));
     const fed = await feedCollector({ lines: o.input.fed, colPort, seconds: o.seconds, faults, log: o.log });
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the collector to deliver`);
     await quiet(colPort, `http://127.0.0.1:${upPort}/healthz`);

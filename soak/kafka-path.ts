@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, replayFindings } from './account.js';
 import { collectorRefusals, quiet } from './collector.js';
-import { Disk } from './disk.js';
+import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
 import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
@@ -120,7 +120,9 @@ export async function kafkaPath(o: {
         },
       },
     ];
-    if (diskFaults) faults.push(disk.fullFor(0.55, 6_000));
+    // First: later, the broker stop can leave detect without a bus for most of a short run, and
+    // a disk fault no write meets tests nothing.
+    if (diskFaults) faults.push(disk.fullFor(0.02, 6_000, () => spaceRefusals(procs)));
     const fed = await feedCollector({ lines: o.input.fed, colPort, seconds: o.seconds, faults, log: o.log });
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the group to catch up`);
     await quiet(colPort, `${storeUrl}/ping`);

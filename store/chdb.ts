@@ -43,6 +43,15 @@ const PART_NAME = /^[A-Za-z0-9_-]+$/;
 
 let openPath: string | undefined;
 
+/** The rows of a JSONEachRow answer. */
+const rowsOf = <T = Record<string, unknown>>(text: string): T[] =>
+  text
+    ? text
+        .trimEnd()
+        .split('\n')
+        .map((l) => JSON.parse(l) as T)
+    : [];
+
 /**
  * What an engine failure means (store/clickhouse-errors.ts, shared with the server driver): disk
  * full, I/O and errno trouble, memory, too many parts or anything unknown is an outage (retried);
@@ -132,9 +141,9 @@ export class ChdbStore implements Store {
    * Before each insert from the first failure until a minute after the last: CHECK every part
    * written since shortly before the first failure (each part once; parts never change). Inserts
    * that succeed while the disk is full can leave empty parts too, and merges finish after the
-   * insert that failed beside them. A broken part made by an insert is detached, which also drops its block id, so the
-   * retry writes those rows again (a part the failed insert wrote whole stays, and the retry
-   * skips it as a duplicate). A broken part made by a merge is left for the engine: reopening the
+   * insert that failed beside them. A broken part made by an insert is detached, which also drops
+   * its block id, so the retry writes those rows again (a part the failed insert wrote whole
+   * stays, and the retry skips it as a duplicate). A broken part made by a merge is left for the engine: reopening the
    * data folder sets it aside and brings back the parts it merged, which are kept on disk for a
    * while after a merge. What cannot come back: an insert the engine answered as done whose part
    * is empty (seen too). Throws (retriable) while the engine cannot check, e.g. the disk still full.
@@ -157,9 +166,7 @@ export class ChdbStore implements Store {
       );
       if (res.some((r) => Number((r as { is_passed: unknown }).is_passed) !== 1))
         broken.push({ table: p.table, name: p.name, inserted: p.inserted === 1 });
-      else {
-        this.sound.add(`${p.table}/${p.name}`);
-      }
+      else this.sound.add(`${p.table}/${p.name}`);
     }
     for (const b of broken.filter((b) => b.inserted))
       await this.run(s, `ALTER TABLE \`${b.table}\` DETACH PART '${b.name}'`);
@@ -183,13 +190,7 @@ export class ChdbStore implements Store {
   /** A statement of repair(), failing as an outage of the store. */
   private async run(s: Session, sql: string): Promise<Record<string, unknown>[]> {
     try {
-      const text = (await s.queryAsync(sql, { format: 'JSONEachRow' })).text();
-      return text
-        ? text
-            .trimEnd()
-            .split('\n')
-            .map((l) => JSON.parse(l) as Record<string, unknown>)
-        : [];
+      return rowsOf((await s.queryAsync(sql, { format: 'JSONEachRow' })).text());
     } catch (err) {
       throw failure(err, `chDB at ${this.path}: checking parts after a failed insert`, false);
     }
@@ -216,13 +217,7 @@ export class ChdbStore implements Store {
         Object.keys(params).length > 0
           ? await s.queryBindAsync(sql, params, { format: 'JSONEachRow' })
           : await s.queryAsync(sql, { format: 'JSONEachRow' });
-      const text = res.text();
-      return text
-        ? text
-            .trimEnd()
-            .split('\n')
-            .map((l) => JSON.parse(l) as T)
-        : [];
+      return rowsOf<T>(res.text());
     } catch (err) {
       throw failure(err, `chDB at ${this.path}: query failed`, false);
     } finally {

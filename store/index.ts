@@ -62,35 +62,28 @@ export function storeConfigFrom(
     const v = flags[flag];
     return typeof v === 'string' && v !== '' ? v : env[envName] || undefined;
   };
-  const days = (flag: string, envName: string) => {
+  /** A number flag (then its variable) of at least `min` `unit`, or undefined when unset. */
+  const amount = (flag: string, envName: string, min: number, unit: string) => {
     const v = get(flag, envName);
     if (v === undefined) return undefined;
     const n = Number(v);
-    if (!Number.isFinite(n) || n < 1)
+    if (!Number.isFinite(n) || n < min)
       throw new RankwatchError(
         'RANKWATCH_ERR_CONFIG',
-        `${flag}: expected a number of days ≥ 1, got ${JSON.stringify(v)}`,
+        `${flag}: expected a number of ${unit} ≥ ${min}, got ${JSON.stringify(v)}`,
       );
     return n;
   };
+  const rawTtlDays = amount('raw-ttl-days', 'RANKWATCH_RAW_TTL_DAYS', 1, 'days');
+  const rollupTtlDays = amount('rollup-ttl-days', 'RANKWATCH_ROLLUP_TTL_DAYS', 1, 'days');
   const schema = {
-    ...(days('raw-ttl-days', 'RANKWATCH_RAW_TTL_DAYS') !== undefined
-      ? { rawTtlDays: days('raw-ttl-days', 'RANKWATCH_RAW_TTL_DAYS') }
-      : {}),
-    ...(days('rollup-ttl-days', 'RANKWATCH_ROLLUP_TTL_DAYS') !== undefined
-      ? { rollupTtlDays: days('rollup-ttl-days', 'RANKWATCH_ROLLUP_TTL_DAYS') }
-      : {}),
+    ...(rawTtlDays !== undefined ? { rawTtlDays } : {}),
+    ...(rollupTtlDays !== undefined ? { rollupTtlDays } : {}),
   };
   const url = get('clickhouse-url', 'CLICKHOUSE_URL');
   const type = get('store', 'RANKWATCH_STORE') ?? (url ? 'clickhouse' : 'chdb');
   if (type === 'chdb') {
-    const minFree = get('min-free-mb', 'RANKWATCH_MIN_FREE_MB');
-    const mb = minFree === undefined ? undefined : Number(minFree);
-    if (mb !== undefined && !(Number.isFinite(mb) && mb >= 0))
-      throw new RankwatchError(
-        'RANKWATCH_ERR_CONFIG',
-        `min-free-mb: expected a number of MiB ≥ 0, got ${JSON.stringify(minFree)}`,
-      );
+    const mb = amount('min-free-mb', 'RANKWATCH_MIN_FREE_MB', 0, 'MiB');
     return {
       type,
       path: get('data', 'RANKWATCH_DATA') ?? './data',

@@ -176,6 +176,10 @@ describe('clickhouse driver', () => {
     expect(() => storeConfigFrom({}, { RANKWATCH_MIN_FREE_MB: 'lots' })).toThrowError(
       /min-free-mb: expected a number of MiB ≥ 0, got "lots"/,
     );
+    expect(storeConfigFrom({ 'raw-ttl-days': '7' }, {})).toMatchObject({ schema: { rawTtlDays: 7 } });
+    expect(() => storeConfigFrom({}, { RANKWATCH_ROLLUP_TTL_DAYS: '0' })).toThrowError(
+      /rollup-ttl-days: expected a number of days ≥ 1, got "0"/,
+    );
     expect(() => storeConfigFrom({ store: 'clickhouse' }, {})).toThrowError(/CLICKHOUSE_URL/);
     expect(() => storeConfigFrom({ store: 'mysql' }, {})).toThrowError(/chdb, clickhouse/);
   });

@@ -34,7 +34,7 @@ const dataDir = join(mnt, 'data');
 let store: ChdbStore | undefined;
 let filler: ChildProcess | undefined;
 afterAll(async () => {
-  filler?.kill('SIGKILL');
+  await stopFiller();
   await store?.close();
   if (mounted) execFileSync('umount', ['-l', mnt]);
   rmSync(mnt, { recursive: true, force: true });
@@ -147,7 +147,8 @@ describe.skipIf(!mounted)('chdb on a full disk', () => {
         '-c',
         `while :; do sleep 0.$((RANDOM % 4)); dd if=/dev/zero of=${fill} bs=1M 2>/dev/null; sleep 0.$((RANDOM % 3)); rm -f ${fill}; done`,
       ],
-      { stdio: 'ignore' },
+      // Its own process group, so its dd goes with it (an orphaned dd would fill the disk again).
+      { stdio: 'ignore', detached: true },
     );
     let failed = 0;
     for (let step = 0; step < 150; step++) {
@@ -163,8 +164,7 @@ describe.skipIf(!mounted)('chdb on a full disk', () => {
         }
       }
     }
-    filler.kill('SIGKILL');
-    filler = undefined;
+    await stopFiller();
     rmSync(fill, { force: true });
     expect(failed).toBeGreaterThan(0); // the disk did fill under the writes
     // Merges that met the full disk finish; the next insert checks what they left.
@@ -181,6 +181,15 @@ describe.skipIf(!mounted)('chdb on a full disk', () => {
       );
   }, 120_000);
 });
+
+async function stopFiller(): Promise<void> {
+  const f = filler;
+  filler = undefined;
+  if (f?.pid === undefined || f.exitCode !== null || f.signalCode !== null) return;
+  const exited = new Promise((done) => f.once('exit', done));
+  process.kill(-f.pid, 'SIGKILL');
+  await exited;
+}
 
 function freeMb(): number {
   const s = statfsSync(mnt);

@@ -1,11 +1,20 @@
 /** What the harness reads from a running collector's /healthz. */
 import { getJson, sleep } from './procs.js';
 
-/** Events the collector set aside (refused), by any reason, as its /healthz reports them. */
-export async function collectorRefusals(port: number): Promise<number> {
+/** What a collector dropped: events the bus refused on their own, and any other reason by name. */
+export interface CollectorDrops {
+  refusedByBus: number;
+  other: Record<string, number>;
+}
+
+/** The collector's drops as its /healthz reports them, added to `into` (one per collector run). */
+export async function collectorDrops(port: number, into: CollectorDrops): Promise<void> {
   const h = await getJson(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
   const by = (h?.body.dropped_by_reason ?? {}) as Record<string, number>;
-  return Object.values(by).reduce((a, b) => a + b, 0);
+  for (const [reason, n] of Object.entries(by)) {
+    if (reason === 'refused_by_bus') into.refusedByBus += n;
+    else into.other[reason] = (into.other[reason] ?? 0) + n;
+  }
 }
 
 /**

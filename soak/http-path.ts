@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Accounting, account, replayFindings } from './account.js';
-import { collectorRefusals, quiet } from './collector.js';
+import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
@@ -26,7 +26,7 @@ export async function httpPath(o: {
   let upToken = 'soak-token-1';
   let up: Proc | undefined;
   let col: Proc | undefined;
-  let refusedOversized = 0;
+  const drops: CollectorDrops = { refusedByBus: 0, other: {} };
   const procs: Proc[] = [];
 
   const startUp = async () => {
@@ -54,7 +54,7 @@ export async function httpPath(o: {
     await answering(`http://127.0.0.1:${colPort}/healthz`);
   };
   const stopCollector = async () => {
-    refusedOversized += await collectorRefusals(colPort);
+    await collectorDrops(colPort, drops);
     await col?.stop('SIGTERM');
   };
 
@@ -109,7 +109,7 @@ export async function httpPath(o: {
       url: `http://127.0.0.1:${storePort}`,
       input: o.input,
       refusedAtIngest: fed.rejected,
-      refusedOversized,
+      drops,
       replay,
       faults: faultsRun(fed.faults, diskFaults),
     });

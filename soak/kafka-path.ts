@@ -7,7 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, replayFindings } from './account.js';
-import { collectorRefusals, quiet } from './collector.js';
+import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
@@ -46,7 +46,7 @@ export async function kafkaPath(o: {
   const procs: Proc[] = [];
   let store: Proc | undefined;
   const detects: (Proc | undefined)[] = [undefined, undefined];
-  let refusedOversized = 0;
+  const drops: CollectorDrops = { refusedByBus: 0, other: {} };
   const kafkaArgs = ['--brokers', broker.brokers, '--topic', topic, '--partitions', '4'];
 
   const startStore = async () => {
@@ -129,7 +129,7 @@ export async function kafkaPath(o: {
     await until('the detect group to commit every message', async () =>
       (await caughtUp(broker.brokers, group, topic)) ? true : undefined,
     );
-    refusedOversized += await collectorRefusals(colPort);
+    await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');
     for (const d of detects) {
       const code = await d?.stop('SIGTERM');
@@ -141,7 +141,7 @@ export async function kafkaPath(o: {
       url: storeUrl,
       input: o.input,
       refusedAtIngest: fed.rejected,
-      refusedOversized,
+      drops,
       replay,
       faults: faultsRun(fed.faults, diskFaults),
     });

@@ -86,7 +86,13 @@ function table(a: Accounting): string {
         Object.entries(a.deadLetters)
           .map(([r, n]) => `${n} × "${r}"`)
           .join('; ') || 'none'
-      }.`,
+      }.${
+        Object.keys(a.droppedOther).length
+          ? ` **Dropped by the collector:** ${Object.entries(a.droppedOther)
+              .map(([r, n]) => `${n} × ${r}`)
+              .join('; ')}.`
+          : ''
+      }`,
     '',
     `**Lost: ${a.lost}. Doubled: ${a.doubled}.** ${a.ok ? 'Every event accounted for.' : 'NOT accounted for.'}`,
   ];

@@ -18,18 +18,27 @@ export async function publishIsolating(
   batches: Batch[],
   onRefused: (event: unknown, reason: string) => void,
 ): Promise<void> {
+  // Told only once every part went through: when an outage cuts the publish short, the caller
+  // keeps the whole batch, refused events included, and they are refused (and counted) on the
+  // retry. Telling now as well would count them twice.
+  const refused: [unknown, string][] = [];
+  await isolate(publisher, batches, refused);
+  for (const [event, reason] of refused) onRefused(event, reason);
+}
+
+async function isolate(publisher: Publisher, batches: Batch[], refused: [unknown, string][]): Promise<void> {
   try {
     await publisher.publish(batches);
   } catch (err) {
     if (!isRefusal(err)) throw err;
     const events = batches.reduce((n, b) => n + b.events.length, 0);
     if (events <= 1) {
-      for (const b of batches) for (const e of b.events) onRefused(e, (err as Error).message);
+      for (const b of batches) for (const e of b.events) refused.push([e, (err as Error).message]);
       return;
     }
     const [a, b] = halve(batches);
-    await publishIsolating(publisher, a, onRefused);
-    await publishIsolating(publisher, b, onRefused);
+    await isolate(publisher, a, refused);
+    await isolate(publisher, b, refused);
   }
 }
 

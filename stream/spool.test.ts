@@ -137,8 +137,12 @@ class Switchable implements Publisher {
   down = false;
   calls = 0;
   constructor(readonly bus: MemoryTransport) {}
+  /** Events it refuses on their own, down or not (as Kafka refuses an oversized one before sending). */
+  refuse: (event: unknown) => boolean = () => false;
   async publish(batches: Batch[]): Promise<void> {
     this.calls++;
+    if (batches.some((b) => b.events.some(this.refuse)))
+      throw new RankwatchError('RANKWATCH_ERR_TRANSPORT_REJECTED', 'too large');
     if (this.down) throw new RankwatchError('RANKWATCH_ERR_TRANSPORT_UNAVAILABLE', 'bus is down');
     await this.bus.publish(batches);
   }
@@ -231,6 +235,35 @@ describe('SpoolingPublisher', () => {
     await p.flushed();
     await waitFor(() => got.length >= 3);
     expect(got).toEqual([1, 2, 3]);
+    await p.stop();
+  });
+
+  it('counts an event the bus refuses once, also when an outage cut short the publish it was refused in', async () => {
+    // Seen in the Kafka soak: the refused half of a batch was told, the other half met the broker
+    // stop, the whole batch was spooled, and its replay refused (and told) the event again.
+    const bus = new MemoryTransport();
+    const got: number[] = [];
+    await bus.consume(async (d) => {
+      for (const e of d.events) got.push((e as { k: number }).k);
+    });
+    const inner = new Switchable(bus);
+    inner.refuse = (e) => (e as { k: number }).k === 0;
+    inner.down = true;
+    const told: unknown[] = [];
+    const p = new SpoolingPublisher(inner, new DiskSpool({ dir: tempDir(), maxBytes: 1 << 20 }), {
+      backoffMs: 20,
+      maxBackoffMs: 50,
+      onRefused: (e) => told.push(e),
+    });
+    await p.publish([batch(1, 4)]);
+    expect(p.spooledBytes()).toBeGreaterThan(0);
+    expect(told).toEqual([]);
+    inner.down = false;
+    await p.flushed();
+    await waitFor(() => got.length >= 3);
+    expect(got.sort()).toEqual([1, 2, 3]);
+    expect(told).toEqual([batch(1, 4).events[0]]);
+    expect(p.counters().refused_by_bus).toBe(1);
     await p.stop();
   });
 

@@ -5,7 +5,10 @@
  *   joins when the broker comes up, instead of exiting;
  * - a batch that fails half-way (a heartbeat refused while the broker restarts, so kafkajs
  *   restarts its consumer) leaves no delivery running unseen: the restarted consumer does not
- *   hand a message that was already handled to the handler a second time.
+ *   hand a message that was already handled to the handler a second time;
+ * - after the broker restarts, the group consumes again about one session timeout later (the
+ *   restarted consumer is a new member; the old one's session has to expire), so a shorter
+ *   `--session-timeout-ms` shortens the pause (docs/kafka.md).
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -129,4 +132,33 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
       await consumer.stop();
     }
   }, 420_000);
+
+  it('after a broker restart, consumes again about one session timeout later', async () => {
+    await broker('start');
+    const n = names('restart-rejoin');
+    // Against the 30 s default, which pauses ~34 s here: the bound below fails if it were used.
+    const cfg = { brokers: address, ...n, partitions: 1, sessionTimeoutMs: 8_000, heartbeatIntervalMs: 1_000 };
+    const producer = new KafkaTransport(cfg);
+    const seen: string[] = [];
+    const consumer = new KafkaTransport(cfg);
+    const fault = (host: string) => ({ v: 1, kind: 'fault', ts: Date.now(), host, source: 'xid', code: 79 });
+    try {
+      await consumer.consume(async (d) => {
+        for (const e of d.events) seen.push((e as { host: string }).host);
+      });
+      await producer.publish([{ key: 'job', events: [fault('before')] }]);
+      await waitFor(() => seen.includes('before'), 60_000, 'the first message');
+      await broker('stop');
+      await sleep(3_000);
+      await broker('start');
+      const back = Date.now();
+      await producer.publish([{ key: 'job', events: [fault('after')] }]);
+      await waitFor(() => seen.includes('after'), 120_000, 'the message sent after the restart');
+      const pause = Date.now() - back;
+      expect(pause, `consumed again ${pause} ms after the broker was back`).toBeLessThan(25_000);
+    } finally {
+      await producer.stop();
+      await consumer.stop();
+    }
+  }, 300_000);
 });

@@ -137,7 +137,13 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
     await broker('start');
     const n = names('restart-rejoin');
     // Against the 30 s default, which pauses ~34 s here: the bound below fails if it were used.
-    const cfg = { brokers: address, ...n, partitions: 1, sessionTimeoutMs: 8_000, heartbeatIntervalMs: 1_000 };
+    const cfg = {
+      brokers: address,
+      ...n,
+      partitions: 1,
+      sessionTimeoutMs: 8_000,
+      heartbeatIntervalMs: 1_000,
+    };
     const producer = new KafkaTransport(cfg);
     const seen: string[] = [];
     const consumer = new KafkaTransport(cfg);

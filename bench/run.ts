@@ -7,6 +7,7 @@ import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
 import { kafkaBench } from './kafka.bench.js';
+import { rawEventsBench } from './raw-events.bench.js';
 import { replayBench } from './replay.bench.js';
 import { scaleBench } from './scale.bench.js';
 import { startupBench } from './startup.bench.js';
@@ -17,6 +18,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['detect', detectBench],
   ['store-insert', storeInsertBench],
   ['store-query', storeQueryBench],
+  ['raw-events', rawEventsBench],
   ['kafka', kafkaBench],
   ['collector', collectorBench],
   ['api', apiBench],

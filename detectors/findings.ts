@@ -117,6 +117,11 @@ export class FindingLog {
     this.out.push({ ...rec.finding, ...patch, id, ts, state: 'resolved' });
   }
 
+  /** Drops an open incident without a word: another process carries it on (see DetectorRunner.forget). */
+  forget(id: string): void {
+    this.open.delete(id);
+  }
+
   private moved(prev: Finding, next: Finding): boolean {
     const rel = (a: unknown, b: unknown) =>
       typeof a === 'number' &&

@@ -139,4 +139,28 @@ describe('jobs that go quiet', () => {
     // The job's configuration came before the quiet spell and still gives MFU after it.
     expect(mfu.filter((p) => p.ts > resumedAt).length).toBeGreaterThan(0);
   });
+  it('a job another process took over (a Kafka rebalance) is let go without a word, not ended here', () => {
+    // Other traffic moves the watermark past the moved job's end: kept, its straggler would be
+    // resolved here ("went quiet") while the job runs on under its new owner.
+    const moved = quietJob('j-moved');
+    const other = quietJob('j-other', 0, 1e9, lastStepTs(moved) + 1_000);
+    const run = (forget: boolean) => {
+      const runner = new DetectorRunner();
+      for (const e of moved) runner.push(e);
+      const opened = straggler(runner.take().findings).filter((f) => f.state === 'open');
+      if (forget) runner.forget('j-moved');
+      for (const e of other) runner.push(e);
+      runner.advance(lastStepTs(other) + 3 * endFloorMs);
+      const later = runner.take().findings.filter((f) => f.job === 'j-moved');
+      return { opened, later, open: runner.openFindings().filter((f) => f.job === 'j-moved') };
+    };
+    const kept = run(false);
+    expect(kept.opened.length).toBe(1);
+    expect(kept.later.map((f) => f.state)).toContain('resolved');
+    const letGo = run(true);
+    expect(letGo.opened.length).toBe(1);
+    expect(letGo.later).toEqual([]);
+    expect(letGo.open).toEqual([]);
+    expect(letGo.opened[0].id).toBe(kept.opened[0].id);
+  });
 });

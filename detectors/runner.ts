@@ -374,6 +374,26 @@ export class DetectorRunner {
     this.finishedMfu.set(id, j.mfu.overall());
     if (this.finishedMfu.size > 1000) this.finishedMfu.delete(this.finishedMfu.keys().next().value!);
     this.jobs.delete(id);
+    this.releaseGpus(id);
+  }
+
+  /**
+   * Lets a job go without ending it: another process now owns its stream (a Kafka rebalance moved
+   * its partition), so nothing is emitted and its open incidents are not resolved here. Kept, its
+   * state would go stale, and the watermark of other traffic would end the job here ("went quiet")
+   * while it runs on. Events of the job that come later start it afresh.
+   */
+  forget(id: string): void {
+    const j = this.jobs.get(id);
+    if (!j) return;
+    for (const f of this.log.openFindings())
+      if (f.job === id && JOB_SCOPED.has(f.type)) this.log.forget(f.id);
+    this.quiet.forget(id);
+    this.jobs.delete(id);
+    this.releaseGpus(id);
+  }
+
+  private releaseGpus(id: string): void {
     for (const [host, h] of this.jobOfGpu) {
       let left = 0;
       for (let g = 0; g < h.jobs.length; g++) {

@@ -121,6 +121,8 @@ export class Pipeline {
   private deliveredAt = Date.now();
   private idleTimer: NodeJS.Timeout | undefined;
   private lastError: string | undefined;
+  /** The partition each key (a job, or a host) was last delivered from, for forgetPartitions(). */
+  private readonly partitionOf = new Map<string, number>();
   /** A delivery stored but not yet sunk (a sink failed): its redelivery sinks without storing again. */
   private readonly stored = new WeakMap<Delivery, Handled>();
   private paused = false;
@@ -249,6 +251,7 @@ export class Pipeline {
    * other delivery's).
    */
   handle(d: Delivery): Promise<Handled> {
+    this.partitionOf.set(d.key, d.partition);
     const p = this.processAndSink(d);
     this.inflight.add(p);
     const forget = () => this.inflight.delete(p);
@@ -378,11 +381,25 @@ export class Pipeline {
    * a new owner goes on where the old one stopped without re-opening its findings.
    */
   replay(d: Delivery): void {
+    this.partitionOf.set(d.key, d.partition);
     for (const value of d.events) {
       const v = validateEvent(value);
       if (v.ok) this.runner.push(v.event);
     }
     this.runner.take();
+  }
+
+  /**
+   * Partitions this process no longer owns (a rebalance gave them to another member): the jobs
+   * delivered from them are let go without a word (DetectorRunner.forget), since their new owner
+   * carries their incidents on. If one comes back, the transport replays it from the start.
+   */
+  forgetPartitions(partitions: readonly number[]): void {
+    for (const [key, p] of this.partitionOf) {
+      if (!partitions.includes(p)) continue;
+      this.runner.forget(key);
+      this.partitionOf.delete(key);
+    }
   }
 
   /**

@@ -98,6 +98,12 @@ export interface KafkaTransportDeps {
   onCrash?: (err: Error, restart: boolean) => void;
   /** The consumer joined the group (again): the bus answers. */
   onJoin?: () => void;
+  /**
+   * Partitions this process owned and no longer does (a rebalance gave them to another member),
+   * told before the new assignment is consumed: state kept for them would go stale. When one comes
+   * back it is read from the start again (its replay rebuilds the state).
+   */
+  onRevoked?: (partitions: number[]) => void;
   boundaries?: {
     record(topic: string, partition: number, first: number, last: number): Promise<void>;
     load(topic: string, partition: number, from: number): Promise<Map<number, number>>;
@@ -211,6 +217,8 @@ export class KafkaTransport implements Transport {
   private sending: Promise<void> | undefined;
   private spaceWaiters: (() => void)[] = [];
   private stopped = false;
+  /** Partitions of the last assignment (GROUP_JOIN). */
+  private assigned = new Set<number>();
   /** Next offset per partition this process has seen (handled or replayed). */
   private readonly next = new Map<number, number>();
   /**
@@ -515,7 +523,9 @@ export class KafkaTransport implements Transport {
       });
       this.consumer = consumer;
       consumer.on(consumer.events.GROUP_JOIN, (e) => {
-        this.onAssigned(e.payload.memberAssignment[this.config.topic] ?? []);
+        const now = e.payload.memberAssignment[this.config.topic] ?? [];
+        this.onRevoked(now);
+        this.onAssigned(now);
         this.deps.onJoin?.();
       });
       consumer.on(consumer.events.CRASH, (e) => {
@@ -551,6 +561,19 @@ export class KafkaTransport implements Transport {
 
   resume(): void {
     this.consumer?.resume([{ topic: this.config.topic }]);
+  }
+
+  /** Forgets what this process knew of the partitions it owned and no longer does. */
+  private onRevoked(now: number[]): void {
+    const lost = [...this.assigned].filter((p) => !now.includes(p));
+    this.assigned = new Set(now);
+    if (lost.length === 0) return;
+    for (const p of lost) {
+      this.next.delete(p);
+      this.recent.delete(p);
+      this.mine.delete(p);
+    }
+    this.deps.onRevoked?.(lost);
   }
 
   /** Notes what the group had committed, and starts each partition where this process's state ends. */
@@ -649,7 +672,8 @@ export class KafkaTransport implements Transport {
     const advance = (offset: string) => {
       const off = Number(offset);
       if (off >= committed) commitTo = off + 1;
-      if (off + 1 > (this.next.get(p) ?? 0)) this.next.set(p, off + 1);
+      // Not for a partition a rebalance took away meanwhile: its state here is forgotten.
+      if (off + 1 > (this.next.get(p) ?? 0) && this.assigned.has(p)) this.next.set(p, off + 1);
       resolveOffset(offset);
     };
     const settleOldest = async () => {

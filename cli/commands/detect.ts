@@ -124,6 +124,7 @@ ${STORE_FLAGS_HELP}`,
         busFail(`kafka consumer ${restart ? 'restarting' : 'stopped'}: ${err.message}`),
       onJoin: busOk,
       onReplay: values['no-replay'] ? undefined : (d) => pipeline?.replay(d),
+      onRevoked: (partitions) => pipeline?.forgetPartitions(partitions),
       replayMaxAgeMs,
       // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
       boundaries: new DeliveryRanges(store),

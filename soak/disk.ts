@@ -12,7 +12,7 @@
 import { closeSync, mkdirSync, openSync, rmSync, statfsSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Fault } from './feed.js';
-import { sh, sleep } from './procs.js';
+import { printed, sh, sleep, untilMet } from './procs.js';
 
 export class Disk {
   readonly dir: string;
@@ -72,13 +72,12 @@ export class Disk {
       at,
       name: `the store's disk full (16 MiB left, under chDB's 64 MiB floor) until a write is refused, then ${ms / 1000} s more`,
       run: async () => {
-        const before = refusals();
+        const met = untilMet(refusals);
         this.fill(16);
-        for (let waited = 0; refusals() === before && waited < 30_000; waited += 250) await sleep(250);
-        const met = refusals() > before;
+        const wasMet = await met;
         await sleep(ms);
         this.free();
-        return met ? undefined : 'no write met it';
+        return wasMet ? undefined : 'no write met it';
       },
     };
   }
@@ -93,7 +92,5 @@ export class Disk {
 
 /** How often the store refused a write for want of space, in what `procs` printed so far. */
 export function spaceRefusals(procs: readonly { log(): string }[]): number {
-  let n = 0;
-  for (const p of procs) n += p.log().match(/enough free space/g)?.length ?? 0;
-  return n;
+  return printed(procs, /enough free space/);
 }

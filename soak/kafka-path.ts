@@ -1,7 +1,7 @@
 /**
  * collect → Kafka → two `rankwatch detect` processes in one group → one ClickHouse-protocol store
  * (chDB behind the HTTP interface), while the harness SIGKILLs a detect, stops the broker, fills
- * and freezes the store's disk and takes the store down.
+ * the store's disk and takes the store down (each of the last two until a write has met it).
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,7 +11,18 @@ import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
-import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
+import {
+  answering,
+  freePort,
+  kafkaBroker,
+  Proc,
+  printed,
+  sleep,
+  startChdbServer,
+  stopAll,
+  until,
+  untilMet,
+} from './procs.js';
 
 /** The group's committed offsets have reached the end of every partition of the topic. */
 async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
@@ -65,6 +76,10 @@ export async function kafkaPath(o: {
       storeUrl,
       '--stats-interval',
       '0',
+      // After the broker stop the group is back about one session timeout later (docs/kafka.md):
+      // 10 s instead of 30 leaves the faults after it a detect to meet in a short run.
+      '--session-timeout-ms',
+      '10000',
     ]);
     detects[i] = p;
     procs.push(p);
@@ -112,11 +127,14 @@ export async function kafkaPath(o: {
       },
       {
         at: 0.8,
-        name: 'the store down (process killed) for 5 s',
+        name: 'the store down (process killed) until a detect write fails, then 5 s more',
         run: async () => {
+          const met = untilMet(() => printed(procs, /store failing/));
           await store?.stop('SIGKILL');
+          const wasMet = await met;
           await sleep(5_000);
           await startStore();
+          return wasMet ? undefined : 'no write met it';
         },
       },
     ];

@@ -79,6 +79,23 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined>, m
 }
 
 /** GET url as JSON (any status); undefined while nothing answers. */
+/** How often `pattern` appears in what `procs` printed so far (a refused write, a failing store). */
+export function printed(procs: readonly { log(): string }[], pattern: RegExp): number {
+  let n = 0;
+  for (const p of procs) n += p.log().match(new RegExp(pattern.source, 'g'))?.length ?? 0;
+  return n;
+}
+
+/**
+ * Waits until `count` grows past its value now (a fault met a write), at most `ms`: a fault that
+ * no write meets tests nothing, so faults hold until one does. Resolves whether it grew.
+ */
+export async function untilMet(count: () => number, ms = 30_000): Promise<boolean> {
+  const before = count();
+  for (let waited = 0; count() === before && waited < ms; waited += 250) await sleep(250);
+  return count() > before;
+}
+
 export async function getJson(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
   const text = await res.text();

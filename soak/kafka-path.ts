@@ -129,7 +129,9 @@ export async function kafkaPath(o: {
         at: 0.8,
         name: 'the store down (process killed) until a detect write fails, then 5 s more',
         run: async () => {
-          const met = untilMet(() => printed(procs, /store failing/));
+          // A write held by the pipeline ("store failing"), or the transport's own read or write of
+          // the delivery ranges it keeps in the store ("… is unreachable").
+          const met = untilMet(() => printed(procs, /store failing|is unreachable/));
           await store?.stop('SIGKILL');
           const wasMet = await met;
           await sleep(5_000);

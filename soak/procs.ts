@@ -78,7 +78,6 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined>, m
   }
 }
 
-/** GET url as JSON (any status); undefined while nothing answers. */
 /** How often `pattern` appears in what `procs` printed so far (a refused write, a failing store). */
 export function printed(procs: readonly { log(): string }[], pattern: RegExp): number {
   let n = 0;
@@ -92,10 +91,12 @@ export function printed(procs: readonly { log(): string }[], pattern: RegExp): n
  */
 export async function untilMet(count: () => number, ms = 30_000): Promise<boolean> {
   const before = count();
-  for (let waited = 0; count() === before && waited < ms; waited += 250) await sleep(250);
+  // `<=`: a process's kept output is its last 256 KiB, so a count can also drop as it rolls.
+  for (let waited = 0; count() <= before && waited < ms; waited += 250) await sleep(250);
   return count() > before;
 }
 
+/** GET url as JSON (any status); undefined while nothing answers. */
 export async function getJson(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
   const text = await res.text();

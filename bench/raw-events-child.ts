@@ -18,9 +18,6 @@ const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000; // i
 const events: RankwatchEvent[] = [...new ClusterSim({ ranks: 256, steps: 120, startTs }).events()];
 const lines = events.map((e) => JSON.stringify(e));
 
-const COLUMNS =
-  "ts DateTime64(3, 'UTC'), kind LowCardinality(String), job LowCardinality(String), " +
-  'host LowCardinality(String), gpu Int16, rank Int32, step Int64, raw String CODEC(ZSTD(3))';
 /** Where the raw rows go in each variant (undefined: not written, as with `detect --no-events`). */
 const VARIANTS: [name: string, table: string | undefined][] = [
   ['steps and their rollups only (`--no-events`)', undefined],
@@ -34,8 +31,9 @@ const dir = mkdtempSync(join(tmpdir(), 'rankwatch-bench-raw-'));
 const store = new ChdbStore({ path: join(dir, 'chdb') });
 try {
   await store.migrate();
-  await store.exec(`CREATE TABLE raw_null (${COLUMNS}) ENGINE = Null`);
-  await store.exec(`CREATE TABLE raw_plain (${COLUMNS}) ENGINE = MergeTree ORDER BY tuple()`);
+  // Copies of the events table's columns, so the variants cannot drift from the schema.
+  await store.exec('CREATE TABLE raw_null AS events ENGINE = Null');
+  await store.exec('CREATE TABLE raw_plain AS events ENGINE = MergeTree ORDER BY tuple()');
   await store.exec('CREATE TABLE raw_noviews AS events');
   const emptied = ['events', 'steps', 'job_minute', 'rank_minute', 'gpu_minute', 'faults', 'checkpoints'];
   let run = 0;

@@ -116,7 +116,6 @@ export interface RetryOptions {
   onRetry?: (err: unknown, attempt: number, delayMs: number) => void;
 }
 
-/** Runs `fn` until it succeeds, retrying only errors marked retriable, with capped exponential backoff. */
 /** Resolves true after `ms`, or false as soon as `signal` aborts. */
 function wait(ms: number, signal?: AbortSignal): Promise<boolean> {
   if (signal?.aborted) return Promise.resolve(false);
@@ -133,6 +132,7 @@ function wait(ms: number, signal?: AbortSignal): Promise<boolean> {
   });
 }
 
+/** Runs `fn` until it succeeds, retrying only errors marked retriable, with capped exponential backoff. */
 export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): Promise<T> {
   const base = opts.baseDelayMs ?? 100;
   const max = opts.maxDelayMs ?? 5_000;

@@ -27,7 +27,7 @@ import type {
   SASLOptions,
 } from 'kafkajs';
 import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
-import { RankwatchError } from '../core/errors.js';
+import { RankwatchError, retry } from '../core/errors.js';
 import type { DeadLetter } from '../store/rows.js';
 import { decodeBatch, encodeBatch } from './codec.js';
 import {
@@ -86,12 +86,6 @@ export interface KafkaTransportDeps {
    */
   replayMaxAgeMs?: number;
   /**
-   * Records each delivery's offset range before its handler runs and, on assignment, gives back
-   * the ranges recorded past the committed offset: a new owner then batches that stretch exactly
-   * as the last owner did, so the store's insert tokens (topic/partition/first-last) match and
-   * nothing counts twice (store/delivery-ranges.ts).
-   */
-  /**
    * kafkajs restarted (or gave up on) its consumer after an error, e.g. the broker went away; it
    * restarts every few hundred ms while the broker is down. Without it, each crash is logged.
    */
@@ -104,10 +98,23 @@ export interface KafkaTransportDeps {
    * back it is read from the start again (its replay rebuilds the state).
    */
   onRevoked?: (partitions: number[]) => void;
+  /**
+   * Records each delivery's offset range before its handler runs and, on assignment, gives back
+   * the ranges recorded past the committed offset: a new owner then batches that stretch exactly
+   * as the last owner did, so the store's insert tokens (topic/partition/first-last) match and
+   * nothing counts twice (store/delivery-ranges.ts).
+   */
   boundaries?: {
     record(topic: string, partition: number, first: number, last: number): Promise<void>;
     load(topic: string, partition: number, from: number): Promise<Map<number, number>>;
   };
+  /**
+   * `boundaries` failed to read or record (its store is down): the batch is held and retried, the
+   * member kept in its group by heartbeats. Told on every failed attempt; not a consumer crash.
+   */
+  onBoundariesRetry?: (err: Error) => void;
+  /** `boundaries` answered again after onBoundariesRetry. */
+  onBoundariesRecovered?: () => void;
 }
 
 export interface KafkaCounters extends TransportCounters {
@@ -232,6 +239,8 @@ export class KafkaTransport implements Transport {
   private committedAtJoin = new Map<number, Promise<number>>();
   /** Per partition: delivery ranges (first → last) the last owner recorded past the committed offset. */
   private recorded = new Map<number, Promise<Map<number, number>>>();
+  /** The last read or record of delivery ranges failed (told once it answers again). */
+  private boundariesFailing = false;
   /** Per partition: delivery ranges (first → last) this process recorded (see `recorded`). */
   private readonly mine = new Map<number, Map<number, number>>();
   /** Per partition: the batch being handled (awaited by the next, whichever kafkajs run it is in). */
@@ -617,8 +626,8 @@ export class KafkaTransport implements Transport {
     this.recorded = new Map();
     for (const p of b ? partitions : []) {
       const loaded = committed.get(p)!.then((c) => b!.load(this.config.topic, p, c));
-      // Read again by the batch, which fails (and is fetched again) when this failed.
-      loaded.catch((err) => this.log('warn', `reading recorded delivery ranges: ${(err as Error).message}`));
+      // A failure is told, and the ranges read again, by the batch that needs them (rangesOnRecord).
+      loaded.catch(() => {});
       this.recorded.set(p, loaded);
     }
   }
@@ -654,7 +663,9 @@ export class KafkaTransport implements Transport {
     const p = batch.partition;
     const committed = (await this.committedAtJoin.get(p)) ?? 0;
     const replayFrom = (await this.replayFrom.get(p)) ?? 0;
-    const recorded = new Map((await this.recorded.get(p)) ?? []);
+    const onRecord = await this.rangesOnRecord(p, committed, heartbeat, () => isRunning() && !isStale());
+    if (!onRecord) return; // stopped or rebalanced while the store was down: nothing was handled
+    const recorded = new Map(onRecord);
     // Ranges this process put on record itself win: the join may have read the store before them.
     const mine = this.mine.get(p) ?? new Map<number, number>();
     this.mine.set(p, mine);
@@ -759,6 +770,61 @@ export class KafkaTransport implements Transport {
     }
   }
 
+  /**
+   * The delivery ranges on record for partition `p` (read at join), read again while the store
+   * cannot answer: held, heartbeating, and told as a store failure rather than failing the batch,
+   * which kafkajs would retry a few times and then report as a consumer crash. Undefined when the
+   * batch should end first (stopping, or a rebalance under way).
+   */
+  private async rangesOnRecord(
+    p: number,
+    committed: number,
+    heartbeat: () => Promise<void>,
+    current: () => boolean,
+  ): Promise<Map<number, number> | undefined> {
+    const b = this.deps.boundaries;
+    if (!b) return new Map();
+    try {
+      const ranges = await retry(
+        () => {
+          const loading = this.recorded.get(p) ?? b.load(this.config.topic, p, committed);
+          this.recorded.set(p, loading);
+          return loading.catch((err) => {
+            if (this.recorded.get(p) === loading) this.recorded.delete(p); // read again next attempt
+            throw err;
+          });
+        },
+        {
+          attempts: Number.POSITIVE_INFINITY,
+          // Each wait at most a heartbeat interval long: the member stays in its group meanwhile.
+          maxDelayMs: this.config.heartbeatIntervalMs,
+          retryIf: current,
+          onRetry: (err) => {
+            this.boundariesFailed(err as Error);
+            void heartbeat().catch(() => {});
+          },
+        },
+      );
+      this.boundariesAnswered();
+      return ranges;
+    } catch (err) {
+      if (!current()) return undefined;
+      throw err;
+    }
+  }
+
+  private boundariesFailed(err: Error): void {
+    if (!this.boundariesFailing) this.log('warn', `delivery ranges: ${err.message}; batch held and retried`);
+    this.boundariesFailing = true;
+    this.deps.onBoundariesRetry?.(err);
+  }
+
+  private boundariesAnswered(): void {
+    if (!this.boundariesFailing) return;
+    this.boundariesFailing = false;
+    this.deps.onBoundariesRecovered?.();
+  }
+
   /** True when a message with the same bytes came at another offset of the partition recently. */
   private isDuplicate(partition: number, m: KafkaMessage): boolean {
     const fp = createHash('sha1')
@@ -815,9 +881,15 @@ export class KafkaTransport implements Transport {
     for (let attempt = 1; ; attempt++) {
       const beat = setInterval(() => void heartbeat().catch(() => {}), this.config.heartbeatIntervalMs);
       try {
-        // The range goes on record before the store write it names (see deps.boundaries).
-        await this.deps.boundaries?.record(this.config.topic, d.partition, first, d.offset);
         if (this.deps.boundaries) {
+          // The range goes on record before the store write it names (see deps.boundaries).
+          await this.deps.boundaries.record(this.config.topic, d.partition, first, d.offset).then(
+            () => this.boundariesAnswered(),
+            (err) => {
+              this.boundariesFailed(err as Error);
+              throw err;
+            },
+          );
           const mine = this.mine.get(d.partition) ?? new Map<number, number>();
           mine.set(first, Math.max(d.offset, mine.get(first) ?? d.offset));
           this.mine.set(d.partition, mine);

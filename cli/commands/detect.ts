@@ -128,6 +128,10 @@ ${STORE_FLAGS_HELP}`,
       replayMaxAgeMs,
       // Delivery ranges on record, so a new owner re-batches an uncommitted stretch the same way.
       boundaries: new DeliveryRanges(store),
+      // They live in the store: failing to read or record them is the store failing, not the bus.
+      onBoundariesRetry: (err) =>
+        health.fail('store', `delivery ranges failing, batch held and retried: ${err.message}`),
+      onBoundariesRecovered: () => health.ok('store'),
     });
     pipeline = buildPipeline({
       transport,

@@ -58,15 +58,37 @@ describe('embedded pipeline', () => {
     expect(new Set(found.map((f) => `${f.id}/${f.state}/${f.ts}`)).size).toBe(found.length);
   });
 
-  it('without raw events still stores steps (heatmaps keep working), MFU and findings', async () => {
-    const sim = job(['slow_rank:rank=20,at=10,slowdown=0.4']);
+  it('without raw events still stores steps (heatmaps keep working), MFU, findings, faults, checkpoints and job lifecycle', async () => {
+    const sim = new ClusterSim({
+      ranks: 32,
+      steps: 60,
+      seed: 2,
+      startTs: Date.now() - 600_000,
+      checkpointEvery: 20,
+      faults: ['slow_rank:rank=20,at=10,slowdown=0.4', 'xid:rank=5,at=30'].map(parseFault),
+    });
+    const events = [...sim.events()];
+    const sparse = events.filter((e) => ['job', 'job_event', 'checkpoint', 'fault'].includes(e.kind));
+    // The job this test runs sends each kind the advisor and `rankwatch jobs` read.
+    expect(new Set(sparse.map((e) => e.kind))).toEqual(new Set(['job', 'job_event', 'checkpoint', 'fault']));
     const transport = new MemoryTransport();
     const pipeline = buildPipeline({ transport, store: chdb, storeEvents: false });
     await pipeline.start();
-    await transport.publish(batchByKey([...sim.events()]));
+    await transport.publish(batchByKey(events));
     await pipeline.stop();
     const counts = await tableCounts(chdb);
-    expect(counts.events).toBe(0);
+    // GPU samples and collectives, the bulk, are not kept.
+    expect(counts.events).toBe(sparse.length);
+    const [views] = await chdb.query<Record<string, string>>(
+      `SELECT (SELECT count() FROM faults) AS faults, (SELECT count() FROM checkpoints) AS checkpoints,
+         (SELECT count() FROM job_events) AS lifecycle, (SELECT count() FROM gpu_minute) AS gpu_minutes`,
+    );
+    expect(Number(views.faults)).toBe(sparse.filter((e) => e.kind === 'fault').length);
+    expect(Number(views.checkpoints)).toBe(sparse.filter((e) => e.kind === 'checkpoint').length);
+    expect(Number(views.lifecycle)).toBe(
+      sparse.filter((e) => e.kind === 'job' || e.kind === 'job_event').length,
+    );
+    expect(Number(views.gpu_minutes)).toBe(0);
     expect(counts.steps).toBe(32 * 60);
     expect(counts.mfu).toBe(60);
     const heat = await rankHeatmap(chdb, sim.opts.job, {});

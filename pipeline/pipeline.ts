@@ -18,7 +18,7 @@ import {
   eventRows,
   type InsertBatch,
   outputRows,
-  stepRows,
+  SPARSE_KINDS,
 } from '../store/rows.js';
 import type { Store } from '../store/store.js';
 import type { Delivery, Transport } from '../stream/transport.js';
@@ -29,9 +29,9 @@ export interface PipelineOptions {
   store?: Store;
   runner?: DetectorRunner;
   /**
-   * Keep raw events in the store (on by default). Off keeps steps, detector output and dead
-   * letters; what views derive from raw events (GPU minutes, faults, checkpoints, job lifecycle)
-   * then stays empty.
+   * Keep raw events in the store (on by default). Off keeps steps, detector output, dead letters
+   * and the few raw events of SPARSE_KINDS (faults, checkpoints, job lifecycle: their views keep
+   * working); GPU samples and collectives are not kept, so the GPU-minute rollup stays empty.
    */
   storeEvents?: boolean;
   /** Every finding event goes to each, in order, before its delivery is acknowledged. */
@@ -456,7 +456,7 @@ export class Pipeline {
   }
 
   private rowsOf(events: RankwatchEvent[], lines?: (string | undefined)[], token?: string): InsertBatch[] {
-    const batches = this.o.storeEvents === false ? [stepRows(events)] : eventRows(events, lines);
+    const batches = eventRows(events, lines, this.o.storeEvents === false ? SPARSE_KINDS : undefined);
     return token === undefined ? batches : batches.map((b) => ({ ...b, token }));
   }
 

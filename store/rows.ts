@@ -88,17 +88,30 @@ export function stepRows(events: RankwatchEvent[]): InsertBatch {
 }
 
 /**
- * Raw events and step rows. `lines[i]`, when given, is the text `events[i]` was decoded from and
- * is stored as its raw form; without it the event is serialized.
+ * The kinds a job sends a handful of, whose views (faults, checkpoints, job lifecycle) the
+ * checkpoint advisor, `rankwatch jobs` and the fault panels read: kept even without raw events.
  */
-export function eventRows(events: RankwatchEvent[], lines?: readonly (string | undefined)[]): InsertBatch[] {
-  const raw: string[] = new Array(events.length);
+export const SPARSE_KINDS: ReadonlySet<string> = new Set(['job', 'job_event', 'checkpoint', 'fault']);
+
+/**
+ * Raw events and step rows. `lines[i]`, when given, is the text `events[i]` was decoded from and
+ * is stored as its raw form; without it the event is serialized. With `only`, raw rows are kept
+ * for those kinds alone (steps still all go to their table).
+ */
+export function eventRows(
+  events: RankwatchEvent[],
+  lines?: readonly (string | undefined)[],
+  only?: ReadonlySet<string>,
+): InsertBatch[] {
+  const raw: string[] = [];
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
+    if (only && !only.has(e.kind)) continue;
     const a = e as Partial<Record<'job' | 'host', string>> & Partial<Record<'gpu' | 'rank' | 'step', number>>;
-    raw[i] =
+    raw.push(
       `${ms(e.ts)}\t${e.kind}\t${tsvField(a.job ?? '')}\t${tsvField(a.host ?? '')}\t${a.gpu ?? -1}\t` +
-      `${a.rank ?? -1}\t${a.step ?? -1}\t${tsvField(lines?.[i] ?? JSON.stringify(e))}`;
+        `${a.rank ?? -1}\t${a.step ?? -1}\t${tsvField(lines?.[i] ?? JSON.stringify(e))}`,
+    );
   }
   return [{ table: 'events', columns: EVENT_COLUMNS, rows: raw }, stepRows(events)];
 }

@@ -28,8 +28,10 @@ hand, commit, leave the group, exit 0 (a batch whose store write has failed for 
 uncommitted for the next owner instead of holding shutdown).
 
   --findings FILE           also write each finding event as a JSON line
-  --no-events               do not keep raw events (the largest table); steps, detector output
-                            and dead letters are still stored
+  --no-events               keep raw events only of the kinds a job sends a few of (job, lifecycle,
+                            checkpoints, faults), not GPU samples or collectives (the bulk); steps,
+                            detector output and dead letters are still stored, GPU-minute panels
+                            stay empty
   --no-replay               on a new partition, start at the committed offset without rebuilding state
   --replay-max-age MIN      rebuild state from the last MIN minutes only (default: all retained);
                             an incident open since before then is opened again under a new id

@@ -146,6 +146,8 @@ export class SlowLinkDetector {
   private accScore = new Float64Array(64);
   private accWorst = new Int32Array(64).fill(-1);
   private touched: number[] = [];
+  /** A judge pass's candidates for the link that set the pace (reused). */
+  private readonly candidates: number[] = [];
   private pass = 0;
   private readonly kinds: LinkKind[] = [];
   /** Collectives' ids (by op, then communicator) and their `op:comm` names. */
@@ -360,11 +362,59 @@ export class SlowLinkDetector {
     return rail;
   }
 
+  /**
+   * Judges one step's links against their kind's peers and moves each rail, edge and intra-host
+   * group's CUSUM on. Each phase is a method of its own, so each hot loop gets its own type
+   * feedback and optimized code: a big job judges few steps of tens of thousands of links, and
+   * one long function deoptimized at each phase its first call reached, step after step.
+   */
   private judge(open: OpenStep, stepMs: number, ts: number, step: number): void {
     this.cumStepMs += stepMs;
     const pass = ++this.pass;
     const L = open.links;
-    // Per kind: the median log bus bandwidth and its robust spread. Collectives first, then edges.
+    this.fitJudgeArrays();
+    // Edges and intra-host groups in first-judged order; a later link of the same edge or key wins.
+    const edgeOrder: number[] = [];
+    const intraScore = new Map<string, number>();
+    for (const [kind, list] of this.linksByKind(L))
+      if (list.length >= this.cfg.minPeers) this.scoreKind(L, kind, list, pass, edgeOrder, intraScore);
+    const { top, lead } = this.paceSetter(L, edgeOrder, intraScore, pass);
+    this.judgeRails(L, top, lead, step, stepMs, ts);
+    this.judgeEdges(L, edgeOrder, top, lead, step, stepMs, ts);
+    for (const [key, l] of intraScore) {
+      let row = this.intraRow.get(key);
+      if (row === undefined) {
+        row = this.intra.add();
+        this.intraRow.set(key, row);
+        this.intraKeys.push(key);
+      }
+      this.stepCusum(this.intra, row, INTRA, L.z[l], false, L, l, l === top ? lead : 0, step, stepMs, ts);
+    }
+    this.decidePairs(step, ts);
+    this.forgetCollIds(L.size);
+  }
+
+  /** The judge's per-rail and per-edge-row arrays, sized to the rails and rows known. */
+  private fitJudgeArrays(): void {
+    if (this.accLinks.length < this.railIds.size) {
+      const c = Math.max(this.railIds.size, this.accLinks.length * 2);
+      this.accLinks = grown(this.accLinks, c);
+      this.accScore = grown(this.accScore, c);
+      this.accWorst = grown(this.accWorst, c, -1);
+    }
+    if (this.newPass.length < this.railIds.size) {
+      const c = Math.max(this.railIds.size, this.newPass.length * 2);
+      this.newPass = grown(this.newPass, c);
+      this.newFirst = grown(this.newFirst, c, -1);
+    }
+    if (this.rowPass.length < this.edges.size) {
+      this.rowPass = grown(this.rowPass, this.edges.s.length);
+      this.rowLink = grown(this.rowLink, this.edges.s.length, -1);
+    }
+  }
+
+  /** The step's timed links by kind, collectives first, then edges. */
+  private linksByKind(L: StepLinks): Map<string, number[]> {
     const byKind = new Map<string, number[]>();
     for (let round = 1; round >= 0; round--) {
       for (let l = 0; l < L.size; l++) {
@@ -378,119 +428,130 @@ export class SlowLinkDetector {
         else byKind.set(kind, [l]);
       }
     }
-    if (this.accLinks.length < this.railIds.size) {
-      const c = Math.max(this.railIds.size, this.accLinks.length * 2);
-      this.accLinks = grown(this.accLinks, c);
-      this.accScore = grown(this.accScore, c);
-      this.accWorst = grown(this.accWorst, c, -1);
+    return byKind;
+  }
+
+  /**
+   * Scores the links of one kind against their median log bus bandwidth and its robust spread,
+   * and hands each to what it speaks for: its rails, its edge, or its intra-host group.
+   */
+  private scoreKind(
+    L: StepLinks,
+    kind: string,
+    list: number[],
+    pass: number,
+    edgeOrder: number[],
+    intraScore: Map<string, number>,
+  ): void {
+    const n = list.length;
+    if (this.scratch.length < n) this.scratch = new Float64Array(n * 2);
+    if (this.bw.length < n) this.bw = new Float64Array(n * 2);
+    const bw = this.bw;
+    for (let i = 0; i < n; i++) {
+      const l = list[i];
+      bw[i] = Math.log(((L.bytes[l] / (L.durMin[l] / 1000)) * L.factor[l]) / 1e9);
     }
-    const touched = this.touched;
-    // Edges and intra-host groups in first-judged order; a later link of the same edge or key wins.
-    // An edge with a row is found by its rails; one without (first seen) by its rail pair.
-    const edgeOrder: number[] = [];
-    if (this.newPass.length < this.railIds.size) {
-      const c = Math.max(this.railIds.size, this.newPass.length * 2);
-      this.newPass = grown(this.newPass, c);
-      this.newFirst = grown(this.newFirst, c, -1);
-    }
-    if (this.rowPass.length < this.edges.size) {
-      this.rowPass = grown(this.rowPass, this.edges.s.length);
-      this.rowLink = grown(this.rowLink, this.edges.s.length, -1);
-    }
-    const intraScore = new Map<string, number>();
-    for (const [kind, list] of byKind) {
-      const n = list.length;
-      if (n < this.cfg.minPeers) continue;
-      if (this.scratch.length < n) this.scratch = new Float64Array(n * 2);
-      if (this.bw.length < n) this.bw = new Float64Array(n * 2);
-      const bw = this.bw;
-      for (let i = 0; i < n; i++) {
-        const l = list[i];
-        bw[i] = Math.log(((L.bytes[l] / (L.durMin[l] / 1000)) * L.factor[l]) / 1e9);
+    this.scratch.set(bw.subarray(0, n));
+    const med = medianInPlace(this.scratch, n);
+    this.scratch.set(bw.subarray(0, n));
+    const spread = madSigmaInPlace(this.scratch, n, med);
+    const sigma = smoothSpread(this.sigma.get(kind), spread, this.cfg);
+    this.sigma.set(kind, sigma);
+    for (let i = 0; i < n; i++) {
+      const l = list[i];
+      const z = score(med - bw[i], sigma, this.cfg);
+      const measured = Math.exp(bw[i]);
+      const expected = Math.exp(med);
+      const durMs = L.durMin[l];
+      L.z[l] = z;
+      L.measured[l] = measured;
+      L.expected[l] = expected;
+      L.excessMs[l] = Math.max(0, durMs - durMs * (measured / expected));
+      const intra = L.intra[l];
+      if (intra) {
+        intraScore.set(intra, l);
+        continue; // no NIC traffic: it neither clears nor blames a rail
       }
-      this.scratch.set(bw.subarray(0, n));
-      const med = medianInPlace(this.scratch, n);
-      this.scratch.set(bw.subarray(0, n));
-      const spread = madSigmaInPlace(this.scratch, n, med);
-      const sigma = smoothSpread(this.sigma.get(kind), spread, this.cfg);
-      this.sigma.set(kind, sigma);
-      for (let i = 0; i < n; i++) {
-        const l = list[i];
-        const z = score(med - bw[i], sigma, this.cfg);
-        const measured = Math.exp(bw[i]);
-        const expected = Math.exp(med);
-        const durMs = L.durMin[l];
-        L.z[l] = z;
-        L.measured[l] = measured;
-        L.expected[l] = expected;
-        L.excessMs[l] = Math.max(0, durMs - durMs * (measured / expected));
-        const intra = L.intra[l];
-        if (intra) {
-          intraScore.set(intra, l);
-          continue; // no NIC traffic: it neither clears nor blames a rail
-        }
-        if (L.coll[l])
-          for (let m = L.memberHead[l]; m >= 0; m = L.memberNext[m]) this.accumulate(L, L.memberRail[m], l);
-        else {
-          const src = L.src[l];
-          const dst = L.dst[l];
-          this.accumulate(L, src, l);
-          if (dst !== src) this.accumulate(L, dst, l);
-          const row = this.edgeRowOf(src, dst);
-          L.row[l] = row;
-          if (row >= 0) {
-            if (this.rowPass[row] !== pass) {
-              this.rowPass[row] = pass;
-              edgeOrder.push(l);
-            }
-            this.rowLink[row] = l;
-          } else {
-            // Edges without a row yet, chained per sending rail for this pass.
-            if (this.newPass[src] !== pass) {
-              this.newPass[src] = pass;
-              this.newFirst[src] = -1;
-            }
-            let f = this.newFirst[src];
-            while (f >= 0 && L.dst[f] !== dst) f = L.nextNew[f];
-            if (f >= 0) L.win[f] = l;
-            else {
-              L.win[l] = l;
-              L.nextNew[l] = this.newFirst[src];
-              this.newFirst[src] = l;
-              edgeOrder.push(l);
-            }
-          }
-        }
-      }
+      if (L.coll[l])
+        for (let m = L.memberHead[l]; m >= 0; m = L.memberNext[m]) this.accumulate(L, L.memberRail[m], l);
+      else this.noteEdge(L, l, pass, edgeOrder);
     }
-    // Cost: only the link that sets the pace costs anything, by its lead over the slowest link
-    // that shares none of its rails (what the step would take without it), as for stragglers.
-    // Candidates in order: edges, each rail's worst, intra-host groups; the first largest wins.
+  }
+
+  /**
+   * A p2p link: counts on both rails and is filed under its edge. An edge with a row is found by
+   * its rails; one without (first seen) by its rail pair, chained per sending rail for this pass.
+   */
+  private noteEdge(L: StepLinks, l: number, pass: number, edgeOrder: number[]): void {
+    const src = L.src[l];
+    const dst = L.dst[l];
+    this.accumulate(L, src, l);
+    if (dst !== src) this.accumulate(L, dst, l);
+    const row = this.edgeRowOf(src, dst);
+    L.row[l] = row;
+    if (row >= 0) {
+      if (this.rowPass[row] !== pass) {
+        this.rowPass[row] = pass;
+        edgeOrder.push(l);
+      }
+      this.rowLink[row] = l;
+      return;
+    }
+    if (this.newPass[src] !== pass) {
+      this.newPass[src] = pass;
+      this.newFirst[src] = -1;
+    }
+    let f = this.newFirst[src];
+    while (f >= 0 && L.dst[f] !== dst) f = L.nextNew[f];
+    if (f >= 0) L.win[f] = l;
+    else {
+      L.win[l] = l;
+      L.nextNew[l] = this.newFirst[src];
+      this.newFirst[src] = l;
+      edgeOrder.push(l);
+    }
+  }
+
+  /**
+   * Cost: only the link that sets the pace costs anything, by its lead over the slowest link that
+   * shares none of its rails (what the step would take without it), as for stragglers. Candidates
+   * in order: edges, each rail's worst, intra-host groups; the first largest wins (top -1: none).
+   */
+  private paceSetter(
+    L: StepLinks,
+    edgeOrder: number[],
+    intraScore: Map<string, number>,
+    pass: number,
+  ): { top: number; lead: number } {
+    const cands = this.candidates;
+    cands.length = 0;
+    for (const f of edgeOrder) cands.push(this.edgeLink(L, f));
+    for (const r of this.touched) cands.push(this.accWorst[r]);
+    for (const l of intraScore.values()) cands.push(l);
     let top = -1;
-    const consider = (l: number) => {
-      if (top < 0 || L.excessMs[l] > L.excessMs[top]) top = l;
-    };
-    const edgeLink = (first: number) => (L.row[first] >= 0 ? this.rowLink[L.row[first]] : L.win[first]);
-    for (const f of edgeOrder) consider(edgeLink(f));
-    for (const r of touched) consider(this.accWorst[r]);
-    for (const l of intraScore.values()) consider(l);
-    let lead = 0;
-    if (top >= 0) {
-      // Each link once (a communicator is every member rail's worst), and the smaller rail set
-      // walked: O(ranks) per step, where spreading each rail's link was O(ranks x group size).
-      let otherMax = 0;
-      const t = top;
-      const other = (l: number) => {
-        if (L.mark[l] === pass) return;
-        L.mark[l] = pass;
-        if (!(L.excessMs[l] <= otherMax) && !L.sharesRail(l, t)) otherMax = Math.max(otherMax, L.excessMs[l]);
-      };
-      for (const f of edgeOrder) other(edgeLink(f));
-      for (const r of touched) other(this.accWorst[r]);
-      for (const l of intraScore.values()) other(l);
-      lead = L.excessMs[t] - otherMax;
+    for (const l of cands) if (top < 0 || L.excessMs[l] > L.excessMs[top]) top = l;
+    if (top < 0) return { top, lead: 0 };
+    // Each link once (a communicator is every member rail's worst), and the smaller rail set
+    // walked: O(ranks) per step, where spreading each rail's link was O(ranks x group size).
+    let otherMax = 0;
+    for (const l of cands) {
+      if (L.mark[l] === pass) continue;
+      L.mark[l] = pass;
+      if (!(L.excessMs[l] <= otherMax) && !L.sharesRail(l, top)) otherMax = Math.max(otherMax, L.excessMs[l]);
     }
-    const paceCost = (link: number) => (top >= 0 && link === top ? lead : 0);
+    return { top, lead: L.excessMs[top] - otherMax };
+  }
+
+  /** Each rail the step's links touched: its CUSUM moved by its lowest score. */
+  private judgeRails(
+    L: StepLinks,
+    top: number,
+    lead: number,
+    step: number,
+    stepMs: number,
+    ts: number,
+  ): void {
+    const touched = this.touched;
     for (const rail of touched) {
       const worst = this.accWorst[rail];
       const x = this.accScore[rail];
@@ -512,9 +573,21 @@ export class SlowLinkDetector {
       this.stepCusum(this.rails, row, RAIL, x, flapOpens, L, worst, cost, step, stepMs, ts);
     }
     touched.length = 0;
+  }
+
+  /** Each edge of the step: its CUSUM moved by its last link's score (a row made when first needed). */
+  private judgeEdges(
+    L: StepLinks,
+    edgeOrder: number[],
+    top: number,
+    lead: number,
+    step: number,
+    stepMs: number,
+    ts: number,
+  ): void {
     this.newFirst.fill(-1); // the step's links go with it
     for (const f of edgeOrder) {
-      const l = edgeLink(f);
+      const l = this.edgeLink(L, f);
       let row = L.row[f];
       if (row >= 0) this.rowLink[row] = -1;
       else {
@@ -530,19 +603,13 @@ export class SlowLinkDetector {
         this.edges.next[row] = this.edgeHead[src];
         this.edgeHead[src] = row;
       }
-      this.stepCusum(this.edges, row, EDGE, L.z[l], false, L, l, paceCost(l), step, stepMs, ts);
+      this.stepCusum(this.edges, row, EDGE, L.z[l], false, L, l, l === top ? lead : 0, step, stepMs, ts);
     }
-    for (const [key, l] of intraScore) {
-      let row = this.intraRow.get(key);
-      if (row === undefined) {
-        row = this.intra.add();
-        this.intraRow.set(key, row);
-        this.intraKeys.push(key);
-      }
-      this.stepCusum(this.intra, row, INTRA, L.z[l], false, L, l, paceCost(l), step, stepMs, ts);
-    }
-    this.decidePairs(step, ts);
-    this.forgetCollIds(L.size);
+  }
+
+  /** The link that speaks for an edge this step (its last), from the edge's first link. */
+  private edgeLink(L: StepLinks, first: number): number {
+    return L.row[first] >= 0 ? this.rowLink[L.row[first]] : L.win[first];
   }
 
   private accumulate(L: StepLinks, rail: number, l: number): void {

@@ -356,17 +356,12 @@ export class StragglerDetector {
     // Ranks of a host are mostly adjacent: a run of them is one map update, not one per rank.
     let runHost: string | undefined;
     let runMax = 0;
-    const flush = () => {
-      if (runHost === undefined) return;
-      const cur = byHost.get(runHost);
-      if (cur === undefined || runMax > cur) byHost.set(runHost, runMax);
-    };
     for (let r = 0; r < this.ranks.size; r++) {
       if (!f.seen[r]) continue;
       const h = this.ranks.host[r];
       const c = f.compute[r];
       if (h !== runHost) {
-        flush();
+        if (runHost !== undefined) raiseTo(byHost, runHost, runMax);
         runHost = h;
         runMax = c;
       } else if (c > runMax) runMax = c;
@@ -376,7 +371,7 @@ export class StragglerDetector {
         topRank = r;
       } else if (c > secondRankMs) secondRankMs = c;
     }
-    flush();
+    if (runHost !== undefined) raiseTo(byHost, runHost, runMax);
     let top: string | undefined;
     let topMs = 0;
     let secondMs = 0;
@@ -701,4 +696,13 @@ function maxPresent(a: Float64Array, seen: Uint8Array, n: number): number {
   let m = 0;
   for (let i = 0; i < n; i++) if (seen[i] && a[i] > m) m = a[i];
   return m;
+}
+
+/**
+ * Raises a host's maximum to `ms`. A function of the module, not a closure made per call: a new
+ * closure is a new call target, which deoptimizes its caller on each of a big job's few steps.
+ */
+function raiseTo(byHost: Map<string, number>, host: string, ms: number): void {
+  const cur = byHost.get(host);
+  if (cur === undefined || ms > cur) byHost.set(host, ms);
 }

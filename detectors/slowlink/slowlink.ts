@@ -105,6 +105,12 @@ const MAX_CACHED_RANK = 1 << 24;
 /** Capacity of a per-rank index that holds `rank`: doubling, at least 64. */
 const indexOf = (rank: number): number => Math.max(64, 2 ** Math.ceil(Math.log2(rank + 1)));
 
+/** The link that set a step's pace (-1: none) and its lead over the slowest link sharing none of its rails, in ms. */
+interface Pace {
+  top: number;
+  lead: number;
+}
+
 export class SlowLinkDetector {
   private readonly open = new Map<number, OpenStep>();
   private readonly railIds = new RailIds();
@@ -378,9 +384,10 @@ export class SlowLinkDetector {
     const intraScore = new Map<string, number>();
     for (const [kind, list] of this.linksByKind(L))
       if (list.length >= this.cfg.minPeers) this.scoreKind(L, kind, list, pass, edgeOrder, intraScore);
-    const { top, lead } = this.paceSetter(L, edgeOrder, intraScore, pass);
-    this.judgeRails(L, top, lead, step, stepMs, ts);
-    this.judgeEdges(L, edgeOrder, top, lead, step, stepMs, ts);
+    const pace = this.paceSetter(L, edgeOrder, intraScore, pass);
+    const { top, lead } = pace;
+    this.judgeRails(L, pace, step, stepMs, ts);
+    this.judgeEdges(L, edgeOrder, pace, step, stepMs, ts);
     for (const [key, l] of intraScore) {
       let row = this.intraRow.get(key);
       if (row === undefined) {
@@ -517,12 +524,7 @@ export class SlowLinkDetector {
    * shares none of its rails (what the step would take without it), as for stragglers. Candidates
    * in order: edges, each rail's worst, intra-host groups; the first largest wins (top -1: none).
    */
-  private paceSetter(
-    L: StepLinks,
-    edgeOrder: number[],
-    intraScore: Map<string, number>,
-    pass: number,
-  ): { top: number; lead: number } {
+  private paceSetter(L: StepLinks, edgeOrder: number[], intraScore: Map<string, number>, pass: number): Pace {
     const cands = this.candidates;
     cands.length = 0;
     for (const f of edgeOrder) cands.push(this.edgeLink(L, f));
@@ -543,14 +545,7 @@ export class SlowLinkDetector {
   }
 
   /** Each rail the step's links touched: its CUSUM moved by its lowest score. */
-  private judgeRails(
-    L: StepLinks,
-    top: number,
-    lead: number,
-    step: number,
-    stepMs: number,
-    ts: number,
-  ): void {
+  private judgeRails(L: StepLinks, { top, lead }: Pace, step: number, stepMs: number, ts: number): void {
     const touched = this.touched;
     for (const rail of touched) {
       const worst = this.accWorst[rail];
@@ -579,8 +574,7 @@ export class SlowLinkDetector {
   private judgeEdges(
     L: StepLinks,
     edgeOrder: number[],
-    top: number,
-    lead: number,
+    { top, lead }: Pace,
     step: number,
     stepMs: number,
     ts: number,

@@ -785,31 +785,44 @@ export class KafkaTransport implements Transport {
     const b = this.deps.boundaries;
     if (!b) return new Map();
     try {
-      const ranges = await retry(
-        () => {
-          const loading = this.recorded.get(p) ?? b.load(this.config.topic, p, committed);
-          this.recorded.set(p, loading);
-          return loading.catch((err) => {
-            if (this.recorded.get(p) === loading) this.recorded.delete(p); // read again next attempt
-            throw err;
-          });
-        },
-        {
-          attempts: Number.POSITIVE_INFINITY,
-          // Each wait at most a heartbeat interval long: the member stays in its group meanwhile.
-          maxDelayMs: this.config.heartbeatIntervalMs,
-          retryIf: current,
-          onRetry: (err) => {
-            this.boundariesFailed(err as Error);
-            void heartbeat().catch(() => {});
+      const ranges = await this.beating(heartbeat, () =>
+        retry(
+          () => {
+            const loading = this.recorded.get(p) ?? b.load(this.config.topic, p, committed);
+            this.recorded.set(p, loading);
+            return loading.catch((err) => {
+              if (this.recorded.get(p) === loading) this.recorded.delete(p); // read again next attempt
+              throw err;
+            });
           },
-        },
+          {
+            attempts: Number.POSITIVE_INFINITY,
+            maxDelayMs: 5_000,
+            retryIf: current,
+            onRetry: (err) => this.boundariesFailed(err as Error),
+          },
+        ),
       );
       this.boundariesAnswered();
       return ranges;
     } catch (err) {
       if (!current()) return undefined;
       throw err;
+    }
+  }
+
+  /**
+   * Runs `work` heartbeating every half interval, backoff waits included, so a held batch keeps the
+   * member in its group. Half: kafkajs sends a heartbeat only once a full interval has passed since
+   * the last one came back, so a timer of one interval skips every other beat, and two intervals
+   * are the session timeout at the broker's smallest setting (6 s) with the default (3 s).
+   */
+  private async beating<T>(heartbeat: () => Promise<void>, work: () => Promise<T>): Promise<T> {
+    const beat = setInterval(() => void heartbeat().catch(() => {}), this.config.heartbeatIntervalMs / 2);
+    try {
+      return await work();
+    } finally {
+      clearInterval(beat);
     }
   }
 
@@ -878,8 +891,12 @@ export class KafkaTransport implements Transport {
     isRunning: () => boolean,
   ): Promise<boolean> {
     const first = d.messages?.[0]?.offset ?? d.offset;
+    return this.beating(heartbeat, () => this.deliverHeld(d, first, isRunning));
+  }
+
+  /** deliver's attempts, each a record of the range and the handler, with backoff between them. */
+  private async deliverHeld(d: Delivery, first: number, isRunning: () => boolean): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
-      const beat = setInterval(() => void heartbeat().catch(() => {}), this.config.heartbeatIntervalMs);
       try {
         if (this.deps.boundaries) {
           // The range goes on record before the store write it names (see deps.boundaries).
@@ -904,8 +921,6 @@ export class KafkaTransport implements Transport {
           'warn',
           `batch ${d.partition}/${d.offset} failed (attempt ${attempt}), retrying: ${(err as Error).message}`,
         );
-      } finally {
-        clearInterval(beat);
       }
       if (!isRunning()) return false;
       await sleep(Math.min(5_000, 50 * 2 ** Math.min(attempt, 7)));

@@ -385,18 +385,9 @@ export class SlowLinkDetector {
     for (const [kind, list] of this.linksByKind(L))
       if (list.length >= this.cfg.minPeers) this.scoreKind(L, kind, list, pass, edgeOrder, intraScore);
     const pace = this.paceSetter(L, edgeOrder, intraScore, pass);
-    const { top, lead } = pace;
     this.judgeRails(L, pace, step, stepMs, ts);
     this.judgeEdges(L, edgeOrder, pace, step, stepMs, ts);
-    for (const [key, l] of intraScore) {
-      let row = this.intraRow.get(key);
-      if (row === undefined) {
-        row = this.intra.add();
-        this.intraRow.set(key, row);
-        this.intraKeys.push(key);
-      }
-      this.stepCusum(this.intra, row, INTRA, L.z[l], false, L, l, l === top ? lead : 0, step, stepMs, ts);
-    }
+    this.judgeIntra(L, intraScore, pace, step, stepMs, ts);
     this.decidePairs(step, ts);
     this.forgetCollIds(L.size);
   }
@@ -598,6 +589,26 @@ export class SlowLinkDetector {
         this.edgeHead[src] = row;
       }
       this.stepCusum(this.edges, row, EDGE, L.z[l], false, L, l, l === top ? lead : 0, step, stepMs, ts);
+    }
+  }
+
+  /** Each intra-host (NVLink) group of the step: its CUSUM moved by its link's score. */
+  private judgeIntra(
+    L: StepLinks,
+    intraScore: Map<string, number>,
+    { top, lead }: Pace,
+    step: number,
+    stepMs: number,
+    ts: number,
+  ): void {
+    for (const [key, l] of intraScore) {
+      let row = this.intraRow.get(key);
+      if (row === undefined) {
+        row = this.intra.add();
+        this.intraRow.set(key, row);
+        this.intraKeys.push(key);
+      }
+      this.stepCusum(this.intra, row, INTRA, L.z[l], false, L, l, l === top ? lead : 0, step, stepMs, ts);
     }
   }
 

@@ -214,7 +214,10 @@ describe('dcgm-exporter as sites configure it', () => {
     expect(after.events.filter((e) => e.kind === 'fault').map((e) => [e.host, e.code, e.count])).toEqual([
       ['home', 42, 1],
     ]);
-    expect(after.events.find((e) => e.kind === 'gpu')).toMatchObject({ sm_clock_mhz: 1065, throttle_reasons: 0x60 });
+    expect(after.events.find((e) => e.kind === 'gpu')).toMatchObject({
+      sm_clock_mhz: 1065,
+      throttle_reasons: 0x60,
+    });
     expect(
       dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 60_000, MAP, state).events.filter(
         (e) => e.kind === 'fault',
@@ -226,7 +229,8 @@ describe('dcgm-exporter as sites configure it', () => {
     expect(repeat.events.filter((e) => e.kind === 'fault').map((e) => e.code)).toEqual([42]);
     // Two hosts in one body (a federating proxy): each GPU its own series.
     const both = dcgmToEvents(
-      fixture('dcgm-exp-xid-active.prom') + fixture('dcgm-exp-xid-active.prom').replaceAll('workstation', 'ws-2'),
+      fixture('dcgm-exp-xid-active.prom') +
+        fixture('dcgm-exp-xid-active.prom').replaceAll('workstation', 'ws-2'),
       TS,
       MAP,
       new Map(),

@@ -142,7 +142,9 @@ export function readCounts(counts: CountSample[], state: DcgmState, problems: Pa
     }
     const code = Number(label);
     if (!Number.isInteger(code) || code <= 0) {
-      problems.push(problem(0, `${s.name}: xid label "${label}" is not an XID number`, JSON.stringify(s.labels)));
+      problems.push(
+        problem(0, `${s.name}: xid label "${label}" is not an XID number`, JSON.stringify(s.labels)),
+      );
       continue;
     }
     out.xids.set(code, { from: before, to: value, metric: s.name, windowMs, firstSeen: seen === undefined });
@@ -153,7 +155,8 @@ export function readCounts(counts: CountSample[], state: DcgmState, problems: Pa
   const gpus = new Set(counts.map(({ gpu }) => `${gpu}|`));
   for (const key of state.keys()) {
     const cut = key.indexOf('|');
-    if (cut > 0 && gpus.has(key.slice(0, cut + 1)) && key.includes('=') && !printed.has(key)) state.set(key, 0);
+    if (cut > 0 && gpus.has(key.slice(0, cut + 1)) && key.includes('=') && !printed.has(key))
+      state.set(key, 0);
   }
   for (const { gpu } of counts) state.set(`${gpu}|counts`, 1);
 }

@@ -212,6 +212,20 @@ describe('nccl-tests output → one check per run', () => {
     });
   });
 
+  it('a data type it does not know yet is still a row when a redop or a number follows it', () => {
+    const r = parseNcclTests(
+      fixture('nccl-tests-tag-output.txt')
+        .replaceAll(' float ', ' f4e2m1 ')
+        .replaceAll(' float[', ' f4e2m1['),
+    );
+    expect(r.rows).toHaveLength(8);
+    expect(r.rows[0]).toMatchObject({ bytes: 8, dtype: 'f4e2m1', redop: 'sum' });
+    // NCCL INFO numbers are no row: no type-like word between them and a number.
+    expect(
+      parseNcclTests('host:1:2 [0] NCCL INFO 1073741824 Bytes -> Algo 1 proto 2 time 11038.5\n').rows,
+    ).toEqual([]);
+  });
+
   it('survives garbage: nothing but real rows is a row, and no run is no check', () => {
     const r = parseNcclTests('\u0000\u0001 binary junk\n#\n   \n1 2 3\nNCCL WARN Cuda failure\n');
     expect(r.rows).toEqual([]);

@@ -96,10 +96,15 @@ export function isRunSummary(line: string): boolean {
   return /Avg bus bandwidth\s*:/.test(line);
 }
 
+/** A data type: one nccl-tests prints, or a new one's name followed by a redop or a number. */
+const isType = (w: string, next: string | undefined) =>
+  TYPES.has(w) ||
+  (/^[a-z][a-z0-9_]*$/.test(w) && next !== undefined && (REDOPS.has(next) || NUMBER.test(next)));
+
 /** Where a row's size/count/type run starts among the line's words, from `from` on (-1: none). */
 function rowStart(words: string[], from = 0): number {
   for (let i = from; i + 2 < words.length; i++)
-    if (INT.test(words[i]) && INT.test(words[i + 1]) && TYPES.has(words[i + 2])) return i;
+    if (INT.test(words[i]) && INT.test(words[i + 1]) && isType(words[i + 2], words[i + 3])) return i;
   return -1;
 }
 
@@ -192,7 +197,7 @@ export function parseNcclTests(text: string): NcclTestResult {
         finishRow(true);
         const next = rowStart(words, start + 3);
         const cells = words.slice(start, next < 0 ? words.length : next);
-        const end = cells.findIndex((c) => !isCell(c));
+        const end = cells.findIndex((c, k) => k !== 2 && !isCell(c));
         pending = { line: i + 1, raw: lines[i], cells: end < 0 ? cells : cells.slice(0, end) };
         finishRow(false);
         start = next;

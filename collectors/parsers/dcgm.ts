@@ -34,10 +34,10 @@ export interface DcgmMapping {
 
 export { CLOCK_EVENT_BITS, type DcgmState } from './dcgm_counts.js';
 
-/** 2^63−100: DCGM's int64 blank range starts above it (NOT_FOUND, NOT_SUPPORTED, ...). */
 type GpuEvent = Open<G>;
 type FaultEvent = Open<F>;
 
+/** 2^63−100: DCGM's int64 blank range starts above it (NOT_FOUND, NOT_SUPPORTED, ...). */
 const INT64_BLANK = 2 ** 63 - 100;
 /** DCGM_INT32_BLANK (0x7ffffff0) up to 0x7fffffff. */
 const INT32_BLANK = 0x7ffffff0;

@@ -123,40 +123,135 @@ describe('dcgm-exporter as sites configure it', () => {
     expect(r.problems[0].reason).toMatch(/cut short/);
   });
 
-  it('turns a rise of the XID and clock-event counts into one fault and reason bits, once', () => {
+  it('a clock event counted in the window sets its reason bit, from the first scrape on (dcgm-exporter#261)', () => {
     const state: DcgmState = new Map();
-    const before = dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS, MAP, state);
-    expect(before.problems).toEqual([]);
-    expect(before.events.filter((e) => e.kind === 'fault')).toEqual([]);
-    expect(before.events[0]).toMatchObject({ host: 'home', gpu: 0, throttle_reasons_unknown: true });
-    // Unknown DCGM fields are counted apart, never as parse problems.
-    expect(before.ignored).toEqual({ DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION: 1 });
+    const text = fixture('dcgm-exp-clock-events.prom');
+    // As served, with CRLF, and with the count rows before the clock row (a scrape's order is free).
+    const lines = text.split('\n').filter(Boolean);
+    const reordered = `${[...lines.filter((l) => l.includes('CLOCK_EVENTS')), ...lines.filter((l) => !l.includes('CLOCK_EVENTS'))].join('\n')}\n`;
+    for (const variant of [text, text.replaceAll('\n', '\r\n'), reordered]) {
+      const r = dcgmToEvents(variant, TS, MAP, new Map());
+      expect(r.problems).toEqual([]);
+      expect(r.events).toHaveLength(1);
+      const gpu = r.events[0];
+      expect(validateEvent(gpu).ok).toBe(true);
+      // sw_thermal 0x20 | hw_thermal 0x40; gpu_idle is a state, not an event: not set from a window.
+      expect(gpu).toMatchObject({
+        kind: 'gpu',
+        host: 'home',
+        gpu: 0,
+        sm_clock_mhz: 1065,
+        throttle_reasons: 0x60,
+        clock_event_reasons: 0x60,
+        clock_event_window_ms: 300_000,
+        throttle_reasons_from: 'clock_event_counts',
+      });
+      expect(gpu).not.toHaveProperty('throttle_reasons_unknown');
+    }
+    // The window still holds them on the next scrape: the bits stay, not "unknown".
+    dcgmToEvents(text, TS, MAP, state);
+    expect(dcgmToEvents(text, TS + 30_000, MAP, state).events[0]).toMatchObject({ throttle_reasons: 0x60 });
+    // The exporter's no-event row: nothing counted in the window is a known zero.
+    const none = dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS + 400_000, MAP, state);
+    expect(none.events[0]).toMatchObject({ throttle_reasons: 0, clock_event_reasons: 0 });
+    expect(none.events[0]).not.toHaveProperty('throttle_reasons_unknown');
+  });
 
+  it('reads the older name and label of the count (DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT, dcgm-exporter#254)', () => {
+    const r = dcgmToEvents(fixture('dcgm-exp-throttle-reasons.prom'), TS, MAP, new Map());
+    expect(r.problems).toEqual([]);
+    expect(r.events[0]).toMatchObject({ host: 'localhost', throttle_reasons: 0x60 });
+  });
+
+  it('lets the reason bitmask field win over the window; counted bits stay beside it', () => {
+    const text = `${fixture('dcgm-k8s.prom')}DCGM_EXP_CLOCK_EVENTS_COUNT{gpu="0",Hostname="gpu-0017",clock_event="power_cap",window_size_in_ms="300000"} 4\n`;
+    const r = dcgmToEvents(text, TS, MAP, new Map());
+    const gpu0 = r.events.find((e) => e.kind === 'gpu' && e.gpu === 0);
+    expect(gpu0).toMatchObject({ throttle_reasons: 0, clock_event_reasons: 0x4 });
+    expect(gpu0).not.toHaveProperty('throttle_reasons_from');
+  });
+
+  it('an XID count in a scrape without an SM clock is a fault with its code, once (dcgm-exporter#239)', () => {
+    const state: DcgmState = new Map();
+    const text = fixture('dcgm-exp-xid-active.prom');
+    const first = dcgmToEvents(text, TS, MAP, state);
+    // No clock, but nothing else of the GPU either: no gpu event owed, no problem.
+    expect(first.problems).toEqual([]);
+    expect(first.events).toHaveLength(1);
+    expect(first.events[0]).toMatchObject({
+      kind: 'fault',
+      host: 'workstation',
+      gpu: 0,
+      uuid: 'GPU-b9f9e81b-bee7-34bc-af17-132ef6592740',
+      source: 'xid',
+      code: 42,
+      count: 1,
+      window_ms: 300_000,
+    });
+    expect(validateEvent(first.events[0]).ok).toBe(true);
+    // The same XID still in the window: not a new fault, scrape after scrape.
+    for (let i = 1; i <= 3; i++) expect(dcgmToEvents(text, TS + i * 30_000, MAP, state).events).toEqual([]);
+    // The count grows: the new ones, not all of them again.
+    const grown = dcgmToEvents(text.replace(/\} 1\n$/, '} 3\n'), TS + 120_000, MAP, state);
+    expect(grown.events.map((e) => [e.code, e.count])).toEqual([[42, 2]]);
+    // It falls as old ones leave the window, then the same count again is not new.
+    expect(dcgmToEvents(text, TS + 400_000, MAP, state).events).toEqual([]);
+    expect(dcgmToEvents(text, TS + 430_000, MAP, state).events).toEqual([]);
+    // CRLF and a body cut mid-number: the same fault, and a refused scrape.
+    expect(dcgmToEvents(text.replaceAll('\n', '\r\n'), TS, MAP, new Map()).events[0]).toMatchObject({
+      code: 42,
+    });
+    const cut = dcgmToEvents(text.slice(0, -3), TS, MAP, new Map());
+    expect(cut.events).toEqual([]);
+    expect(cut.problems[0].reason).toMatch(/cut short/);
+  });
+
+  it('an XID that leaves the window and comes back is new; one GPU per host keeps its own counts', () => {
+    const state: DcgmState = new Map();
+    dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS, MAP, state);
     const after = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 30_000, MAP, state);
     expect(after.problems).toEqual([]);
-    const faults = after.events.filter((e) => e.kind === 'fault');
-    expect(faults).toHaveLength(1);
-    expect(faults[0]).toMatchObject({ host: 'home', gpu: 0, source: 'xid', code: 42, count: 1 });
-    expect(validateEvent(faults[0]).ok).toBe(true);
-    const gpu = after.events.find((e) => e.kind === 'gpu');
-    // gpu_idle 0x1 | sw_thermal 0x20 | hw_thermal 0x40
-    expect(gpu).toMatchObject({ sm_clock_mhz: 1065, throttle_reasons: 0x61 });
-    expect(gpu).not.toHaveProperty('throttle_reasons_unknown');
-
-    // The same counts on the next scrape are not new events.
-    const again = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 60_000, MAP, state);
-    expect(again.events.filter((e) => e.kind === 'fault')).toEqual([]);
-    expect(again.events[0]).toMatchObject({ throttle_reasons: 0, throttle_reasons_unknown: true });
-
-    // The XID leaves the window (the exporter prints the no-event row again), then happens again:
-    // the same count of 1 is a new event.
+    expect(after.events.filter((e) => e.kind === 'fault').map((e) => [e.host, e.code, e.count])).toEqual([
+      ['home', 42, 1],
+    ]);
+    expect(after.events.find((e) => e.kind === 'gpu')).toMatchObject({
+      sm_clock_mhz: 1065,
+      throttle_reasons: 0x60,
+    });
+    expect(
+      dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 60_000, MAP, state).events.filter(
+        (e) => e.kind === 'fault',
+      ),
+    ).toEqual([]);
+    // The exporter prints the no-event row again (the XID left the window), then the XID recurs.
     dcgmToEvents(fixture('dcgm-exp-counts-before.prom'), TS + 400_000, MAP, state);
     const repeat = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS + 430_000, MAP, state);
     expect(repeat.events.filter((e) => e.kind === 'fault').map((e) => e.code)).toEqual([42]);
+    // Two hosts in one body (a federating proxy): each GPU its own series.
+    const both = dcgmToEvents(
+      fixture('dcgm-exp-xid-active.prom') +
+        fixture('dcgm-exp-xid-active.prom').replaceAll('workstation', 'ws-2'),
+      TS,
+      MAP,
+      new Map(),
+    );
+    expect(both.events.map((e) => [e.host, e.code])).toEqual([
+      ['workstation', 42],
+      ['ws-2', 42],
+    ]);
   });
 
-  it('takes counts already there at the first scrape as the baseline (a restart re-reports nothing)', () => {
-    const r = dcgmToEvents(fixture('dcgm-exp-counts-after.prom'), TS, MAP, new Map());
-    expect(r.events.filter((e) => e.kind === 'fault')).toEqual([]);
+  it('a lifetime count (no window) is read by its rise, the first scrape being the baseline', () => {
+    const total = (n: number) =>
+      `${fixture('dcgm-exp-xid-active.prom')
+        .replace('DCGM_FI_DEV_XID_ERRORS_ACTIVE', 'DCGM_EXP_XID_ERRORS_TOTAL')
+        .replace(',window_size_in_ms="300000"', '')
+        .replace(/\} 1\n$/, `} ${n}\n`)}`;
+    const state: DcgmState = new Map();
+    expect(dcgmToEvents(total(5), TS, MAP, state).events).toEqual([]);
+    expect(dcgmToEvents(total(5), TS + 30_000, MAP, state).events).toEqual([]);
+    const rose = dcgmToEvents(total(7), TS + 60_000, MAP, state).events;
+    expect(rose.map((e) => [e.code, e.count])).toEqual([[42, 2]]);
+    expect(rose[0]).not.toHaveProperty('window_ms');
   });
 });

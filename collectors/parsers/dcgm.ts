@@ -7,12 +7,19 @@
  * DCGM reports "not available" as blank sentinels, never as a real reading: they are dropped.
  * DCGM_FI_DEV_XID_ERRORS is the LAST XID seen, not a count: a change to a new non-zero value is
  * a new fault. The first scrape only sets the baseline (an old XID is not re-reported on restart).
- * The exporter's event counts (DCGM_EXP_XID_ERRORS_COUNT/_TOTAL, DCGM_EXP_CLOCK_EVENTS_COUNT/_TOTAL,
- * any sample labelled `xid` or `clock_event`) are read by their rise: a count above the last scrape's
- * is new events (one fault, or the reason bit set on this scrape's gpu event); a steady or falling
- * count (the windowed gauge sliding, an exporter restart) is nothing new.
+ * The exporter's own event counts (DCGM_EXP_CLOCK_EVENTS_COUNT, DCGM_EXP_XID_ERRORS_COUNT and the
+ * names they carried before) are read in dcgm_counts.ts: a clock event counted in the window sets
+ * its reason bit, an XID count that grows is new faults, with or without an SM clock.
  */
 import type { FaultEvent as F, GpuEvent as G } from '../../schema/events.js';
+import {
+  type CountSample,
+  countKind,
+  type DcgmState,
+  emptyCounts,
+  type GpuCounts,
+  readCounts,
+} from './dcgm_counts.js';
 import { type Open, type ParseProblem, problem } from './problems.js';
 import { parsePrometheusText, type Sample } from './prometheus.js';
 
@@ -25,13 +32,12 @@ export interface DcgmMapping {
   podJobPattern?: string;
 }
 
-/** Carried between scrapes: last XID per GPU ("host/gpu"), last event count per series ("host/gpu|xid=79"). */
-export type DcgmState = Map<string, number>;
+export { CLOCK_EVENT_BITS, type DcgmState } from './dcgm_counts.js';
 
-/** 2^63−100: DCGM's int64 blank range starts above it (NOT_FOUND, NOT_SUPPORTED, ...). */
 type GpuEvent = Open<G>;
 type FaultEvent = Open<F>;
 
+/** 2^63−100: DCGM's int64 blank range starts above it (NOT_FOUND, NOT_SUPPORTED, ...). */
 const INT64_BLANK = 2 ** 63 - 100;
 /** DCGM_INT32_BLANK (0x7ffffff0) up to 0x7fffffff. */
 const INT32_BLANK = 0x7ffffff0;
@@ -73,20 +79,6 @@ const FIELDS: Record<string, { key: string; scale?: number; int?: boolean }> = {
 
 const DEFAULT_POD_JOB = /^(.+?)(?:-(?:worker|master|launcher|trainer))?-\d+$/;
 
-/** Clock-event names as dcgm-exporter labels them (clock_events_collector.go) → NVML reason bit. */
-export const CLOCK_EVENT_BITS: Record<string, number> = {
-  gpu_idle: 0x1,
-  clocks_setting: 0x2,
-  power_cap: 0x4,
-  sw_power_cap: 0x4,
-  hw_slowdown: 0x8,
-  sync_boost: 0x10,
-  sw_thermal: 0x20,
-  hw_thermal: 0x40,
-  hw_power_brake: 0x80,
-  display_clocks: 0x100,
-};
-
 export interface DcgmResult {
   events: (GpuEvent | FaultEvent)[];
   problems: ParseProblem[];
@@ -115,21 +107,8 @@ interface Gpu {
   gpu: number;
   labels: Record<string, string>;
   fields: Record<string, number>;
-  /** Rises of the exporter's XID counts in this scrape: xid → new events. */
-  xidRises: Map<number, { from: number; to: number; metric: string }>;
-  /** Reason bits whose clock-event count rose in this scrape. */
-  eventBits: number;
-  /** The GPU carries an XID count metric: its last-XID field is then redundant. */
-  hasXidCounts: boolean;
+  counts: GpuCounts;
 }
-
-/** The exporter's count metrics, by name; any sample labelled xid / clock_event counts as well. */
-const XID_COUNTS = new Set(['DCGM_EXP_XID_ERRORS_COUNT', 'DCGM_EXP_XID_ERRORS_TOTAL']);
-const EVENT_COUNTS = new Set([
-  'DCGM_EXP_CLOCK_EVENTS_COUNT',
-  'DCGM_EXP_CLOCK_EVENTS_TOTAL',
-  'DCGM_FI_EXP_CLOCK_THROTTLE_REASONS_COUNT',
-]);
 
 export function samplesToEvents(
   samples: Sample[],
@@ -140,13 +119,11 @@ export function samplesToEvents(
   const gpus = new Map<string, Gpu>();
   const problems: ParseProblem[] = [];
   const ignored: Record<string, number> = {};
-  const counts: { g: Gpu; s: Sample; xid: boolean }[] = [];
+  const counts: CountSample[] = [];
   for (const s of samples) {
     const field = FIELDS[s.name];
-    const xidCount = XID_COUNTS.has(s.name) || (s.labels.xid !== undefined && s.name.startsWith('DCGM'));
-    const eventCount =
-      EVENT_COUNTS.has(s.name) || (s.labels.clock_event !== undefined && s.name.startsWith('DCGM'));
-    if (!field && !xidCount && !eventCount) {
+    const kind = field ? undefined : countKind(s);
+    if (!field && !kind) {
       if (/^dcgm_/i.test(s.name)) ignored[s.name] = (ignored[s.name] ?? 0) + 1;
       continue;
     }
@@ -159,23 +136,14 @@ export function samplesToEvents(
     const key = `${host}/${index}`;
     let g = gpus.get(key);
     if (!g) {
-      g = {
-        host,
-        gpu: index,
-        labels: s.labels,
-        fields: {},
-        xidRises: new Map(),
-        eventBits: 0,
-        hasXidCounts: false,
-      };
+      g = { host, gpu: index, labels: s.labels, fields: {}, counts: emptyCounts() };
       gpus.set(key, g);
     }
-    if (!field) {
-      if (xidCount) g.hasXidCounts = true;
-      if (!isBlank(s.value)) counts.push({ g, s, xid: xidCount });
+    if (isBlank(s.value)) continue;
+    if (kind) {
+      counts.push({ gpu: key, out: g.counts, s, kind });
       continue;
     }
-    if (isBlank(s.value)) continue;
     let v = (s.value as number) * (field.scale ?? 1);
     if (field.int) v = Math.round(v);
     g.fields[field.key] = v;
@@ -186,8 +154,12 @@ export function samplesToEvents(
   const events: (GpuEvent | FaultEvent)[] = [];
   for (const [key, g] of gpus) {
     const ids = identity(g.labels, map);
-    for (const [code, r] of g.xidRises) {
-      const n = r.to - r.from;
+    for (const [code, x] of g.counts.xids) {
+      const n = x.to - x.from;
+      const window = x.windowMs !== undefined ? ` within the last ${x.windowMs / 1000} s` : '';
+      const how = x.firstSeen
+        ? `${x.metric} first seen at ${x.to}${window}`
+        : `${x.metric} rose from ${x.from} to ${x.to}${window}: ${n} new`;
       events.push({
         v: 1,
         kind: 'fault',
@@ -198,7 +170,8 @@ export function samplesToEvents(
         source: 'xid',
         code,
         count: n,
-        message: `XID ${code} reported by dcgm-exporter (${r.metric} rose from ${r.from} to ${r.to}: ${n} new)`,
+        ...(x.windowMs !== undefined ? { window_ms: x.windowMs } : {}),
+        message: `XID ${code} reported by dcgm-exporter (${how})`,
       });
     }
     const xid = g.fields.last_xid;
@@ -206,7 +179,7 @@ export function samplesToEvents(
       const before = state.get(key);
       state.set(key, xid);
       // With the exporter's XID counts present they report every XID, repeats included.
-      if (!g.hasXidCounts && before !== undefined && xid !== before && xid !== 0) {
+      if (!g.counts.xidCounts && before !== undefined && xid !== before && xid !== 0) {
         events.push({
           v: 1,
           kind: 'fault',
@@ -222,82 +195,41 @@ export function samplesToEvents(
     }
     const f = { ...g.fields };
     delete f.last_xid;
-    if (f.sm_clock_mhz === undefined) {
+    const gpu = gpuEvent(g, f, ts, ids);
+    if (gpu) events.push(gpu);
+    // A GPU seen only through its XID metrics owes no gpu event; one with telemetry but no clock does.
+    else if (Object.keys(f).length > 0 || g.counts.clockCounts)
       problems.push(problem(0, `GPU ${key}: no SM clock in this scrape, no gpu event`, ''));
-      continue;
-    }
-    // A rise says the reason happened since the last scrape; a steady count says nothing about
-    // now (the windowed count plateaus while a reason stays on), so it leaves the bits unknown.
-    if (g.eventBits) f.throttle_reasons = (f.throttle_reasons ?? 0) | g.eventBits;
-    const known = f.throttle_reasons !== undefined;
-    events.push({
-      v: 1,
-      kind: 'gpu',
-      ts,
-      host: g.host,
-      gpu: g.gpu,
-      ...ids,
-      ...f,
-      sm_clock_mhz: f.sm_clock_mhz,
-      throttle_reasons: f.throttle_reasons ?? 0,
-      // The exporter's default counters omit clock-event reasons: say so rather than imply "none".
-      ...(known ? {} : { throttle_reasons_unknown: true }),
-    } as GpuEvent);
   }
   return { events, problems, ignored };
 }
 
-/** One count series: GPU, metric (an exporter may print the windowed and the total count), label. */
-const seriesKey = (g: Gpu, s: Sample, xid: boolean) =>
-  `${g.host}/${g.gpu}|${s.name}|${xid ? `xid=${s.labels.xid}` : `clock_event=${s.labels.clock_event}`}`;
-
 /**
- * Compares each count with the last scrape's. A GPU's first scrape is the baseline (counts from
- * before the collector started are old news); a series first seen later starts from zero, since
- * the exporter prints one only once its event has happened.
+ * The scrape's gpu event, or undefined without an SM clock. The reason bitmask field is the state
+ * at the scrape and wins; without it the thermal and power reasons DCGM counted are the reasons
+ * (see dcgm_counts.ts), and only a GPU with neither says its reasons are unknown.
  */
-function readCounts(
-  counts: { g: Gpu; s: Sample; xid: boolean }[],
-  state: DcgmState,
-  problems: ParseProblem[],
-) {
-  const fresh = new Set<Gpu>();
-  for (const { g } of counts) if (!state.has(`${g.host}/${g.gpu}|counts`)) fresh.add(g);
-  for (const { g, s, xid } of counts) {
-    const label = xid ? s.labels.xid : s.labels.clock_event;
-    if (label === undefined) continue; // the exporter's "no events" row: value 0, no label
-    const series = seriesKey(g, s, xid);
-    const value = s.value as number;
-    const before = state.get(series) ?? (fresh.has(g) ? value : 0);
-    state.set(series, value);
-    if (!(value > before)) continue;
-    if (xid) {
-      const code = Number(label);
-      if (!Number.isInteger(code) || code <= 0) {
-        problems.push(
-          problem(0, `${s.name}: xid label "${label}" is not an XID number`, JSON.stringify(s.labels)),
-        );
-        continue;
-      }
-      g.xidRises.set(code, { from: before, to: value, metric: s.name });
-    } else {
-      const bit = CLOCK_EVENT_BITS[label];
-      if (bit === undefined) {
-        problems.push(problem(0, `${s.name}: unknown clock_event "${label}"`, JSON.stringify(s.labels)));
-        continue;
-      }
-      g.eventBits |= bit;
-    }
-  }
-  // A series the exporter no longer prints has fallen to zero (its events left the window, or the
-  // exporter restarted): the next event of that kind is a rise from zero, not hidden by the old value.
-  const seen = new Set(counts.map(({ g, s, xid }) => seriesKey(g, s, xid)));
-  const gpus = new Set(counts.map(({ g }) => `${g.host}/${g.gpu}|`));
-  for (const key of state.keys()) {
-    const cut = key.indexOf('|');
-    if (cut > 0 && gpus.has(key.slice(0, cut + 1)) && key.includes('=') && !seen.has(key)) state.set(key, 0);
-  }
-  for (const { g } of counts) state.set(`${g.host}/${g.gpu}|counts`, 1);
+function gpuEvent(g: Gpu, f: Record<string, number>, ts: number, ids: Record<string, string>) {
+  if (f.sm_clock_mhz === undefined) return undefined;
+  const c = g.counts;
+  const fromCounts = f.throttle_reasons === undefined && c.clockCounts;
+  const reasons = f.throttle_reasons ?? (c.clockCounts ? c.bits : undefined);
+  return {
+    v: 1,
+    kind: 'gpu',
+    ts,
+    host: g.host,
+    gpu: g.gpu,
+    ...ids,
+    ...f,
+    sm_clock_mhz: f.sm_clock_mhz,
+    throttle_reasons: reasons ?? 0,
+    ...(c.clockCounts ? { clock_event_reasons: c.bits } : {}),
+    ...(c.clockCounts && c.windowMs !== undefined ? { clock_event_window_ms: c.windowMs } : {}),
+    ...(fromCounts ? { throttle_reasons_from: 'clock_event_counts' } : {}),
+    // The exporter's default counters omit clock-event reasons: say so rather than imply "none".
+    ...(reasons === undefined ? { throttle_reasons_unknown: true } : {}),
+  } as GpuEvent;
 }
 
 function identity(labels: Record<string, string>, map: DcgmMapping): Record<string, string> {

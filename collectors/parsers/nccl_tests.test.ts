@@ -115,8 +115,115 @@ describe('nccl-tests output → one check per run', () => {
       ].join('\n'),
     );
     expect(r.problems.map((p) => p.reason)).toEqual([
-      'rank 0 listed twice: each process ran its own test (nccl-tests built without MPI=1?)',
+      'no result row of this nccl-tests run could be read: rank 0 listed twice: each process ran its own test (nccl-tests built without MPI=1?)',
     ]);
+  });
+
+  describe('NVIDIA/nccl#1453: rank tags inside the columns, header cut off', () => {
+    const text = fixture('nccl-tests-1453-tagged.txt');
+    const debug = fixture('nccl-tests-1453-debug.txt');
+    // The issue's rows, bus bandwidth per size (out-of-place), read off the fixture by hand.
+    const EXPECTED = [
+      [1048576, 1.24],
+      [2097152, 1.73],
+      [4194304, 12.91],
+      [8388608, 16.2],
+      [16777216, 24.09],
+      [33554432, 29.5],
+      [67108864, 5.27],
+      [134217728, 5.22],
+      [268435456, 4.09],
+      [536870912, 5.31],
+    ];
+
+    it('reads every whole row by its size/count/type run; the two cut pieces are problems', () => {
+      const r = parseNcclTests(text);
+      expect(series(r)).toEqual(EXPECTED);
+      expect(r.rows).toHaveLength(20);
+      expect(r.rows.find((x) => x.bytes === 67108864 && x.inPlace)).toEqual({
+        bytes: 67108864,
+        count: 16777216,
+        dtype: 'float',
+        redop: 'sum',
+        inPlace: true,
+        timeUs: 24425,
+        algbwGBs: 2.75,
+        busbwGBs: 5.27,
+        wrong: 0,
+      });
+      expect(r.problems.map((p) => [p.line, p.reason])).toEqual([
+        [7, 'numbers without the size, count and type of a row: a row cut off or split'],
+        [18, 'numbers without the size, count and type of a row: a row cut off or split'],
+      ]);
+      expect(r.complete).toBe(false);
+      const check = ncclTestCheck(r, { ts: 1, host: 'h100clust-worker-1' })!;
+      expect(validateEvent(check).ok).toBe(true);
+      expect(check).toMatchObject({ kind: 'check', ok: false, complete: false, busbw_gbs: 29.5, wrong: 0 });
+    });
+
+    it('damaged: CRLF, other prefixes before the tags, NCCL INFO lines inside a row, cut mid-row', () => {
+      const crlf = parseNcclTests(text.replaceAll('\n', '\r\n'));
+      expect(series(crlf)).toEqual(EXPECTED);
+      expect(crlf.problems).toHaveLength(2);
+
+      const prefixed = text
+        .split('\n')
+        .map((l) => (l.startsWith('[0]') ? `2024-09-18T14:02:11Z h100clust-worker-1: ${l}` : l))
+        .join('\n');
+      expect(series(parseNcclTests(prefixed))).toEqual(EXPECTED);
+
+      // As #1453's debug run prints it: the row's start, then NCCL INFO flushed onto the same line,
+      // more INFO lines, then the out-of-place and in-place parts on lines of their own.
+      const info = debug
+        .split('\n')
+        .find((l) => l.startsWith('[0] h100clust-worker-1:'))!
+        .slice(4);
+      const split = text.replace(
+        /(\[0\] {5}67108864 .*?-1)(\[0\] .*?0)(\[0\] .*)/,
+        `$1[0] ${info}\n[0] ${info}\n[0] ${info}\n$2\n$3`,
+      );
+      expect(split.split('\n').length).toBe(text.split('\n').length + 4);
+      const interleaved = parseNcclTests(split);
+      expect(series(interleaved)).toEqual(EXPECTED);
+      expect(interleaved.problems).toHaveLength(2);
+
+      const cut = parseNcclTests(text.slice(0, text.indexOf('24410    2.75') + 13));
+      expect(series(cut)).toEqual(EXPECTED.slice(0, 6));
+      expect(cut.problems.at(-1)).toMatchObject({
+        line: 14,
+        reason: 'expected 13 columns, got 7 (a cut-off row?)',
+      });
+    });
+
+    it('a run none of whose rows can be read is one problem with its reason, and no check', () => {
+      const r = parseNcclTests(debug);
+      expect(r.hosts).toEqual(['h100clust-worker-1', 'h100clust-worker-32']);
+      expect(r.ranks).toHaveLength(14);
+      expect(r.rows).toEqual([]);
+      expect(r.problems).toEqual([
+        {
+          line: 23,
+          reason:
+            'no result row of this nccl-tests run could be read: numbers without the size, count and type of a row: a row cut off or split (and 1 more)',
+          raw: '[0]    189960    2.83    5.42      0',
+        },
+      ]);
+      expect(ncclTestCheck(r, { ts: 1 })).toBeUndefined();
+    });
+  });
+
+  it('a data type it does not know yet is still a row when a redop or a number follows it', () => {
+    const r = parseNcclTests(
+      fixture('nccl-tests-tag-output.txt')
+        .replaceAll(' float ', ' f4e2m1 ')
+        .replaceAll(' float[', ' f4e2m1['),
+    );
+    expect(r.rows).toHaveLength(8);
+    expect(r.rows[0]).toMatchObject({ bytes: 8, dtype: 'f4e2m1', redop: 'sum' });
+    // NCCL INFO numbers are no row: no type-like word between them and a number.
+    expect(
+      parseNcclTests('host:1:2 [0] NCCL INFO 1073741824 Bytes -> Algo 1 proto 2 time 11038.5\n').rows,
+    ).toEqual([]);
   });
 
   it('survives garbage: nothing but real rows is a row, and no run is no check', () => {

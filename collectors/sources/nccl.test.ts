@@ -75,6 +75,34 @@ describe('nccl sources on real output', () => {
     expect(events.map((e) => [e.complete, e.ok])).toEqual([[false, false]]);
   });
 
+  it('nccl_tests: #1453 (rank tags inside the rows, header cut off) is one check; its unreadable debug excerpt one problem', async () => {
+    const tagged = join(dir, 'nccl-1453.log');
+    const debug = join(dir, 'nccl-1453-debug.log');
+    writeFileSync(tagged, fixture('nccl-tests-1453-tagged.txt'));
+    writeFileSync(debug, fixture('nccl-tests-1453-debug.txt'));
+    const a = deps();
+    const b = deps();
+    // Neither excerpt reaches a summary: the run ends when the file has been quiet for a second.
+    const cfg = { type: 'nccl_tests' as const, from: 'start' as const, pollMs: 50, cutOffAfterMs: 1000 };
+    const sa = ncclTests.create({ ...cfg, path: tagged }, a.d);
+    const sb = ncclTests.create({ ...cfg, path: debug }, b.d);
+    sa.start();
+    sb.start();
+    for (let i = 0; i < 1000 && (a.events.length === 0 || b.problems.length === 0); i++)
+      await new Promise((r) => setTimeout(r, 20));
+    await sa.stop();
+    await sb.stop();
+    expect(
+      a.events.map((e) => [e.kind, e.host, e.complete, e.busbw_gbs, (e.rows as unknown[]).length]),
+    ).toEqual([['check', 'this-node', false, 29.5, 20]]);
+    expect(a.problems.map((p) => p.line)).toEqual([7, 18]);
+    expect(b.events).toEqual([]);
+    expect(b.problems).toHaveLength(1);
+    expect(b.problems[0].reason).toMatch(
+      /^no result row of this nccl-tests run could be read: numbers without/,
+    );
+  });
+
   it('nccl_watchdog: timeouts with their group, and the one whose group line never came on stop', async () => {
     const p = join(dir, 'train.log');
     writeFileSync(p, fixture('nccl-watchdog-pg-guid.log'));

@@ -73,6 +73,20 @@ describe('nccl-tests runs judged', () => {
     expect(judge([run('nccl-tests-k8s-timestamps.txt', { ts: T0, hosts: ['gke-a'] })])).toEqual([]);
   });
 
+  it('NVIDIA/nccl#1453 as printed (rank tags in the rows, no header): the collapse past 32 MiB is found', () => {
+    const e = run('nccl-tests-1453-tagged.txt', { ts: T0, hosts: ['h100clust-worker-1'] });
+    const f = judge([e]).filter((x) => x.type === 'nccl_busbw_collapse');
+    expect(f).toHaveLength(1);
+    expect(f[0].evidence).toMatchObject({
+      from_bytes: 33554432,
+      to_bytes: 67108864,
+      from_busbw_gbs: 29.5,
+      to_busbw_gbs: 5.27,
+      in_place: false,
+      complete: false,
+    });
+  });
+
   it('bus bandwidth below the best known run of the same test and host count, per band, with both figures', () => {
     const good = run('nccl-tests-k8s-timestamps.txt', { ts: T0, hosts: ['a', 'b'] });
     const slow = run('nccl-tests-k8s-timestamps.txt', { ts: T0 + 60_000, hosts: ['c', 'd'], scale: 0.5 });

@@ -48,6 +48,17 @@ export function renderMetrics(c: CollectorCounters): string {
     ),
   );
   family(
+    'records_dropped_total',
+    'input records a source held and could not use (unmappable pid, outside any step…), by source and reason',
+    'counter',
+    Object.entries(c.records_dropped ?? {}).flatMap(([src, reasons]) =>
+      labelled('reason', reasons).map(([l, v]): [string, number] => [
+        `{source="${src.replace(/["\\\n]/g, '_')}",${l.slice(1)}`,
+        v,
+      ]),
+    ),
+  );
+  family(
     'source_errors_total',
     'failures to reach or read an input',
     'counter',

@@ -93,7 +93,9 @@ export class Collector {
         mine[reason] = before + n;
         // The first of each reason with its why, then one line per power of ten.
         if (before === 0 || Math.floor(Math.log10(before + n)) > Math.floor(Math.log10(Math.max(1, before))))
-          log.warn(`${source}: dropped ${n} record(s), ${reason}${detail ? `: ${detail}` : ''} [${before + n} so far]`);
+          log.warn(
+            `${source}: dropped ${n} record(s), ${reason}${detail ? `: ${detail}` : ''} [${before + n} so far]`,
+          );
       },
       emit: (events) => this.accept(events),
       parseProblems: (source: string, problems: ParseProblem[]) => {

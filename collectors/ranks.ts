@@ -97,7 +97,8 @@ export class RankMap {
       if (isCount(pid) && pid > 0) {
         const k = key(host, pid);
         const was = this.byPid.get(k);
-        if (!was || was.job !== job || was.rank !== rank || was.gpu !== id.gpu) bounded(this.byPid, k, id, this.maxProcesses);
+        if (!was || was.job !== job || was.rank !== rank || was.gpu !== id.gpu)
+          bounded(this.byPid, k, id, this.maxProcesses);
         this.misses.delete(k);
       }
       if (id.gpu !== undefined) {
@@ -135,7 +136,8 @@ export class RankMap {
 
   /** Why a (host, pid) has no rank (after a lookup said so): one short phrase for logs and counters. */
   whyUnmapped(host: string, pid: number): string {
-    if (!this.local.has(host)) return `no step event with pid ${pid} from host ${host} (not this node: its environment cannot be read here)`;
+    if (!this.local.has(host))
+      return `no step event with pid ${pid} from host ${host} (not this node: its environment cannot be read here)`;
     return this.misses.get(key(host, pid))?.why ?? `no step event with pid ${pid} yet`;
   }
 

@@ -110,9 +110,11 @@ export class CollectiveReducer {
     this.off = o.ranks.onStep((id, b) => this.onBoundary(id, b));
   }
 
-  /** Records held now (waiting for a mapping or for their step's end). */
-  get heldRecords(): number {
-    return this.held;
+  /** What is held now: records waiting for a mapping or their step's end, ranks, step and interval windows. */
+  stats(): { held: number; ranks: number; windows: number } {
+    let windows = 0;
+    for (const st of this.states.values()) windows += st.closing.size + st.intervals.size;
+    return { held: this.held, ranks: this.states.size, windows };
   }
 
   add(rec: InspectorOp, now: number): void {
@@ -147,7 +149,11 @@ export class CollectiveReducer {
         this.unmapped.delete(k);
         this.held -= u.recs.length;
         const r = u.recs[0];
-        this.o.drop('unmapped_pid', u.recs.length, this.o.ranks.whyUnmapped(r.host, r.pid ?? -1) + gpuNote(r));
+        this.o.drop(
+          'unmapped_pid',
+          u.recs.length,
+          this.o.ranks.whyUnmapped(r.host, r.pid ?? -1) + gpuNote(r),
+        );
       }
     }
     const out: CollectiveEvent[] = [];
@@ -163,7 +169,12 @@ export class CollectiveReducer {
           for (const r of recs) this.toInterval(st, r, now);
         } else if (bs.length > 0) this.snapshotOrExpire(st, bs[bs.length - 1], now, out);
       }
-      if (st.pending.length === 0 && st.closing.size === 0 && st.intervals.size === 0 && now - st.lastAt > IDLE_MS)
+      if (
+        st.pending.length === 0 &&
+        st.closing.size === 0 &&
+        st.intervals.size === 0 &&
+        now - st.lastAt > IDLE_MS
+      )
         this.states.delete(k);
     }
     if (out.length) this.o.emit(out);
@@ -175,7 +186,11 @@ export class CollectiveReducer {
     for (const st of this.states.values()) {
       const hook = this.o.ranks.boundaries(st.id.job, st.id.rank).length > 0;
       if (st.pending.length && hook)
-        this.o.drop('no_step', st.pending.length, `rank ${st.id.rank} of ${st.id.job}: its step had not ended`);
+        this.o.drop(
+          'no_step',
+          st.pending.length,
+          `rank ${st.id.rank} of ${st.id.job}: its step had not ended`,
+        );
       else for (const r of st.pending) this.toInterval(st, r, now);
       this.held -= st.pending.length;
       st.pending = [];
@@ -226,15 +241,20 @@ export class CollectiveReducer {
   private place(st: RankState, r: Held, now: number): void {
     this.member(r, st.id);
     const bs = this.o.ranks.boundaries(st.id.job, st.id.rank);
+    if (bs.length === 0 && st.intervals.size > 0) {
+      this.toInterval(st, r, now);
+      return;
+    }
     if (bs.length === 0 || r.tMs > bs[bs.length - 1].endMs) {
-      if (bs.length === 0 && st.intervals.size > 0) return this.toInterval(st, r, now);
       st.pending.push(r);
       this.held++;
       return;
     }
     const step = stepOf(bs, r.tMs);
-    if (step === undefined) return this.o.drop('outside_steps', 1);
-    if (step <= st.sentThrough) return this.o.drop('late', 1);
+    if (step === undefined || step <= st.sentThrough) {
+      this.o.drop(step === undefined ? 'outside_steps' : 'late', 1);
+      return;
+    }
     let w = st.closing.get(step);
     if (!w) {
       w = { deadline: now + this.o.settleMs, accs: new Map() };
@@ -284,7 +304,11 @@ export class CollectiveReducer {
       const n = cut < 0 ? st.pending.length : cut;
       st.pending.splice(0, n);
       this.held -= n;
-      this.o.drop('no_step', n, `rank ${st.id.rank} of ${st.id.job}: no step ended for ${Math.round(this.o.maxStepMs / 1000)} s`);
+      this.o.drop(
+        'no_step',
+        n,
+        `rank ${st.id.rank} of ${st.id.job}: no step ended for ${Math.round(this.o.maxStepMs / 1000)} s`,
+      );
       return;
     }
     if (now - oldest < this.o.openEveryMs || now - st.lastOpenAt < this.o.openEveryMs) return;
@@ -410,5 +434,7 @@ function accumulate(accs: Map<string, Acc>, r: InspectorOp): void {
 }
 
 const us = (x: number) => Math.round(x) / 1000;
-const whoKey = (r: InspectorOp) => (r.pid !== undefined ? `${r.host}\u0000p${r.pid}` : `${r.host}\u0000g${r.gpu}`);
-const gpuNote = (r: InspectorOp) => (r.pid === undefined ? ` (GPU${r.gpu}: no step event from this GPU yet)` : '');
+const whoKey = (r: InspectorOp) =>
+  r.pid !== undefined ? `${r.host}\u0000p${r.pid}` : `${r.host}\u0000g${r.gpu}`;
+const gpuNote = (r: InspectorOp) =>
+  r.pid === undefined ? ` (GPU${r.gpu}: no step event from this GPU yet)` : '';

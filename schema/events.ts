@@ -132,7 +132,9 @@ export const CollectiveEvent = kind('collective', 'timing of one NCCL collective
   peer_host: Opt(Str('peer host (send/recv)')),
   bytes: Num('payload bytes'),
   dur_ms: Num('duration'),
-  count: Opt(Int('operations reduced into this event: bytes and dur_ms are their sums (1 when unreduced)', 1)),
+  count: Opt(
+    Int('operations reduced into this event: bytes and dur_ms are their sums (1 when unreduced)', 1),
+  ),
   max_ms: Opt(Num("the slowest single operation's execution time")),
   busbw_gbs: Opt(Num('bus bandwidth the source reported, GB/s (mean over the operations)')),
   seq: Opt(
@@ -142,7 +144,9 @@ export const CollectiveEvent = kind('collective', 'timing of one NCCL collective
     ),
   ),
   comm_name: Opt(Type.String({ description: 'communicator name the source printed (e.g. a process group)' })),
-  peer_comm_rank: Opt(Int32("send/recv: the peer's rank in the communicator, when its global rank is unknown")),
+  peer_comm_rank: Opt(
+    Int32("send/recv: the peer's rank in the communicator, when its global rank is unknown"),
+  ),
   window: Opt(
     Type.Union(
       ['step', 'open', 'interval'].map((w) => Type.Literal(w)),

@@ -122,7 +122,10 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         ...(from ? { from } : {}),
       });
     else if (values['nccl-inspector-all-hosts'])
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', '--nccl-inspector-all-hosts needs --nccl-inspector DIR');
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        '--nccl-inspector-all-hosts needs --nccl-inspector DIR',
+      );
 
     const cfg = loadCollectorConfig(
       values.config,

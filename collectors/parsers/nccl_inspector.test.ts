@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type InspectorOp, InspectorJsonReader, type LineResult } from './nccl_inspector.js';
+import { InspectorJsonReader, type InspectorOp, type LineResult } from './nccl_inspector.js';
 import { inspectorLine } from './nccl_inspector_format.js';
 import { parseInspectorProm } from './nccl_inspector_prom.js';
 
@@ -61,7 +61,14 @@ describe('NCCL Inspector JSON dumps', () => {
     const [line] = lines('exporter-readme-v4.0.jsonl');
     const { ops, problems } = read(line);
     expect(problems).toEqual([]);
-    expect(ops[0]).toMatchObject({ op: 'reducescatter', commRank: 31, nranks: 32, seq: 129, bytes: 65536, execUs: 110 });
+    expect(ops[0]).toMatchObject({
+      op: 'reducescatter',
+      commRank: 31,
+      nranks: 32,
+      seq: 129,
+      bytes: 65536,
+      execUs: 110,
+    });
     const rebuilt = inspectorLine({
       comm: '0x9e7a479f95a66c',
       commRank: 31,

@@ -92,14 +92,19 @@ export class InspectorJsonReader {
     try {
       rec = JSON.parse(text);
     } catch {
-      return { problem: problem(lineNo, 'not one whole JSON record (cut short, or two writers interleaved)', text) };
+      return {
+        problem: problem(lineNo, 'not one whole JSON record (cut short, or two writers interleaved)', text),
+      };
     }
     if (!isObj(rec)) return { problem: problem(lineNo, 'not a JSON object', text) };
     if (isObj(rec.dump_stats)) return this.dumpStats(rec, lineNo, text);
     let header = rec.header;
     let metadata = rec.metadata;
     const kind = ['coll_perf', 'p2p_perf', 'proxy_trace'].find((k) => k in rec);
-    if (!kind) return { problem: problem(lineNo, 'no coll_perf, p2p_perf, proxy_trace or dump_stats in the record', text) };
+    if (!kind)
+      return {
+        problem: problem(lineNo, 'no coll_perf, p2p_perf, proxy_trace or dump_stats in the record', text),
+      };
     if (header === undefined && metadata === undefined) {
       // v4.3 compact: the payload alone, its context from the dump_stats before it.
       const ctx = this.ctx;
@@ -116,7 +121,8 @@ export class InspectorJsonReader {
       metadata = ctx.metadata;
     }
     if (kind === 'proxy_trace') return { ignored: 'proxy_trace' };
-    if (!isObj(header) || !isObj(metadata)) return { problem: problem(lineNo, 'header or metadata is not an object', text) };
+    if (!isObj(header) || !isObj(metadata))
+      return { problem: problem(lineNo, 'header or metadata is not an object', text) };
     return this.operation(header, metadata, rec[kind], kind === 'coll_perf' ? 'coll' : 'p2p', lineNo, text);
   }
 
@@ -124,7 +130,9 @@ export class InspectorJsonReader {
   finish(): ParseProblem[] {
     const missing = this.missing();
     this.ctx = undefined;
-    return missing > 0 ? [problem(this.ctxLine, `dump cut short: ${missing} record(s) its dump_stats counted never came`, '')] : [];
+    return missing > 0
+      ? [problem(this.ctxLine, `dump cut short: ${missing} record(s) its dump_stats counted never came`, '')]
+      : [];
   }
 
   private missing(): number {
@@ -135,14 +143,25 @@ export class InspectorJsonReader {
     const cut = this.missing();
     const out: LineResult =
       cut > 0
-        ? { problem: problem(lineNo, `the dump before was cut short: ${cut} record(s) its dump_stats counted never came`, text) }
+        ? {
+            problem: problem(
+              lineNo,
+              `the dump before was cut short: ${cut} record(s) its dump_stats counted never came`,
+              text,
+            ),
+          }
         : {};
     this.ctx = undefined;
     const stats = rec.dump_stats as Obj;
     const header = rec.header;
     const metadata = rec.metadata;
-    if (!isObj(header) || !isObj(metadata)) return out.problem ? out : { problem: problem(lineNo, 'dump_stats without header or metadata', text) };
-    if (metadata.inspector_output_format_version === 'v4.3' && isCount(stats.coll_records) && isCount(stats.p2p_records)) {
+    if (!isObj(header) || !isObj(metadata))
+      return out.problem ? out : { problem: problem(lineNo, 'dump_stats without header or metadata', text) };
+    if (
+      metadata.inspector_output_format_version === 'v4.3' &&
+      isCount(stats.coll_records) &&
+      isCount(stats.p2p_records)
+    ) {
       // Whether this file is compact shows in the next line: a payload alone uses the counts.
       this.ctx = {
         header,
@@ -163,7 +182,14 @@ export class InspectorJsonReader {
     return out;
   }
 
-  private operation(header: Obj, metadata: Obj, perf: unknown, kind: 'coll' | 'p2p', lineNo: number, text: string): LineResult {
+  private operation(
+    header: Obj,
+    metadata: Obj,
+    perf: unknown,
+    kind: 'coll' | 'p2p',
+    lineNo: number,
+    text: string,
+  ): LineResult {
     const bad = (why: string): LineResult => ({ problem: problem(lineNo, why, text) });
     if (!isObj(perf)) return bad(`${kind}_perf is not an object`);
     const name = perf[kind];
@@ -175,7 +201,9 @@ export class InspectorJsonReader {
     const commRank = header.rank;
     const nranks = header.n_ranks;
     if (!isCount(commRank) || !isCount(nranks) || nranks < 1 || commRank >= nranks)
-      return bad(`header.rank ${String(commRank)} of n_ranks ${String(nranks)} is not a rank of the communicator`);
+      return bad(
+        `header.rank ${String(commRank)} of n_ranks ${String(nranks)} is not a rank of the communicator`,
+      );
     const host = metadata.hostname;
     const pid = metadata.pid;
     if (typeof host !== 'string' || host === '') return bad('metadata.hostname is missing');
@@ -184,7 +212,8 @@ export class InspectorJsonReader {
     const bytes = perf[`${kind}_msg_size_bytes`];
     const execUs = perf[`${kind}_exec_time_us`];
     if (!isCount(seq)) return bad(`${kind}_sn is not a sequence number`);
-    if (!isCount(bytes) || bytes > Number.MAX_SAFE_INTEGER) return bad(`${kind}_msg_size_bytes is not a byte count`);
+    if (!isCount(bytes) || bytes > Number.MAX_SAFE_INTEGER)
+      return bad(`${kind}_msg_size_bytes is not a byte count`);
     if (typeof execUs !== 'number' || !(execUs >= 0) || execUs > MAX_EXEC_US)
       return bad(`${kind}_exec_time_us ${String(execUs)} cannot be an execution time`);
     const dumpUs = metadata.dump_timestamp_us;
@@ -208,7 +237,8 @@ export class InspectorJsonReader {
     if (typeof busbw === 'number' && busbw > 0 && Number.isFinite(busbw)) rec.busbwGbs = busbw;
     if (typeof commName === 'string' && commName !== '' && commName !== 'unknown') rec.commName = commName;
     if (kind === 'p2p') {
-      if (!isCount(peer) || peer >= nranks) return bad(`p2p_peer ${String(peer)} is not a rank of the communicator`);
+      if (!isCount(peer) || peer >= nranks)
+        return bad(`p2p_peer ${String(peer)} is not a rank of the communicator`);
       rec.peer = peer;
     }
     return { op: rec };
@@ -225,7 +255,8 @@ function completedUs(perf: Obj, kind: string, execUs: number, dumpUs: number): n
     let stop = 0;
     if (Array.isArray(ts.kernel_events))
       for (const k of ts.kernel_events)
-        if (isObj(k) && typeof k.kernel_stop_ts === 'number' && k.kernel_stop_ts > stop) stop = k.kernel_stop_ts;
+        if (isObj(k) && typeof k.kernel_stop_ts === 'number' && k.kernel_stop_ts > stop)
+          stop = k.kernel_stop_ts;
     if (stop > 0 && stop <= dumpUs) return stop;
     const start = ts[`${kind}_start_ts`];
     if (typeof start === 'number' && start > 0 && start + execUs <= dumpUs) return start + execUs;

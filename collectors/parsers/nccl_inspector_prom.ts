@@ -11,9 +11,9 @@
  *   bucket ("4-5GB") and algorithm: the mean execution time and the geometric mean bus bandwidth
  *   of the operations in it, with no count, rank, pid or sequence number.
  */
-import { OPS, type CollectiveOp, type InspectorOp } from './nccl_inspector.js';
-import { parsePrometheusText } from './prometheus.js';
+import { type CollectiveOp, type InspectorOp, OPS } from './nccl_inspector.js';
 import { type ParseProblem, problem } from './problems.js';
+import { parsePrometheusText } from './prometheus.js';
 
 /** One aggregate of the v5 format: what Inspector says of a dump interval's operations of one kind. */
 export interface PromBucket {
@@ -50,7 +50,10 @@ export function parseInspectorProm(text: string): PromSnapshot {
     out.ignored[what] = (out.ignored[what] ?? 0) + 1;
   };
   // Samples of one operation or bucket share every label: join them by their label set.
-  const groups = new Map<string, { labels: Record<string, string>; values: Record<string, number | undefined> }>();
+  const groups = new Map<
+    string,
+    { labels: Record<string, string>; values: Record<string, number | undefined> }
+  >();
   for (const s of samples) {
     if (!s.name.startsWith('nccl_')) {
       ignore(s.name);
@@ -126,8 +129,10 @@ function perOperation(
   const seq = count(l.coll_sn);
   const bytes = humanBytes(l.message_size ?? '');
   const t = Date.parse(l.timestamp ?? '');
-  if (!gpu || !l.hostname || !l.comm_id) return `hostname "${l.hostname}", gpu_device_id "${l.gpu_device_id}" or comm_id missing`;
-  if (commRank === undefined || commRank >= nranks) return `rank "${l.rank}" is not a rank of the communicator`;
+  if (!gpu || !l.hostname || !l.comm_id)
+    return `hostname "${l.hostname}", gpu_device_id "${l.gpu_device_id}" or comm_id missing`;
+  if (commRank === undefined || commRank >= nranks)
+    return `rank "${l.rank}" is not a rank of the communicator`;
   if (seq === undefined || bytes === undefined || !Number.isFinite(t))
     return `coll_sn "${l.coll_sn}", message_size "${l.message_size}" or timestamp "${l.timestamp}" unreadable`;
   return {

@@ -17,8 +17,8 @@ import { basename, join } from 'node:path';
 import { Type } from '@sinclair/typebox';
 import type { CollectiveEvent } from '../../schema/events.js';
 import { InspectorJsonReader } from '../parsers/nccl_inspector.js';
-import type { ParseProblem } from '../parsers/problems.js';
 import { type PromBucket, parseInspectorProm } from '../parsers/nccl_inspector_prom.js';
+import type { ParseProblem } from '../parsers/problems.js';
 import { RankMap } from '../ranks.js';
 import { CollectiveReducer, REDUCER_DEFAULTS } from '../reduce.js';
 import { type SourceFactory, sourceName } from '../source.js';
@@ -35,10 +35,15 @@ const schema = Type.Object(
     }),
     from: Type.Union([Type.Literal('start'), Type.Literal('end')], {
       default: 'end',
-      description: 'files there when the collector starts: from their start, or only new lines (new files: from the start)',
+      description:
+        'files there when the collector starts: from their start, or only new lines (new files: from the start)',
     }),
     pollMs: Type.Integer({ minimum: 50, default: 500, description: 'how often files are read' }),
-    scanMs: Type.Integer({ minimum: 100, default: 2000, description: 'how often the folder is listed for new files' }),
+    scanMs: Type.Integer({
+      minimum: 100,
+      default: 2000,
+      description: 'how often the folder is listed for new files',
+    }),
     holdMs: Type.Integer({
       minimum: 0,
       default: REDUCER_DEFAULTS.holdMs,
@@ -47,7 +52,8 @@ const schema = Type.Object(
     settleMs: Type.Integer({
       minimum: 0,
       default: REDUCER_DEFAULTS.settleMs,
-      description: "how long after a step's end its records are still taken (at least the plugin's dump interval)",
+      description:
+        "how long after a step's end its records are still taken (at least the plugin's dump interval)",
     }),
     openEveryMs: Type.Integer({
       minimum: 1000,
@@ -132,7 +138,11 @@ export const ncclInspector: SourceFactory<typeof schema> = {
         if (r.problem) problems(path, [r.problem]);
         else if (r.ignored) ignore(r.ignored);
         else if (r.drops)
-          drop('inspector_ring_overflow', r.drops.dropped, `the plugin's ring buffer of ${r.drops.comm} overflowed between dumps (raise NCCL_INSPECTOR_DUMP_COLL_RING_SIZE or dump more often)`);
+          drop(
+            'inspector_ring_overflow',
+            r.drops.dropped,
+            `the plugin's ring buffer of ${r.drops.comm} overflowed between dumps (raise NCCL_INSPECTOR_DUMP_COLL_RING_SIZE or dump more often)`,
+          );
         if (r.op) {
           if (mine(r.op.host)) reducer.add(r.op, deps.now());
           else ignore('other_host');
@@ -155,7 +165,9 @@ export const ncclInspector: SourceFactory<typeof schema> = {
             f.line = 0;
           },
           onLongLine: (bytes) =>
-            deps.parseProblems(name, [{ line: 0, reason: `line longer than the limit (${bytes} bytes), skipped`, raw: '' }]),
+            deps.parseProblems(name, [
+              { line: 0, reason: `line longer than the limit (${bytes} bytes), skipped`, raw: '' },
+            ]),
         },
       );
       jsonFiles.set(path, f);
@@ -174,7 +186,12 @@ export const ncclInspector: SourceFactory<typeof schema> = {
       try {
         names = await readdir(cfg.dir);
       } catch (err) {
-        deps.sourceError(name, new Error(`cannot list ${cfg.dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`));
+        deps.sourceError(
+          name,
+          new Error(
+            `cannot list ${cfg.dir}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+          ),
+        );
         return;
       }
       const present = new Set<string>();
@@ -236,7 +253,12 @@ export const ncclInspector: SourceFactory<typeof schema> = {
         const id = ranks.ownerOfGpu(w.b.host, w.b.gpu);
         if (id) out.push(bucketEvent(w.b, w.ts, id, cfg.intervalMs));
         else if (now - w.at < cfg.holdMs) still.push(w);
-        else drop('unmapped_pid', 1, `${w.b.host} GPU${w.b.gpu}: no step event from this GPU (Prometheus records name no pid)`);
+        else
+          drop(
+            'unmapped_pid',
+            1,
+            `${w.b.host} GPU${w.b.gpu}: no step event from this GPU (Prometheus records name no pid)`,
+          );
       }
       waiting = still;
       if (out.length) deps.emit(out);
@@ -293,7 +315,12 @@ export const ncclInspector: SourceFactory<typeof schema> = {
 };
 
 /** A v5 aggregate → an interval event of the GPU's rank: per-operation means, no count. */
-function bucketEvent(b: PromBucket, ts: number, id: { job: string; rank: number; host: string }, intervalMs: number) {
+function bucketEvent(
+  b: PromBucket,
+  ts: number,
+  id: { job: string; rank: number; host: string },
+  intervalMs: number,
+) {
   const e: CollectiveEvent & Record<string, unknown> = {
     v: 1,
     kind: 'collective',

@@ -104,8 +104,14 @@ describe('nccl_inspector source', () => {
     src.start();
     await new Promise((r) => setTimeout(r, 300));
     // Step 1 of rank 0 grows in the file that was there; rank 1's file appears now (read from its start).
-    appendFileSync(join(dir, 'node-a-pid5000.log'), rec('node-a', 5000, 2, 1200) + rec('node-a', 5000, 3, 1700));
-    writeFileSync(join(dir, 'node-a-pid5001.log'), rec('node-a', 5001, 2, 1300, 2500) + rec('node-a', 5001, 3, 1800));
+    appendFileSync(
+      join(dir, 'node-a-pid5000.log'),
+      rec('node-a', 5000, 2, 1200) + rec('node-a', 5000, 3, 1700),
+    );
+    writeFileSync(
+      join(dir, 'node-a-pid5001.log'),
+      rec('node-a', 5001, 2, 1300, 2500) + rec('node-a', 5001, 3, 1800),
+    );
     // Another node's file in the shared folder, and a process nobody named.
     writeFileSync(join(dir, 'node-b-pid7000.log'), rec('node-b', 7000, 2, 1300));
     writeFileSync(join(dir, 'node-a-pid5999.log'), rec('node-a', 5999, 2, 1300));
@@ -121,7 +127,10 @@ describe('nccl_inspector source', () => {
     // Rotation: the last line goes to the old file, then a new file takes the name.
     appendFileSync(join(dir, 'node-a-pid5000.log'), rec('node-a', 5000, 4, 2300));
     renameSync(join(dir, 'node-a-pid5000.log'), join(dir, 'node-a-pid5000.log.1'));
-    writeFileSync(join(dir, 'node-a-pid5000.log'), rec('node-a', 5000, 5, 2600) + rec('node-a', 5000, 6, 3400));
+    writeFileSync(
+      join(dir, 'node-a-pid5000.log'),
+      rec('node-a', 5000, 5, 2600) + rec('node-a', 5000, 6, 3400),
+    );
     await until('steps 2 and 3 of rank 0', () =>
       events.filter((e) => e.rank === 0 && e.step >= 2).length === 2 ? true : undefined,
     );
@@ -132,13 +141,18 @@ describe('nccl_inspector source', () => {
     ]);
 
     // Prometheus mode: each rewritten snapshot read once; its aggregates go to the rank owning the GPU.
-    const prom = readFileSync(join(import.meta.dirname, '..', 'parsers', 'fixtures', 'nccl-inspector', 'readme-v5.1.prom'), 'utf8')
+    const prom = readFileSync(
+      join(import.meta.dirname, '..', 'parsers', 'fixtures', 'nccl-inspector', 'readme-v5.1.prom'),
+      'utf8',
+    )
       .replaceAll('nvl72004-T01', 'node-a')
       .replaceAll('GPU0', 'GPU1');
     writeFileSync(join(dir, 'nccl_inspector_metrics_GPU-5f1c6a3e.prom'), prom);
     await until('the first snapshot', () => (events.some((e) => e.agg === 'mean') ? true : undefined));
     writeFileSync(join(dir, 'nccl_inspector_metrics_GPU-5f1c6a3e.prom'), prom.replace('9498.47', '19001.2'));
-    await until('the second snapshot', () => (events.filter((e) => e.agg === 'mean').length === 4 ? true : undefined));
+    await until('the second snapshot', () =>
+      events.filter((e) => e.agg === 'mean').length === 4 ? true : undefined,
+    );
     await until('the unmapped pid to be counted', () => (dropped.unmapped_pid ? true : undefined));
     await src.stop();
 

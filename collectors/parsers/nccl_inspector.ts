@@ -233,8 +233,7 @@ export class InspectorJsonReader {
       execUs,
       tMs: completedUs(perf, kind, execUs, dumpUs) / 1000,
     };
-    // nan (no time measured) and 0 say nothing about the link.
-    if (typeof busbw === 'number' && busbw > 0 && Number.isFinite(busbw)) rec.busbwGbs = busbw;
+    if (isBandwidth(busbw)) rec.busbwGbs = busbw;
     if (typeof commName === 'string' && commName !== '' && commName !== 'unknown') rec.commName = commName;
     if (kind === 'p2p') {
       if (!isCount(peer) || peer >= nranks)
@@ -263,6 +262,9 @@ function completedUs(perf: Obj, kind: string, execUs: number, dumpUs: number): n
   }
   return dumpUs;
 }
+
+/** A bus bandwidth that says something: "nan" (no time measured), 0 and infinities do not. */
+export const isBandwidth = (v: unknown): v is number => typeof v === 'number' && v > 0 && Number.isFinite(v);
 
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;

@@ -11,7 +11,7 @@
  *   bucket ("4-5GB") and algorithm: the mean execution time and the geometric mean bus bandwidth
  *   of the operations in it, with no count, rank, pid or sequence number.
  */
-import { type CollectiveOp, type InspectorOp, OPS } from './nccl_inspector.js';
+import { type CollectiveOp, type InspectorOp, isBandwidth, OPS } from './nccl_inspector.js';
 import { type ParseProblem, problem } from './problems.js';
 import { parsePrometheusText } from './prometheus.js';
 
@@ -108,7 +108,7 @@ export function parseInspectorProm(text: string): PromSnapshot {
       sizeBucket: l.message_size,
       bytesLow: low,
       meanExecUs: execUs,
-      busbwGbs: busbw !== undefined && busbw > 0 && Number.isFinite(busbw) ? busbw : 0,
+      busbwGbs: isBandwidth(busbw) ? busbw : 0,
       ...(l.algo_proto ? { algoProto: l.algo_proto } : {}),
       version: l.version ?? 'unknown',
     });
@@ -145,7 +145,7 @@ function perOperation(
     seq,
     bytes,
     execUs,
-    ...(busbw !== undefined && busbw > 0 && Number.isFinite(busbw) ? { busbwGbs: busbw } : {}),
+    ...(isBandwidth(busbw) ? { busbwGbs: busbw } : {}),
     tMs: t,
   };
 }

@@ -49,6 +49,7 @@ export interface RankMapOptions {
 }
 
 type Listener = (id: RankIdentity, boundary: StepBoundary) => void;
+type RemapListener = (was: RankIdentity, now: RankIdentity) => void;
 
 const key = (host: string, n: number) => `${host}\u0000${n}`;
 const rankKey = (job: string, rank: number) => `${job}\u0000${rank}`;
@@ -60,6 +61,7 @@ export class RankMap {
   /** Environment lookups that named nobody: why, and when to ask again. */
   private readonly misses = new Map<string, { why: string; retryAt: number }>();
   private readonly listeners = new Set<Listener>();
+  private readonly remaps = new Set<RemapListener>();
   private readonly local: Set<string>;
   private readonly readEnviron: (pid: number) => string;
   private readonly maxProcesses: number;
@@ -97,8 +99,11 @@ export class RankMap {
       if (isCount(pid) && pid > 0) {
         const k = key(host, pid);
         const was = this.byPid.get(k);
-        if (!was || was.job !== job || was.rank !== rank || was.gpu !== id.gpu)
+        if (!was || was.job !== job || was.rank !== rank || was.gpu !== id.gpu) {
           bounded(this.byPid, k, id, this.maxProcesses);
+          // The environment named it first (its hook's first step had not ended yet): the hook wins.
+          if (was && (was.job !== job || was.rank !== rank)) for (const l of this.remaps) l(was, id);
+        }
         this.misses.delete(k);
       }
       if (id.gpu !== undefined) {
@@ -155,6 +160,12 @@ export class RankMap {
   onStep(fn: Listener): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  /** Called when a process's rank changes (the hook's step names a pid the environment had named otherwise). */
+  onRemap(fn: RemapListener): () => void {
+    this.remaps.add(fn);
+    return () => this.remaps.delete(fn);
   }
 
   /** Adds a boundary in time order; false when it was known already (the same step twice). */

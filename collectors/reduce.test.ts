@@ -196,6 +196,20 @@ describe('the edge reduction', () => {
     ]);
   });
 
+  it("follows the hook when it names a process the environment named first (the hook's first step is long)", () => {
+    ranks = new RankMap({ localHosts: ['node-a'], readEnviron: () => 'RANK=2\0SLURM_JOB_ID=42\0' });
+    setupWith(ranks);
+    red.add(op(2, 10_300, { seq: 1 }), now);
+    red.add(op(2, 10_600, { seq: 2 }), now);
+    now += REDUCER_DEFAULTS.holdMs / 2;
+    red.tick(now);
+    stepEnd(2, 0, 11_000, 2000); // job "llm", as the hook names it
+    now += REDUCER_DEFAULTS.holdMs;
+    red.tick(now);
+    expect(out.map((e) => [e.job, e.rank, e.step, e.window, e.count])).toEqual([['llm', 2, 0, undefined, 2]]);
+    expect(drops).toEqual({});
+  });
+
   it("names a p2p peer's global rank when its records were seen, else its communicator rank", () => {
     stepEnd(0, 0, 10_000);
     stepEnd(1, 0, 10_000);

@@ -104,10 +104,13 @@ export class CollectiveReducer {
   /** Communicator members seen, for naming a p2p peer's global rank: comm → comm rank → identity. */
   private readonly members = new Map<string, Map<number, RankIdentity>>();
   private held = 0;
-  private readonly off: () => void;
+  private readonly offs: (() => void)[];
 
   constructor(private readonly o: ReducerOptions) {
-    this.off = o.ranks.onStep((id, b) => this.onBoundary(id, b));
+    this.offs = [
+      o.ranks.onStep((id, b) => this.onBoundary(id, b)),
+      o.ranks.onRemap((was, id) => this.remap(was, id)),
+    ];
   }
 
   /** What is held now: records waiting for a mapping or their step's end, ranks, step and interval windows. */
@@ -206,7 +209,7 @@ export class CollectiveReducer {
   }
 
   close(): void {
-    this.off();
+    for (const off of this.offs) off();
   }
 
   private identity(r: InspectorOp, now: number): RankIdentity | undefined {
@@ -276,6 +279,18 @@ export class CollectiveReducer {
     this.held -= ready.length;
     st.openCount = 0;
     for (const r of ready) this.place(st, r, now);
+  }
+
+  /** The hook named a process the environment had named otherwise: its waiting records follow the hook's rank. */
+  private remap(was: RankIdentity, id: RankIdentity): void {
+    const old = this.states.get(`${was.job}\u0000${was.rank}`);
+    if (!old || old.pending.length === 0) return;
+    const now = this.o.now();
+    const recs = old.pending;
+    old.pending = [];
+    this.held -= recs.length;
+    const st = this.state(id, now);
+    for (const r of recs) this.place(st, r, now);
   }
 
   private sendDue(st: RankState, now: number, out: CollectiveEvent[]): void {

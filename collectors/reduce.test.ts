@@ -173,6 +173,14 @@ describe('the edge reduction', () => {
     now += REDUCER_DEFAULTS.openEveryMs;
     red.tick(now);
     expect(out.slice(2).map((e) => [e.rank, e.seq, e.count])).toEqual([[1, 3, 3]]);
+    // The collector stops: the step still running goes out as one last snapshot, nothing dropped.
+    red.flush(now);
+    expect(out.slice(3).map((e) => [e.rank, e.window, e.seq])).toEqual([
+      [0, 'open', 1],
+      [1, 'open', 3],
+    ]);
+    expect(drops).toEqual({});
+    expect(red.stats().held).toBe(0);
   });
 
   it('reports per interval a rank with no step boundaries (no hook), marked as such', () => {

@@ -183,18 +183,21 @@ export class CollectiveReducer {
     if (out.length) this.o.emit(out);
   }
 
-  /** At stop: sends every step and interval whose records are here; what still waits is dropped with its reason. */
+  /**
+   * At stop: sends every step and interval whose records are here, and the step still running as
+   * an open snapshot (an interval for a rank with no step boundaries); unmapped records are dropped
+   * with their reason.
+   */
   flush(now: number): void {
     const out: CollectiveEvent[] = [];
     for (const st of this.states.values()) {
-      const hook = this.o.ranks.boundaries(st.id.job, st.id.rank).length > 0;
-      if (st.pending.length && hook)
-        this.o.drop(
-          'no_step',
-          st.pending.length,
-          `rank ${st.id.rank} of ${st.id.job}: its step had not ended`,
-        );
-      else for (const r of st.pending) this.toInterval(st, r, now);
+      this.sendDue(st, Number.POSITIVE_INFINITY, out);
+      const bs = this.o.ranks.boundaries(st.id.job, st.id.rank);
+      if (st.pending.length && bs.length > 0) {
+        st.lastOpenAt = Number.NEGATIVE_INFINITY;
+        st.openCount = 0;
+        this.snapshot(st, bs[bs.length - 1], now, out);
+      } else for (const r of st.pending) this.toInterval(st, r, now);
       this.held -= st.pending.length;
       st.pending = [];
       this.sendDue(st, Number.POSITIVE_INFINITY, out);
@@ -326,8 +329,13 @@ export class CollectiveReducer {
       );
       return;
     }
-    if (now - oldest < this.o.openEveryMs || now - st.lastOpenAt < this.o.openEveryMs) return;
-    if (st.pending.length === st.openCount) return;
+    if (now - oldest < this.o.openEveryMs) return;
+    this.snapshot(st, last, now, out);
+  }
+
+  /** A cumulative snapshot of the step still running (at most every openEveryMs, and only when it changed). */
+  private snapshot(st: RankState, last: StepBoundary, now: number, out: CollectiveEvent[]): void {
+    if (now - st.lastOpenAt < this.o.openEveryMs || st.pending.length === st.openCount) return;
     st.lastOpenAt = now;
     st.openCount = st.pending.length;
     const accs = new Map<string, Acc>();

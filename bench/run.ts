@@ -6,6 +6,7 @@ import { apiBench } from './api.bench.js';
 import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
+import { inspectorBench } from './inspector.bench.js';
 import { kafkaBench } from './kafka.bench.js';
 import { rawEventsBench } from './raw-events.bench.js';
 import { replayBench } from './replay.bench.js';
@@ -21,6 +22,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['raw-events', rawEventsBench],
   ['kafka', kafkaBench],
   ['collector', collectorBench],
+  ['inspector', inspectorBench],
   ['api', apiBench],
   ['startup', startupBench],
   ['scale', scaleBench],

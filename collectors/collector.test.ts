@@ -73,6 +73,43 @@ describe('Collector', () => {
     await rx.close();
   });
 
+  it("learns ranks from the hooks' steps it relays, and counts a source's unusable records by reason", async () => {
+    const rx = await ingest();
+    const cfg = loadCollectorConfig(undefined, { bus: rx.url, host: 'n1', flushMs: 50 }, []);
+    const { publisher } = await publisherFor(cfg, quiet);
+    const c = new Collector({ publisher, logger: quiet, flushMs: cfg.flushMs });
+    const deps = c.deps('n1');
+    c.start([]);
+    await c.handOff([
+      {
+        v: 1,
+        kind: 'step',
+        ts: 5000,
+        job: 'j',
+        rank: 12,
+        host: 'n1',
+        gpu: 4,
+        pid: 3131,
+        step: 2,
+        step_ms: 900,
+        compute_ms: 700,
+      },
+    ]);
+    expect(deps.ranks?.lookup('n1', 3131)).toEqual({ job: 'j', rank: 12, host: 'n1', gpu: 4, via: 'hook' });
+    expect(deps.ranks?.boundaries('j', 12)).toEqual([{ step: 2, endMs: 5000, stepMs: 900 }]);
+    deps.dropped?.('nccl_inspector', 'unmapped_pid', 3, 'process 77 has no RANK');
+    deps.dropped?.('nccl_inspector', 'unmapped_pid', 2);
+    await until('the relayed step', () => rx.events.length === 1);
+    await c.stop();
+    const k = c.counters();
+    expect(k.records_dropped).toEqual({ nccl_inspector: { unmapped_pid: 5 } });
+    expect(k.events_dropped).toBe(0);
+    expect(renderMetrics(k)).toContain(
+      'rankwatch_collector_records_dropped_total{source="nccl_inspector",reason="unmapped_pid"} 5',
+    );
+    await rx.close();
+  });
+
   it('spools to disk while ingest is down and delivers once it is back', async () => {
     // Reserve a port, then free it: the collector starts with nothing listening there.
     const holder: Server = createServer();

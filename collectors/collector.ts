@@ -8,10 +8,12 @@
  * publisher's health says which); only an event the bus refuses on its own is dropped, counted as
  * `refused_by_bus`, and the rest of its batch delivered.
  */
+import { hostname } from 'node:os';
 import { RankwatchError } from '../core/errors.js';
 import { publishIsolating } from '../stream/isolate.js';
 import { type Batch, batchByKey, type Publisher } from '../stream/transport.js';
 import type { ParseProblem } from './parsers/problems.js';
+import { RankMap } from './ranks.js';
 import { backoffMs, type Logger, type Source, type SourceDeps } from './source.js';
 
 export interface CollectorOptions {
@@ -34,6 +36,8 @@ export interface CollectorCounters {
   /** Samples of fields a source does not use, by source and field. */
   ignored_fields: Record<string, Record<string, number>>;
   source_errors: Record<string, number>;
+  /** Input records a source held and could not use, by source and reason (not events: see docs). */
+  records_dropped: Record<string, Record<string, number>>;
   publish_errors: number;
   buffered: number;
   [extra: string]: unknown;
@@ -52,6 +56,8 @@ export class Collector {
   private readonly maxBatch: number;
   private readonly maxBuffered: number;
   private readonly pciMap = new Map<string, number>();
+  /** Learnt from the step events hooks send through this collector (handOff); read by sources. */
+  private ranks: RankMap | undefined;
   private readonly c = {
     events_read: 0,
     events_sent: 0,
@@ -60,6 +66,7 @@ export class Collector {
     parse_errors: {} as Record<string, number>,
     ignored_fields: {} as Record<string, Record<string, number>>,
     source_errors: {} as Record<string, number>,
+    records_dropped: {} as Record<string, Record<string, number>>,
     publish_errors: 0,
   };
 
@@ -72,11 +79,24 @@ export class Collector {
   /** What sources are given: emit into the buffer, report problems into the counters. */
   deps(host: string): SourceDeps {
     const log = this.o.logger;
+    this.ranks ??= new RankMap({ localHosts: [host, hostname()] });
     return {
       host,
       logger: log,
       now: this.o.now ?? Date.now,
       pciMap: this.pciMap,
+      ranks: this.ranks,
+      dropped: (source: string, reason: string, n: number, detail?: string) => {
+        this.c.records_dropped[source] ??= {};
+        const mine = this.c.records_dropped[source];
+        const before = mine[reason] ?? 0;
+        mine[reason] = before + n;
+        // The first of each reason with its why, then one line per power of ten.
+        if (before === 0 || Math.floor(Math.log10(before + n)) > Math.floor(Math.log10(Math.max(1, before))))
+          log.warn(
+            `${source}: dropped ${n} record(s), ${reason}${detail ? `: ${detail}` : ''} [${before + n} so far]`,
+          );
+      },
       emit: (events) => this.accept(events),
       parseProblems: (source: string, problems: ParseProblem[]) => {
         const before = this.c.parse_errors[source] ?? 0;
@@ -150,6 +170,9 @@ export class Collector {
         Object.entries(this.c.ignored_fields).map(([k, v]) => [k, { ...v }]),
       ),
       source_errors: { ...this.c.source_errors },
+      records_dropped: Object.fromEntries(
+        Object.entries(this.c.records_dropped).map(([k, v]) => [k, { ...v }]),
+      ),
       buffered: this.buffer.length,
       ...this.o.extraCounters?.(),
     };
@@ -223,6 +246,8 @@ export class Collector {
    * through `durable` (the spool) when given, so the answer means "on disk"; else into the buffer.
    */
   async handOff(events: unknown[], durable?: (batches: Batch[]) => Promise<void>): Promise<void> {
+    // Hooks' steps say which process is which rank, and where its steps end.
+    this.ranks?.learn(events);
     if (!durable) return this.accept(events);
     this.c.events_read += events.length;
     await durable(batchByKey(events));

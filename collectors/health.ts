@@ -20,6 +20,17 @@ export function renderMetrics(c: CollectorCounters): string {
   };
   const labelled = (key: string, rec: Record<string, number>): [string, number][] =>
     Object.entries(rec).map(([k, v]) => [`{${key}="${k.replace(/["\\\n]/g, '_')}"}`, v]);
+  /** Counters by source, then by `key` within it. */
+  const bySource = (
+    key: string,
+    rec: Record<string, Record<string, number>> | undefined,
+  ): [string, number][] =>
+    Object.entries(rec ?? {}).flatMap(([src, inner]) =>
+      labelled(key, inner).map(([l, v]): [string, number] => [
+        `{source="${src.replace(/["\\\n]/g, '_')}",${l.slice(1)}`,
+        v,
+      ]),
+    );
   family('events_read_total', 'events produced by sources', 'counter', [['', c.events_read]]);
   family('events_sent_total', 'events the publisher accepted (sent or spooled)', 'counter', [
     ['', c.events_sent],
@@ -40,12 +51,13 @@ export function renderMetrics(c: CollectorCounters): string {
     'ignored_fields_total',
     'samples of fields a source does not use (e.g. DCGM_* metrics it does not read), by source and field',
     'counter',
-    Object.entries(c.ignored_fields ?? {}).flatMap(([src, fields]) =>
-      labelled('field', fields).map(([l, v]): [string, number] => [
-        `{source="${src.replace(/["\\\n]/g, '_')}",${l.slice(1)}`,
-        v,
-      ]),
-    ),
+    bySource('field', c.ignored_fields),
+  );
+  family(
+    'records_dropped_total',
+    'input records a source held and could not use (unmappable pid, outside any step…), by source and reason',
+    'counter',
+    bySource('reason', c.records_dropped),
   );
   family(
     'source_errors_total',

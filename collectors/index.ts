@@ -10,6 +10,7 @@ import type { Source, SourceDeps, SourceFactory } from './source.js';
 import { dcgmExporter } from './sources/dcgm_exporter.js';
 import { kernelLog } from './sources/kernel_log.js';
 import { megatronLog } from './sources/megatron_log.js';
+import { ncclInspector } from './sources/nccl_inspector.js';
 import { ncclTests } from './sources/nccl_tests.js';
 import { ncclWatchdog } from './sources/nccl_watchdog.js';
 import { nvidiaSmi } from './sources/nvidia_smi.js';
@@ -21,6 +22,7 @@ export const SOURCES: SourceFactory<TObject>[] = [
   megatronLog,
   ncclWatchdog,
   ncclTests,
+  ncclInspector,
 ] as unknown as SourceFactory<TObject>[];
 
 /** Validates every config (all problems at once), then creates the sources. Starts nothing. */

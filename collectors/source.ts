@@ -7,6 +7,7 @@
  */
 import type { Static, TObject } from '@sinclair/typebox';
 import type { ParseProblem } from './parsers/problems.js';
+import type { RankMap } from './ranks.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -29,6 +30,11 @@ export interface SourceDeps {
   sourceError(source: string, err: unknown): void;
   /** PCI bus id ("0000:3b:00") → GPU index on this node, shared between sources. */
   pciMap: Map<string, number>;
+  /** (host, pid | GPU) → (job, global rank) and each rank's step boundaries, learnt from the hook's
+   * step events the collector relays; shared between sources. */
+  ranks?: RankMap;
+  /** Input records the source held and then could not use (unmappable, outside any step…), by reason. */
+  dropped?(source: string, reason: string, n: number, detail?: string): void;
 }
 
 export interface Source {

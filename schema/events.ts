@@ -105,6 +105,12 @@ export const StepEvent = kind('step', 'one rank finished one optimizer step', {
         'tp/pp/cp coordinate, so job tokens = sum over ranks / (tp*pp*cp)',
     ),
   ),
+  pid: Opt(
+    Int32(
+      "the rank's process id, so a node collector can map NCCL Inspector, Flight Recorder and RAS " +
+        'records (which speak of host and pid) to the job and global rank',
+    ),
+  ),
 });
 
 export const CollectiveOp = Type.Union(
@@ -126,6 +132,34 @@ export const CollectiveEvent = kind('collective', 'timing of one NCCL collective
   peer_host: Opt(Str('peer host (send/recv)')),
   bytes: Num('payload bytes'),
   dur_ms: Num('duration'),
+  count: Opt(
+    Int('operations reduced into this event: bytes and dur_ms are their sums (1 when unreduced)', 1),
+  ),
+  max_ms: Opt(Num("the slowest single operation's execution time")),
+  busbw_gbs: Opt(Num('bus bandwidth the source reported, GB/s (mean over the operations)')),
+  seq: Opt(
+    Int(
+      "the communicator's sequence number of the last operation reduced (NCCL Inspector counts per " +
+        'communicator and op), so progress is comparable across the ranks of one communicator',
+    ),
+  ),
+  comm_name: Opt(Type.String({ description: 'communicator name the source printed (e.g. a process group)' })),
+  peer_comm_rank: Opt(
+    Int32("send/recv: the peer's rank in the communicator, when its global rank is unknown"),
+  ),
+  window: Opt(
+    Type.Union(
+      ['step', 'open', 'interval'].map((w) => Type.Literal(w)),
+      {
+        description:
+          "what the event covers: the rank's whole step (step, the default); the step still in progress " +
+          '(open: a cumulative snapshot, a later event of the same step follows; the hang detector reads ' +
+          'it, the slow-link detector does not); or, with no step boundaries known, a reporting interval ' +
+          '(interval: step is floor(ts / interval_ms))',
+      },
+    ),
+  ),
+  interval_ms: Opt(Num('window interval: the reporting interval the step number counts')),
 });
 
 export const GpuEvent = kind('gpu', 'one GPU telemetry sample', {

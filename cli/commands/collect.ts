@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { Collector } from '../../collectors/collector.js';
 import { loadCollectorConfig } from '../../collectors/config.js';
 import { startHealthServer } from '../../collectors/health.js';
@@ -35,9 +36,14 @@ Sources (each flag adds one; the config file can hold any number):
                        --gpu-model NAME (e.g. H100-SXM) gives its job an MFU
   --nccl-log FILE      PyTorch NCCL watchdog timeouts from a training log
   --nccl-tests FILE    nccl-tests output (one check event per run)
+  --nccl-inspector DIR NCCL Inspector dumps (NCCL_INSPECTOR_DUMP_DIR: JSON v4.x, verbose or not, or
+                       Prometheus textfiles), reduced to one collective event per rank, step,
+                       communicator and op; ranks and steps from the hook's step events (give
+                       --health-port) or the processes' RANK and job variables (docs/collectors/nccl-inspector.md)
+  --nccl-inspector-all-hosts  read every host's files in that folder, not only this node's
   --job ID --rank N --gpu N   job/rank/gpu for the log sources above (GPU telemetry takes its
                        job from Kubernetes pod labels, or from "job" in the config file)
-  --from start|end     read log files from the start or only new lines (default end)
+  --from start|end     read log files (and dumps there at start) from the start or only new lines (default end)
 Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
   async run(argv) {
     const { values } = parse(argv, {
@@ -56,6 +62,8 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       'gpu-model': { type: 'string' },
       'nccl-log': { type: 'string' },
       'nccl-tests': { type: 'string' },
+      'nccl-inspector': { type: 'string' },
+      'nccl-inspector-all-hosts': { type: 'boolean' },
       job: { type: 'string' },
       rank: { type: 'string' },
       gpu: { type: 'string' },
@@ -101,6 +109,23 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       });
     if (values['nccl-tests'])
       fromFlags.push({ type: 'nccl_tests', path: values['nccl-tests'], ...(job ? { job } : {}) });
+    if (values['nccl-inspector'] && statSync(values['nccl-inspector'], { throwIfNoEntry: false })?.isFile())
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `${values['nccl-inspector']} is a file, --nccl-inspector needs the folder the plugin writes to (NCCL_INSPECTOR_DUMP_DIR)`,
+      );
+    if (values['nccl-inspector'])
+      fromFlags.push({
+        type: 'nccl_inspector',
+        dir: values['nccl-inspector'],
+        ...(values['nccl-inspector-all-hosts'] ? { hosts: 'all' } : {}),
+        ...(from ? { from } : {}),
+      });
+    else if (values['nccl-inspector-all-hosts'])
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        '--nccl-inspector-all-hosts needs --nccl-inspector DIR',
+      );
 
     const cfg = loadCollectorConfig(
       values.config,

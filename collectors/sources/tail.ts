@@ -26,6 +26,8 @@ export interface TailHandlers {
   onError(err: unknown): void;
   /** Rotation and truncation, for the log. */
   onNotice?(msg: string): void;
+  /** The file was rotated or truncated: what follows is a new file (for readers that keep context). */
+  onReset?(): void;
   onLongLine?(bytes: number): void;
 }
 
@@ -73,6 +75,7 @@ export class FileTail {
         this.h.onNotice?.(`${this.cfg.path} was truncated; reading it from the start`);
         this.pos = 0;
         this.partial = '';
+        this.h.onReset?.();
       }
       const grew = await this.readToEnd();
       if (!grew && this.partial && Date.now() - this.partialAt >= (this.cfg.partialFlushMs ?? 5000))
@@ -82,6 +85,7 @@ export class FileTail {
         await this.readToEnd();
         this.flushPartial();
         this.h.onNotice?.(`${this.cfg.path} was rotated; following the new file`);
+        this.h.onReset?.();
         await fd.close().catch(() => {});
         this.fd = undefined;
       }

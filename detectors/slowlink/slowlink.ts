@@ -177,6 +177,9 @@ export class SlowLinkDetector {
   ) {}
 
   add(e: CollectiveEvent): void {
+    // A snapshot of a step still running, or a reporting interval of a rank with no step
+    // boundaries: not one step's links (collectors/reduce.ts).
+    if (e.window !== undefined && e.window !== 'step') return;
     let step = this.open.get(e.step);
     if (!step) {
       if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));

@@ -199,6 +199,8 @@ class Hook:
             "gpu": self.gpu,
             "step": n,
             "step_ms": wall_ms,
+            # The node collector maps NCCL Inspector / RAS records (host, pid) to this rank through it.
+            "pid": os.getpid(),
         }
         if self.stage is not None:
             ev["stage"] = self.stage

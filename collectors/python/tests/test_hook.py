@@ -95,6 +95,21 @@ def test_events_reach_the_receiver():
     assert res["counters"]["dropped"] == 0
 
 
+def test_steps_carry_the_training_process_pid():
+    # The node collector maps NCCL Inspector records (host, pid) to this rank through it.
+    rx = Receiver()
+    try:
+        res, _ = run_loop(rx.url, "--steps", "5")
+    finally:
+        rx.close()
+    steps = [e for e in rx.events if e["kind"] == "step"]
+    assert len(steps) == 5
+    assert res["pid"] != os.getpid()
+    assert {s["pid"] for s in steps} == {res["pid"]}
+    # Only steps carry it: the other kinds' contract has no pid.
+    assert all("pid" not in e for e in rx.events if e["kind"] != "step")
+
+
 def _median_elapsed(endpoint, mode, runs=3):
     times = sorted(run_loop(endpoint, "--steps", "200", "--compute-ms", "2", "--comm-ms", "1", "--mode", mode)[0]["elapsed"] for _ in range(runs))
     return times[len(times) // 2]

@@ -50,7 +50,7 @@ for i in range(args.steps):
         with checkpoint(step=i, nbytes=1 << 20):
             time.sleep(0.003)
 elapsed = time.perf_counter() - t0
-out = {"elapsed": elapsed}
+out = {"elapsed": elapsed, "pid": os.getpid()}
 if args.mode == "hook":
     out["counters"] = rw.counters()
 print(json.dumps(out), flush=True)

@@ -7,31 +7,10 @@ import { RankwatchError } from '../core/errors.js';
 import type { CheckEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { Automation } from './automation.js';
-import { type CordonDriver, type CordonRequest, type NodeOut, REASON_PREFIX } from './drivers/driver.js';
+import { MemoryDriver } from './drivers/memory.js';
 import { SAFETY_DEFAULTS, type SafetyConfig, safetyConfig } from './governor.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
-
-/** An in-memory scheduler: a real implementation of the driver interface, with what was asked. */
-class MemoryScheduler implements CordonDriver {
-  readonly type = 'memory';
-  readonly nodes = new Map<string, string>();
-  calls: string[] = [];
-  failNext = 0;
-  async cordon(r: CordonRequest): Promise<void> {
-    this.calls.push(`cordon ${r.host}`);
-    if (this.failNext-- > 0) throw new RankwatchError('RANKWATCH_ERR_CORDON_FAILED', 'slurmctld timed out');
-    this.nodes.set(r.host, `${REASON_PREFIX} ${r.reason}`);
-  }
-  async uncordon(host: string): Promise<void> {
-    this.calls.push(`uncordon ${host}`);
-    this.nodes.delete(host);
-  }
-  async state(host: string): Promise<NodeOut> {
-    const reason = this.nodes.get(host);
-    return { out: reason !== undefined, reason, byRankwatch: reason?.startsWith(REASON_PREFIX) ?? false };
-  }
-}
 
 const NOW = 1_800_000_000_000;
 const BUDGET = { maxShare: 0.1, maxNodes: 4, perHour: 10 };
@@ -59,7 +38,7 @@ const check = (host: string, tool: string, ts: number): CheckEvent => ({
 });
 const host = (i: number) => `gpu-${String(i).padStart(4, '0')}`;
 
-function setup(safety: Partial<SafetyConfig>, driver = new MemoryScheduler()) {
+function setup(safety: Partial<SafetyConfig>, driver = new MemoryDriver()) {
   let clock = NOW;
   const a = new Automation({
     driver,
@@ -86,7 +65,7 @@ describe('cordon automation under the safety governor', () => {
     a.onFindings(Array.from({ length: 50 }, (_, i) => xid(host(i))));
     await a.idle();
     // 10% of 64 is 6, the absolute limit 4: four nodes out.
-    expect(driver.nodes.size).toBe(4);
+    expect(driver.out.size).toBe(4);
     const cordons = a.audit.filter((e) => e.verb === 'cordon');
     expect(cordons).toHaveLength(50);
     expect(cordons.filter((e) => e.outcome === 'done')).toHaveLength(4);
@@ -100,7 +79,7 @@ describe('cordon automation under the safety governor', () => {
 
     // Tripped, yet a verified node still returns.
     await repairAndVerify(a, host(0), at());
-    expect(driver.nodes.has(host(0))).toBe(false);
+    expect(driver.out.has(host(0))).toBe(false);
     expect(a.audit.at(-1)).toMatchObject({ verb: 'uncordon', outcome: 'done', host: host(0) });
     // And no new cordon happens while tripped.
     a.onFindings([xid(host(60))]);
@@ -116,7 +95,7 @@ describe('cordon automation under the safety governor', () => {
     a.onFindings([xid(host(61))]);
     await a.idle();
     expect(a.audit.at(-1)).toMatchObject({ host: host(61), verb: 'cordon', outcome: 'done' });
-    expect(driver.nodes.size).toBe(4);
+    expect(driver.out.size).toBe(4);
   });
 
   it('is dry-run unless enabled: decisions are audited, nothing is touched', async () => {
@@ -135,7 +114,7 @@ describe('cordon automation under the safety governor', () => {
     const [p] = a.pendingApprovals();
     expect(p).toMatchObject({ host: host(2) });
     expect(await a.approve(p.id, 'bob')).toMatchObject({ id: p.id, outcome: 'done', actor: 'bob' });
-    expect(driver.nodes.has(host(2))).toBe(true);
+    expect(driver.out.has(host(2))).toBe(true);
     expect(await a.approve('act-nope', 'bob')).toMatchObject({
       outcome: 'refused',
       reason: 'no such pending action',
@@ -156,8 +135,8 @@ describe('cordon automation under the safety governor', () => {
   });
 
   it('never takes over or resumes a node a person drained', async () => {
-    const driver = new MemoryScheduler();
-    driver.nodes.set(host(5), 'bad DIMM, ticket 4411');
+    const driver = new MemoryDriver();
+    driver.out.set(host(5), 'bad DIMM, ticket 4411');
     const { a, at } = setup({ enabled: true, ...BUDGET }, driver);
     a.onFindings([xid(host(5)), xid(host(6))]);
     await a.idle();
@@ -166,17 +145,17 @@ describe('cordon automation under the safety governor', () => {
       reason: expect.stringMatching(/already out by a person/),
     });
     // rankwatch drained host 6; then a person re-drained it with their own reason.
-    driver.nodes.set(host(6), 'reseating GPU 0');
+    driver.out.set(host(6), 'reseating GPU 0');
     await repairAndVerify(a, host(6), at());
     await repairAndVerify(a, host(5), at());
-    expect(driver.nodes.get(host(5))).toBe('bad DIMM, ticket 4411');
-    expect(driver.nodes.get(host(6))).toBe('reseating GPU 0');
+    expect(driver.out.get(host(5))).toBe('bad DIMM, ticket 4411');
+    expect(driver.out.get(host(6))).toBe('reseating GPU 0');
     expect(driver.calls.filter((c) => c.startsWith('uncordon'))).toEqual([]);
     expect(a.audit.at(-1)).toMatchObject({ verb: 'uncordon', outcome: 'refused', host: host(6) });
   });
 
   it('a failing drain is retried, then audited as failed and its budget slot freed', async () => {
-    const driver = new MemoryScheduler();
+    const driver = new MemoryDriver();
     driver.failNext = 5;
     const { a } = setup({ enabled: true, ...BUDGET }, driver);
     a.onFindings([xid(host(7))]);

@@ -7,6 +7,7 @@ import { RankwatchError } from '../core/errors.js';
 import type { CheckEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { Automation } from './automation.js';
+import { automationFrom } from './cli-options.js';
 import { MemoryDriver } from './drivers/memory.js';
 import { SAFETY_DEFAULTS, type SafetyConfig, safetyConfig } from './governor.js';
 
@@ -175,6 +176,62 @@ describe('cordon automation under the safety governor', () => {
     const byHost = Object.fromEntries(a.audit.map((e) => [e.host, e]));
     expect([10, 11, 12].map((i) => byHost[host(i)].outcome)).toEqual(['done', 'done', 'refused']);
     expect(byHost[host(12)].reason).toMatch(/^rate: 2 cordons in the last hour/);
+  });
+});
+
+describe('small fleets and dry-run', () => {
+  const gpu = (h: string) => ({
+    v: 1 as const,
+    kind: 'gpu' as const,
+    ts: NOW,
+    host: h,
+    gpu: 0,
+    sm_clock_mhz: 1980,
+    throttle_reasons: 0,
+  });
+
+  it('on 8 hosts the default dry-run audits dry_run decisions (5% rounds to 0 nodes: one is the floor) with the budget arithmetic acting would use', async () => {
+    // As `rankwatch up` builds it with no cordon flags: dry-run, default budget, fleet = hosts seen.
+    const a = automationFrom({}, undefined);
+    a.onEvents(Array.from({ length: 8 }, (_, i) => gpu(host(i))));
+    expect(a.governor.budget()).toEqual({ fleet: 8, nodes: 1, by: 'max_share', floored: true });
+    a.onFindings([xid(host(0), { ts: Date.now() }), xid(host(1), { ts: Date.now() })]);
+    await a.idle();
+    expect(a.audit.map((e) => [e.host, e.outcome, e.reason])).toEqual([
+      [host(0), 'dry_run', 'dry-run: automation is not enabled'],
+      [
+        host(1),
+        'refused',
+        'fleet budget: 1 of 8 nodes out, limit 1 (--cordon-max-share 0.05 of 8 rounds to 0: one node is the floor)',
+      ],
+    ]);
+    expect(a.describe()).toMatch(/^repair loop: dry-run .* · driver: none · budget: 1 node\(s\) out at once/);
+  });
+
+  it('the share lowers the limit only while it allows a node or more, and never above --cordon-max-nodes', () => {
+    const budget = (fleet: number, c: Partial<SafetyConfig>) =>
+      new Automation({
+        safety: safetyConfig({ enabled: true, perHour: 4, ...c }),
+        fleetSize: () => fleet,
+      }).governor.budget();
+    expect(budget(16, { maxShare: 0.05, maxNodes: 4 })).toMatchObject({ nodes: 1, floored: true });
+    expect(budget(100, { maxShare: 0.05, maxNodes: 4 })).toMatchObject({ nodes: 4, by: 'max_nodes' });
+    expect(budget(60, { maxShare: 0.05, maxNodes: 4 })).toMatchObject({
+      nodes: 3,
+      by: 'max_share',
+      floored: false,
+    });
+    expect(budget(8, { maxShare: 0.5, maxNodes: 1 })).toMatchObject({ nodes: 1, by: 'max_nodes' });
+  });
+
+  it('with a driver the fleet is the scheduler’s node count, read when the loop takes over', async () => {
+    const driver = new MemoryDriver(Array.from({ length: 40 }, (_, i) => host(i)));
+    const a = new Automation({
+      driver,
+      safety: safetyConfig({ enabled: true, maxShare: 0.1, maxNodes: 9, perHour: 9 }),
+    });
+    await a.takeOver(1);
+    expect(a.governor.budget()).toMatchObject({ fleet: 40, nodes: 4 });
   });
 });
 

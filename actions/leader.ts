@@ -65,6 +65,12 @@ export class RepairLoop {
   private blocked: { since: number; reason: string } | undefined;
   private lastFleet = 0;
   private standbyLogged = '';
+  /**
+   * While starting, what the first tick found is kept for the start-up line (describe()) instead
+   * of logged: a port that then fails to open stays the only line of a failed start.
+   */
+  private starting = true;
+  private startNote = '';
 
   constructor(private readonly o: RepairLoopOptions) {}
 
@@ -86,6 +92,7 @@ export class RepairLoop {
   async start(): Promise<void> {
     await this.o.store.migrate();
     await this.tick();
+    this.starting = false;
     const every = this.o.tickMs ?? 5_000;
     this.timer = setInterval(() => {
       this.ticking ??= this.tick().finally(() => {
@@ -110,10 +117,10 @@ export class RepairLoop {
   describe(): string {
     const l = this.o.lease;
     const who = this.leading
-      ? `leader (lease epoch ${l.epoch})`
+      ? `leader (lease epoch ${l.epoch})${this.startNote ? `: ${this.startNote}` : ''}`
       : l.epoch > 0
         ? `leader (lease epoch ${l.epoch}), not acting: ${this.blocked?.reason ?? 'taking over'}`
-        : 'standby (another process leads)';
+        : `standby (${this.standbyLogged ? `the leader is ${this.standbyLogged}` : 'another process leads'})`;
     return `${this.o.automation.describe()} · ${who}`;
   }
 
@@ -154,7 +161,7 @@ export class RepairLoop {
         const line = h ? `${h.owner} (epoch ${h.epoch})` : 'nobody yet';
         if (line !== this.standbyLogged) {
           this.standbyLogged = line;
-          logger.info(`repair loop: standby; the leader is ${line}`);
+          if (!this.starting) logger.info(`repair loop: standby; the leader is ${line}`);
         }
         return;
       }
@@ -180,7 +187,7 @@ export class RepairLoop {
       r = await automation.takeOver(epoch);
     } catch (err) {
       const reason = `leads but cannot take over: ${(err as Error).message}; nothing is decided until it can`;
-      if (this.blocked?.reason !== reason) logger.error(`repair loop: ${reason}`);
+      if (this.blocked?.reason !== reason && !this.starting) logger.error(`repair loop: ${reason}`);
       this.blocked = { since: this.blocked?.since ?? Date.now(), reason };
       return;
     }
@@ -192,6 +199,7 @@ export class RepairLoop {
       ...(r.released.length ? [`released ${r.released.join(', ')} (back, or held by a person)`] : []),
       ...(r.interrupted.length ? [`interrupted drains: ${r.interrupted.join(', ')}`] : []),
     ];
-    logger.info(`repair loop: leading (lease epoch ${epoch}); ${parts.join('; ')}`);
+    if (this.starting) this.startNote = parts.join('; ');
+    else logger.info(`repair loop: leading (lease epoch ${epoch}); ${parts.join('; ')}`);
   }
 }

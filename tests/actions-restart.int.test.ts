@@ -80,7 +80,10 @@ async function startUp(): Promise<{ up: Running; url: string }> {
   running.push(up);
   const url = await until(
     'the listening line',
-    () => /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1],
+    () => {
+      if (up.proc.exitCode !== null) throw new Error(`up exited ${up.proc.exitCode}: ${up.stderr()}`);
+      return /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1];
+    },
     120_000,
   );
   return { up, url };
@@ -151,7 +154,7 @@ describe('rankwatch up: the repair loop across restarts, with real Slurm', () =>
 
     // Run 2, after a clean stop: the state is back; a new burst is refused and logged.
     ({ up, url } = await startUp());
-    expect(up.stderr()).toMatch(/repair loop: leading \(lease epoch \d+\); state restored from the store/);
+    expect(up.stderr()).toMatch(/leader \(lease epoch \d+\): state restored from the store/);
     expect(up.stderr()).toMatch(/out: 2 by rankwatch/);
     expect(await postLines(url, [xid('gpu-0004')])).toEqual([200]);
     await logged(up, /action cordon gpu-0004 refused \(max_nodes\): fleet budget: 2 of 4 nodes out, limit 2/);

@@ -99,6 +99,7 @@ export class Lease {
   /** Extends a held lease; false (and no longer held) when another epoch has begun or it expired. */
   async renew(): Promise<boolean> {
     if (this.epoch === 0) return false;
+    if (this.o.exclusive) return true; // nobody else can read this store: nothing to tell them
     const started = this.now();
     const s = await this.read();
     if (s.epoch !== this.epoch || s.holder?.owner !== this.o.owner || s.free) {

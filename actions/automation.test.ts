@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
-import type { CheckEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import { passingCheck, xidFinding } from '../tests/helpers.js';
 import { Automation } from './automation.js';
 import { automationFrom } from './cli-options.js';
 import { MemoryDriver } from './drivers/memory.js';
@@ -15,28 +15,8 @@ const BIN = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
 
 const NOW = 1_800_000_000_000;
 const BUDGET = { maxShare: 0.1, maxNodes: 4, perHour: 10 };
-let n = 0;
-const xid = (host: string, over: Partial<Finding> = {}): Finding => ({
-  id: `xid-${++n}`,
-  ts: NOW - 1_000,
-  type: 'xid',
-  state: 'open',
-  host,
-  gpu: 0,
-  severity: 'critical',
-  evidence: { code: 79 },
-  action: 'drain',
-  summary: `${host}/0: XID 79`,
-  ...over,
-});
-const check = (host: string, tool: string, ts: number): CheckEvent => ({
-  v: 1,
-  kind: 'check',
-  ts,
-  host,
-  tool,
-  ok: true,
-});
+const xid = (h: string, over: Partial<Finding> = {}) => xidFinding(h, { ts: NOW - 1_000, ...over });
+const check = passingCheck;
 const host = (i: number) => `gpu-${String(i).padStart(4, '0')}`;
 
 function setup(safety: Partial<SafetyConfig>, driver = new MemoryDriver()) {

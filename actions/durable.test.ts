@@ -11,13 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../core/log.js';
-import type { CheckEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { latestState, stateRow } from '../store/automation-state.js';
 import { ChdbStore } from '../store/chdb.js';
 import { Lease } from '../store/lease.js';
 import { outputRows } from '../store/rows.js';
-import { until } from '../tests/helpers.js';
+import { passingCheck, until, xidFinding as xid } from '../tests/helpers.js';
 import { Automation } from './automation.js';
 import { MemoryDriver } from './drivers/memory.js';
 import { type SafetyConfig, safetyConfig } from './governor.js';
@@ -40,27 +39,7 @@ afterAll(async () => {
 
 /** Each scenario its own scope, so they share the store without seeing each other's state. */
 let scopes = 0;
-let n = 0;
-const xid = (host: string, ts = Date.now() - 1_000): Finding => ({
-  id: `xid-${++n}`,
-  ts,
-  type: 'xid',
-  state: 'open',
-  host,
-  gpu: 0,
-  severity: 'critical',
-  evidence: { code: 79 },
-  action: 'drain',
-  summary: `${host}/0: XID 79`,
-});
-const check = (host: string, tool: string, ts: number): CheckEvent => ({
-  v: 1,
-  kind: 'check',
-  ts,
-  host,
-  tool,
-  ok: true,
-});
+const check = passingCheck;
 const BUDGET: Partial<SafetyConfig> = { enabled: true, maxShare: 0.5, maxNodes: 2, perHour: 10 };
 const hosts = (...ids: number[]) => ids.map((i) => `gpu-${String(i).padStart(4, '0')}`);
 

@@ -14,9 +14,9 @@ import { Automation } from '../actions/automation.js';
 import { MemoryDriver } from '../actions/drivers/memory.js';
 import { safetyConfig } from '../actions/governor.js';
 import { buildPipeline } from '../pipeline/build.js';
-import type { Finding } from '../schema/finding.js';
 import { ChdbStore } from '../store/chdb.js';
 import { MemoryTransport } from '../stream/memory.js';
+import { xidFinding as xid } from '../tests/helpers.js';
 import { buildApp } from './app.js';
 import { parseAuth } from './auth.js';
 
@@ -31,19 +31,6 @@ const tokens = () =>
   });
 const as = (who: keyof typeof TOKENS) => ({ authorization: `Bearer ${TOKENS[who]}` });
 
-let n = 0;
-const xid = (host: string): Finding => ({
-  id: `xid-${++n}`,
-  ts: Date.now() - 1_000,
-  type: 'xid',
-  state: 'open',
-  host,
-  gpu: 0,
-  severity: 'critical',
-  evidence: { code: 79 },
-  action: 'drain',
-  summary: `${host}/0: XID 79`,
-});
 const gpuSample = (host: string) => ({
   v: 1 as const,
   kind: 'gpu' as const,

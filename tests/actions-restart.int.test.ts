@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postLines, type Running, startRankwatch, until } from './helpers.js';
+import { postLines, type Running, startRankwatch, until, xidFaultLine } from './helpers.js';
 import { startSlurm } from './setup/slurm.js';
 
 const run = promisify(execFile);
@@ -41,17 +41,6 @@ const drainedByRankwatch = async () =>
     .map(([n]) => n)
     .sort();
 
-const xid = (host: string) =>
-  JSON.stringify({
-    v: 1,
-    kind: 'fault',
-    ts: Date.now(),
-    host,
-    gpu: 0,
-    source: 'xid',
-    code: 79,
-    message: 'NVRM: Xid (PCI:0000:1b:00): 79, pid=2211, GPU has fallen off the bus.',
-  });
 const checks = (host: string) => {
   const t = Date.now() + 1_000;
   return [
@@ -142,9 +131,9 @@ describe('rankwatch up: the repair loop across restarts, with real Slurm', () =>
     expect(up.stderr()).toMatch(
       /repair loop: act · driver: slurm · budget: 2 node\(s\) out at once \(--cordon-max-nodes 2; 4 in the slurm fleet\)/,
     );
-    expect(await postLines(url, [xid('gpu-0001'), xid('gpu-0002')])).toEqual([200]);
+    expect(await postLines(url, [xidFaultLine('gpu-0001'), xidFaultLine('gpu-0002')])).toEqual([200]);
     await until('2 drained', async () => ((await drainedByRankwatch()).length === 2 ? true : undefined));
-    expect(await postLines(url, [xid('gpu-0003')])).toEqual([200]);
+    expect(await postLines(url, [xidFaultLine('gpu-0003')])).toEqual([200]);
     await logged(
       up,
       /WARN rankwatch up: action cordon gpu-0003 refused \(max_nodes\): fleet budget: 2 of 4 nodes out, limit 2/,
@@ -156,7 +145,7 @@ describe('rankwatch up: the repair loop across restarts, with real Slurm', () =>
     ({ up, url } = await startUp());
     expect(up.stderr()).toMatch(/leader \(lease epoch \d+\): state restored from the store/);
     expect(up.stderr()).toMatch(/out: 2 by rankwatch/);
-    expect(await postLines(url, [xid('gpu-0004')])).toEqual([200]);
+    expect(await postLines(url, [xidFaultLine('gpu-0004')])).toEqual([200]);
     await logged(up, /action cordon gpu-0004 refused \(max_nodes\): fleet budget: 2 of 4 nodes out, limit 2/);
     expect(await drainedByRankwatch()).toEqual(['gpu-0001', 'gpu-0002']);
     const audit = (await get(`${url}/v1/actions?host=gpu-0004`)).body.audit as {
@@ -171,14 +160,14 @@ describe('rankwatch up: the repair loop across restarts, with real Slurm', () =>
 
     // Run 3, after a crash: still 2 out; a burst trips the breaker (asks of every run count).
     ({ up, url } = await startUp());
-    expect(await postLines(url, [xid('gpu-0005')])).toEqual([200]);
+    expect(await postLines(url, [xidFaultLine('gpu-0005')])).toEqual([200]);
     await logged(up, /action cordon gpu-0005 refused \(max_nodes\)/);
     expect(await drainedByRankwatch()).toEqual(['gpu-0001', 'gpu-0002']);
     expect((await get(`${url}/healthz`)).body).toMatchObject({ ok: true, status: 'ok' });
     expect(
       await postLines(
         url,
-        ['0010', '0011', '0012', '0013', '0014'].map((h) => xid(`gpu-${h}`)),
+        ['0010', '0011', '0012', '0013', '0014'].map((h) => xidFaultLine(`gpu-${h}`)),
       ),
     ).toEqual([200]);
     await logged(
@@ -212,7 +201,7 @@ describe('rankwatch up: the repair loop across restarts, with real Slurm', () =>
     expect(up.stderr()).toMatch(/breaker: 10 requests in 10 min \(TRIPPED since /);
     expect((await get(`${url}/healthz`)).body).toMatchObject({ status: 'degraded' });
     expect((await get(`${url}/v1/actions`)).body).toMatchObject({ breaker_tripped: true, leading: true });
-    expect(await postLines(url, [xid('gpu-0020')])).toEqual([200]);
+    expect(await postLines(url, [xidFaultLine('gpu-0020')])).toEqual([200]);
     await logged(up, /action cordon gpu-0020 refused \(breaker\): breaker tripped/);
     expect(await drainedByRankwatch()).toEqual(['gpu-0002']);
     await repairAndVerify(url, 'gpu-0002');

@@ -10,14 +10,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
-import { type RealClickHouse, realClickHouse } from './fixtures/clickhouse-server.js';
-import { postLines, type Running, startRankwatch, until } from './helpers.js';
+import { clickHouseForTest, type RealClickHouse } from './fixtures/clickhouse-server.js';
+import { postLines, type Running, startRankwatch, until, xidFaultLine } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-repair-leader-'));
 const database = `rankwatch_leader_${process.pid}`;
-let fixture: ChdbHttpServer | undefined;
-let real: RealClickHouse | undefined;
+let real: Omit<RealClickHouse, 'source'> | undefined;
 let serverUrl = '';
 const running: Running[] = [];
 
@@ -47,30 +45,13 @@ async function startUp(name: string): Promise<{ up: Running; url: string }> {
   return { up, url };
 }
 
-const xid = (host: string) =>
-  JSON.stringify({
-    v: 1,
-    kind: 'fault',
-    ts: Date.now(),
-    host,
-    gpu: 0,
-    source: 'xid',
-    code: 79,
-    message: 'NVRM: Xid (PCI:0000:1b:00): 79, pid=2211, GPU has fallen off the bus.',
-  });
-
 beforeAll(async () => {
-  real = await realClickHouse();
-  if (real) serverUrl = real.url;
-  else {
-    fixture = await startChdbHttpServer({ path: join(dir, 'ch') });
-    serverUrl = fixture.url;
-  }
+  real = await clickHouseForTest(join(dir, 'ch'));
+  serverUrl = real.url;
 }, 120_000);
 
 afterAll(async () => {
   for (const r of running) r.kill();
-  await fixture?.close();
   await real?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -87,7 +68,7 @@ describe('the repair loop behind one leader', () => {
     expect(((await refused.json()) as { message: string }).message).toMatch(/does not lead the repair loop/);
 
     // Ingested by the standby, decided by the leader (from the store), once.
-    expect(await postLines(b.url, [xid('gpu-0001')])).toEqual([200]);
+    expect(await postLines(b.url, [xidFaultLine('gpu-0001')])).toEqual([200]);
     await until('the leader decides', () =>
       /action cordon gpu-0001 dry_run: dry-run/.test(a.up.stderr()) ? true : undefined,
     );
@@ -107,7 +88,7 @@ describe('the repair loop behind one leader', () => {
     });
     // gpu-0001 still counts against the budget (one node on a fleet seen as one host), and the
     // finding fed before the handover is not fed again.
-    expect(await postLines(b.url, [xid('gpu-0002')])).toEqual([200]);
+    expect(await postLines(b.url, [xidFaultLine('gpu-0002')])).toEqual([200]);
     await until('b decides', () =>
       /action cordon gpu-0002 refused \(max_share\): fleet budget: 1 of 1 nodes out, limit 1/.test(
         b.up.stderr(),

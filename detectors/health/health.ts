@@ -60,30 +60,11 @@ const HARDWARE_ACTIONS = new Set(['cordon', 'drain', 'rma']);
 const PERF_TYPES = new Set(['straggler', 'slow_link', 'nccl_slow_host']);
 const SUSPECT_TYPES = new Set(['throttle', 'straggler', 'slow_link', 'nccl_slow_host', 'xid', 'ecc']);
 
-/** A unit as stored between runs (ECC baselines are not kept: the next samples start new ones). */
-export interface UnitSnapshot {
+/** What a unit is, whether held (Unit) or stored (UnitSnapshot). */
+interface UnitFields {
   host: string;
   gpu?: number;
   state: HealthState;
-  open: Finding[];
-  perfJobs: [string, { ts: number; id: string }][];
-  repairedTs?: number;
-  ncclOk?: string;
-  diagOk?: string;
-  lastReturnTs?: number;
-  needsHuman: boolean;
-  since?: number;
-  reason?: string;
-}
-
-interface Unit {
-  host: string;
-  gpu?: number;
-  state: HealthState;
-  /** Open findings that keep the unit from being healthy. */
-  open: Map<string, Finding>;
-  /** Jobs whose straggler/slow-link findings named this unit, with when. */
-  perfJobs: Map<string, { ts: number; id: string }>;
   repairedTs?: number;
   ncclOk?: string;
   diagOk?: string;
@@ -92,6 +73,19 @@ interface Unit {
   /** When the unit entered its state, and why (the last transition's reason). */
   since?: number;
   reason?: string;
+}
+
+/** A unit as stored between runs (ECC baselines are not kept: the next samples start new ones). */
+export interface UnitSnapshot extends UnitFields {
+  open: Finding[];
+  perfJobs: [string, { ts: number; id: string }][];
+}
+
+interface Unit extends UnitFields {
+  /** Open findings that keep the unit from being healthy. */
+  open: Map<string, Finding>;
+  /** Jobs whose straggler/slow-link findings named this unit, with when. */
+  perfJobs: Map<string, { ts: number; id: string }>;
   /** ECC counters: the day's baseline and the last reading. */
   ecc?: { fromTs: number; sbe0: number; dbe0: number; sbe: number; dbe: number };
 }

@@ -262,12 +262,12 @@ describe('the leader lease', () => {
   });
 
   it('a holder that stops renewing stops acting before its lease can be taken, and is taken over once it expired', async () => {
-    const a = lease('lease-2', 'a', 1_500, 1_000);
-    const b = lease('lease-2', 'b', 1_500, 1_000);
+    const a = lease('lease-2', 'a', 6_000, 5_000);
+    const b = lease('lease-2', 'b', 6_000, 5_000);
     expect(await a.acquire()).toBe(true);
     await until('a stops acting', () => (a.holds() ? undefined : true), 10_000);
     expect(await b.acquire()).toBe(false); // not yet expired on the store's clock
-    await until('b takes over', async () => ((await b.acquire()) ? true : undefined), 10_000);
+    await until('b takes over', async () => ((await b.acquire()) ? true : undefined), 20_000);
     expect(await a.renew()).toBe(false);
   });
 

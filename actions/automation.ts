@@ -30,7 +30,9 @@ import type { InsertBatch } from '../store/rows.js';
 import type { CordonDriver, ListedNode } from './drivers/driver.js';
 import { describeLimit, type Limit, type SafetyConfig, SafetyGovernor } from './governor.js';
 import { type AuditEntry, auditRows, transitionRows } from './journal.js';
+import { reconcilePlan } from './reconcile.js';
 import type { AutomationSnapshot, OutRecord, PendingApproval, StateJournal } from './state.js';
+import { breakerFinding, logDecision } from './visible.js';
 
 export interface AutomationOptions {
   /** Absent: decisions are made and audited as dry-run, nothing is touched. */
@@ -92,9 +94,6 @@ export interface TakeOverReport {
   interrupted: string[];
 }
 
-/** The breaker's own finding type: open while tripped. */
-export const BREAKER_FINDING = 'cordon_breaker';
-
 export class Automation {
   readonly health: NodeHealth;
   readonly governor: SafetyGovernor;
@@ -102,6 +101,8 @@ export class Automation {
   readonly audit: AuditEntry[] = [];
   private readonly findings = new Map<string, Finding>();
   private readonly jobHosts = new Map<string, Set<string>>();
+  /** Host counts of jobs whose steps this loop does not see (fed from the store). */
+  private readonly jobHostCounts = new Map<string, number>();
   private readonly hosts = new Set<string>();
   private readonly pending = new Map<string, PendingApproval>();
   private readonly rankwatchOut = new Map<string, OutRecord>();
@@ -207,7 +208,7 @@ export class Automation {
 
   /** A job's host count, when the loop is fed from the store rather than the job's steps. */
   noteJobHosts(job: string, hosts: number): void {
-    this.jobHosts.set(job, new Set(Array.from({ length: hosts }, (_, i) => `#${i}`)));
+    this.jobHostCounts.set(job, hosts);
   }
 
   /** Hosts the store saw lately: the fleet when neither --fleet-size nor a scheduler says. */
@@ -433,45 +434,34 @@ export class Automation {
   /** Brings the state in line with the scheduler's list (the truth about who is out). */
   private async reconcile(nodes: ListedNode[], report: TakeOverReport): Promise<void> {
     this.schedulerFleet = nodes.length || undefined;
-    const listed = new Map(nodes.map((n) => [n.host, n]));
     const now = this.now();
-    const pending = new Set([...this.pending.values()].map((p) => p.host));
-    for (const n of nodes) {
-      if (!n.byRankwatch || this.rankwatchOut.has(n.host)) continue;
-      // Drained by rankwatch just before a crash, before the state was written: ours, repairable.
-      this.rankwatchOut.set(n.host, { host: n.host, type: 'scheduler', finding_id: '', since: now });
-      this.governor.knownOut(n.host, now);
-      const why = `found out by rankwatch in ${this.driverType} at start (${n.reason ?? 'no reason'})`;
+    const plan = reconcilePlan(
+      nodes,
+      {
+        out: new Set(this.rankwatchOut.keys()),
+        counted: this.governor.nodesOut(),
+        notInScheduler: new Set([...this.dryOut.keys(), ...[...this.pending.values()].map((p) => p.host)]),
+      },
+      this.driverType,
+    );
+    const note = (host: string, why: string) =>
+      this.log({ host, verb: 'reconcile', outcome: 'done', reason: why, finding_id: '', actor: 'rankwatch' });
+    for (const { host, why } of plan.adopt) {
+      this.rankwatchOut.set(host, { host, type: 'scheduler', finding_id: '', since: now });
+      this.governor.knownOut(host, now);
       // Recorded, not applied: the node is out already, no decision is due.
-      const moves = this.health.adopt(n.host, now, why);
+      const moves = this.health.adopt(host, now, why);
       if (moves.length) this.write([transitionRows(moves)]);
-      report.adopted.push(n.host);
-      this.log({
-        host: n.host,
-        verb: 'reconcile',
-        outcome: 'done',
-        reason: why,
-        finding_id: '',
-        actor: 'rankwatch',
-      });
+      report.adopted.push(host);
+      note(host, why);
     }
-    for (const host of [...this.rankwatchOut.keys()]) {
-      const n = listed.get(host);
-      if (n?.byRankwatch) continue;
-      // Resumed, or re-drained by a person, while rankwatch was not running: theirs now.
+    for (const { host, why } of plan.release) {
       this.rankwatchOut.delete(host);
       this.governor.returned(host);
       report.released.push(host);
-      const why = !n
-        ? `not in ${this.driverType}'s node list any more`
-        : n.out
-          ? `a person holds it out now (${n.reason ?? 'no reason'}): left to them`
-          : `back in service in ${this.driverType} (resumed outside rankwatch)`;
-      this.log({ host, verb: 'reconcile', outcome: 'done', reason: why, finding_id: '', actor: 'rankwatch' });
+      note(host, why);
     }
-    for (const host of this.governor.nodesOut()) {
-      if (this.rankwatchOut.has(host) || this.dryOut.has(host) || pending.has(host)) continue;
-      // A drain decided before a crash that the scheduler never did.
+    for (const host of plan.interrupted) {
       this.governor.returned(host);
       report.interrupted.push(host);
       this.log({
@@ -527,7 +517,7 @@ export class Automation {
       action: 'cordon',
       summary: t.reason,
     };
-    const hosts = f.job ? this.jobHosts.get(f.job)?.size : undefined;
+    const hosts = f.job ? (this.jobHosts.get(f.job)?.size ?? this.jobHostCounts.get(f.job)) : undefined;
     const d = this.governor.decideCordon({
       host: t.host,
       findingType: f.type,
@@ -759,22 +749,8 @@ export class Automation {
     state: 'open' | 'resolved',
     actor: string,
   ): void {
-    const dry = this.mode === 'dry_run';
-    const open = `Cordon breaker tripped: ${trip.reason}; every cordon is refused until an admin resets it (POST /v1/breaker/reset)${dry ? ' (dry-run: nothing was touched)' : ''}.`;
-    this.o.publish?.([
-      {
-        id: `cordon-breaker-${trip.at}`,
-        ts: state === 'open' ? trip.at : this.now(),
-        type: BREAKER_FINDING,
-        state,
-        host: '',
-        severity: dry ? 'warning' : 'critical',
-        onset_ts: trip.at,
-        evidence: { reason: trip.reason, mode: this.mode, driver: this.driverType },
-        action: 'none',
-        summary: state === 'open' ? open : `${open} Reset by ${actor}.`,
-      },
-    ]);
+    const o = { actor, now: this.now(), mode: this.mode, driver: this.driverType };
+    this.o.publish?.([breakerFinding(trip, state, o)]);
   }
 
   private log(
@@ -796,31 +772,10 @@ export class Automation {
     if (this.audit.length > 10_000) this.audit.splice(0, this.audit.length - 10_000);
     const key = `${entry.verb} ${entry.outcome}`;
     this.decisions.set(key, (this.decisions.get(key) ?? 0) + 1);
-    this.logLine(entry, limit);
+    if (this.o.logger) logDecision(this.o.logger, entry, limit);
     this.write([auditRows([entry])]);
     this.persist();
     return entry;
-  }
-
-  /** One line per decision: `action VERB HOST OUTCOME[ (limit)]: reason`, with the entry as fields. */
-  private logLine(a: AuditEntry, limit: Limit | undefined): void {
-    const log = this.o.logger;
-    if (!log) return;
-    const fields = {
-      action: {
-        id: a.id,
-        verb: a.verb,
-        host: a.host,
-        outcome: a.outcome,
-        finding_id: a.finding_id,
-        actor: a.actor,
-      },
-      ...(limit ? { limit } : {}),
-    };
-    const msg = `action ${a.verb} ${a.host || 'fleet'} ${a.outcome}${limit ? ` (${limit})` : ''}: ${a.reason}`;
-    if (a.verb === 'breaker_trip' || a.outcome === 'failed') log.error(fields, msg);
-    else if (a.outcome === 'refused') log.warn(fields, msg);
-    else log.info(fields, msg);
   }
 
   /** Writes the state (coalesced; returns at once). */

@@ -11,7 +11,8 @@ import { createHash } from 'node:crypto';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { Store } from '../store/store.js';
-import { type Automation, BREAKER_FINDING } from './automation.js';
+import type { Automation } from './automation.js';
+import { BREAKER_FINDING } from './visible.js';
 
 const JOB_RELATIVE = new Set(['straggler', 'slow_link', 'nccl_slow_host']);
 

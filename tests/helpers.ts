@@ -61,18 +61,23 @@ export function passingCheck(host: string, tool: string, ts: number): CheckEvent
   return { v: 1, kind: 'check', ts, host, tool, ok: true };
 }
 
-/** A v1 fault event line, now: Xid 79 on GPU 0 of `host`, with the kernel's message. */
-export function xidFaultLine(host: string): string {
-  return JSON.stringify({
-    v: 1,
-    kind: 'fault',
+/** A v1 fault event, now: Xid 79 on GPU 0 of `host`, with the kernel's message. */
+export function xidFault(host: string) {
+  return {
+    v: 1 as const,
+    kind: 'fault' as const,
     ts: Date.now(),
     host,
     gpu: 0,
     source: 'xid',
     code: 79,
     message: 'NVRM: Xid (PCI:0000:1b:00): 79, pid=2211, GPU has fallen off the bus.',
-  });
+  };
+}
+
+/** The same as one JSON line. */
+export function xidFaultLine(host: string): string {
+  return JSON.stringify(xidFault(host));
 }
 
 /** Posts lines to an ingest endpoint in gzip batches; returns the HTTP statuses. */

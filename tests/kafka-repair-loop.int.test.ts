@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KafkaTransport } from '../stream/kafka.js';
 import { clickHouseForTest, type RealClickHouse } from './fixtures/clickhouse-server.js';
+import { xidFault } from './helpers.js';
 import { brokers, deleteTopics, exited, names, partitionOfKey, rankwatch, waitFor } from './kafka-helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-repair-'));
@@ -27,17 +28,6 @@ afterAll(async () => {
   await deleteTopics(brokers(), [n.topic, n.deadLetterTopic]);
   await ch?.stop();
   rmSync(dir, { recursive: true, force: true });
-});
-
-const fault = (host: string) => ({
-  v: 1,
-  kind: 'fault',
-  ts: Date.now(),
-  host,
-  gpu: 0,
-  source: 'xid',
-  code: 79,
-  message: 'NVRM: Xid (PCI:0000:1b:00): 79, pid=2211, GPU has fallen off the bus.',
 });
 
 /** Host names whose keys land on partitions 0 and 1 of two. */
@@ -81,8 +71,8 @@ describe('rankwatch detect --repair-loop', () => {
         deadLetterTopic: n.deadLetterTopic,
       });
       await producer.publish([
-        { key: `host:${h0}`, events: [fault(h0)] },
-        { key: `host:${h1}`, events: [fault(h1)] },
+        { key: `host:${h0}`, events: [xidFault(h0)] },
+        { key: `host:${h1}`, events: [xidFault(h1)] },
       ]);
       const decided = (p: (typeof procs)[number], h: string) =>
         new RegExp(`action cordon ${h} `).test(p.log());
@@ -97,7 +87,7 @@ describe('rankwatch detect --repair-loop', () => {
         60_000,
         'the handover',
       );
-      await producer.publish([{ key: `host:${h2}`, events: [fault(h2)] }]);
+      await producer.publish([{ key: `host:${h2}`, events: [xidFault(h2)] }]);
       await producer.stop();
       await waitFor(() => decided(two, h2), 90_000, 'the new leader to decide');
       // What the first leader decided was not decided again.

@@ -4,62 +4,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
-import type { CheckEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import { passingCheck, xidFinding } from '../tests/helpers.js';
 import { Automation } from './automation.js';
-import { type CordonDriver, type CordonRequest, type NodeOut, REASON_PREFIX } from './drivers/driver.js';
+import { automationFrom } from './cli-options.js';
+import { MemoryDriver } from './drivers/memory.js';
 import { SAFETY_DEFAULTS, type SafetyConfig, safetyConfig } from './governor.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'rankwatch.js');
 
-/** An in-memory scheduler: a real implementation of the driver interface, with what was asked. */
-class MemoryScheduler implements CordonDriver {
-  readonly type = 'memory';
-  readonly nodes = new Map<string, string>();
-  calls: string[] = [];
-  failNext = 0;
-  async cordon(r: CordonRequest): Promise<void> {
-    this.calls.push(`cordon ${r.host}`);
-    if (this.failNext-- > 0) throw new RankwatchError('RANKWATCH_ERR_CORDON_FAILED', 'slurmctld timed out');
-    this.nodes.set(r.host, `${REASON_PREFIX} ${r.reason}`);
-  }
-  async uncordon(host: string): Promise<void> {
-    this.calls.push(`uncordon ${host}`);
-    this.nodes.delete(host);
-  }
-  async state(host: string): Promise<NodeOut> {
-    const reason = this.nodes.get(host);
-    return { out: reason !== undefined, reason, byRankwatch: reason?.startsWith(REASON_PREFIX) ?? false };
-  }
-}
-
 const NOW = 1_800_000_000_000;
 const BUDGET = { maxShare: 0.1, maxNodes: 4, perHour: 10 };
-let n = 0;
-const xid = (host: string, over: Partial<Finding> = {}): Finding => ({
-  id: `xid-${++n}`,
-  ts: NOW - 1_000,
-  type: 'xid',
-  state: 'open',
-  host,
-  gpu: 0,
-  severity: 'critical',
-  evidence: { code: 79 },
-  action: 'drain',
-  summary: `${host}/0: XID 79`,
-  ...over,
-});
-const check = (host: string, tool: string, ts: number): CheckEvent => ({
-  v: 1,
-  kind: 'check',
-  ts,
-  host,
-  tool,
-  ok: true,
-});
+const xid = (h: string, over: Partial<Finding> = {}) => xidFinding(h, { ts: NOW - 1_000, ...over });
+const check = passingCheck;
 const host = (i: number) => `gpu-${String(i).padStart(4, '0')}`;
 
-function setup(safety: Partial<SafetyConfig>, driver = new MemoryScheduler()) {
+function setup(safety: Partial<SafetyConfig>, driver = new MemoryDriver()) {
   let clock = NOW;
   const a = new Automation({
     driver,
@@ -86,7 +46,7 @@ describe('cordon automation under the safety governor', () => {
     a.onFindings(Array.from({ length: 50 }, (_, i) => xid(host(i))));
     await a.idle();
     // 10% of 64 is 6, the absolute limit 4: four nodes out.
-    expect(driver.nodes.size).toBe(4);
+    expect(driver.out.size).toBe(4);
     const cordons = a.audit.filter((e) => e.verb === 'cordon');
     expect(cordons).toHaveLength(50);
     expect(cordons.filter((e) => e.outcome === 'done')).toHaveLength(4);
@@ -100,7 +60,7 @@ describe('cordon automation under the safety governor', () => {
 
     // Tripped, yet a verified node still returns.
     await repairAndVerify(a, host(0), at());
-    expect(driver.nodes.has(host(0))).toBe(false);
+    expect(driver.out.has(host(0))).toBe(false);
     expect(a.audit.at(-1)).toMatchObject({ verb: 'uncordon', outcome: 'done', host: host(0) });
     // And no new cordon happens while tripped.
     a.onFindings([xid(host(60))]);
@@ -116,7 +76,7 @@ describe('cordon automation under the safety governor', () => {
     a.onFindings([xid(host(61))]);
     await a.idle();
     expect(a.audit.at(-1)).toMatchObject({ host: host(61), verb: 'cordon', outcome: 'done' });
-    expect(driver.nodes.size).toBe(4);
+    expect(driver.out.size).toBe(4);
   });
 
   it('is dry-run unless enabled: decisions are audited, nothing is touched', async () => {
@@ -135,7 +95,7 @@ describe('cordon automation under the safety governor', () => {
     const [p] = a.pendingApprovals();
     expect(p).toMatchObject({ host: host(2) });
     expect(await a.approve(p.id, 'bob')).toMatchObject({ id: p.id, outcome: 'done', actor: 'bob' });
-    expect(driver.nodes.has(host(2))).toBe(true);
+    expect(driver.out.has(host(2))).toBe(true);
     expect(await a.approve('act-nope', 'bob')).toMatchObject({
       outcome: 'refused',
       reason: 'no such pending action',
@@ -156,8 +116,8 @@ describe('cordon automation under the safety governor', () => {
   });
 
   it('never takes over or resumes a node a person drained', async () => {
-    const driver = new MemoryScheduler();
-    driver.nodes.set(host(5), 'bad DIMM, ticket 4411');
+    const driver = new MemoryDriver();
+    driver.out.set(host(5), 'bad DIMM, ticket 4411');
     const { a, at } = setup({ enabled: true, ...BUDGET }, driver);
     a.onFindings([xid(host(5)), xid(host(6))]);
     await a.idle();
@@ -166,17 +126,17 @@ describe('cordon automation under the safety governor', () => {
       reason: expect.stringMatching(/already out by a person/),
     });
     // rankwatch drained host 6; then a person re-drained it with their own reason.
-    driver.nodes.set(host(6), 'reseating GPU 0');
+    driver.out.set(host(6), 'reseating GPU 0');
     await repairAndVerify(a, host(6), at());
     await repairAndVerify(a, host(5), at());
-    expect(driver.nodes.get(host(5))).toBe('bad DIMM, ticket 4411');
-    expect(driver.nodes.get(host(6))).toBe('reseating GPU 0');
+    expect(driver.out.get(host(5))).toBe('bad DIMM, ticket 4411');
+    expect(driver.out.get(host(6))).toBe('reseating GPU 0');
     expect(driver.calls.filter((c) => c.startsWith('uncordon'))).toEqual([]);
     expect(a.audit.at(-1)).toMatchObject({ verb: 'uncordon', outcome: 'refused', host: host(6) });
   });
 
   it('a failing drain is retried, then audited as failed and its budget slot freed', async () => {
-    const driver = new MemoryScheduler();
+    const driver = new MemoryDriver();
     driver.failNext = 5;
     const { a } = setup({ enabled: true, ...BUDGET }, driver);
     a.onFindings([xid(host(7))]);
@@ -196,6 +156,62 @@ describe('cordon automation under the safety governor', () => {
     const byHost = Object.fromEntries(a.audit.map((e) => [e.host, e]));
     expect([10, 11, 12].map((i) => byHost[host(i)].outcome)).toEqual(['done', 'done', 'refused']);
     expect(byHost[host(12)].reason).toMatch(/^rate: 2 cordons in the last hour/);
+  });
+});
+
+describe('small fleets and dry-run', () => {
+  const gpu = (h: string) => ({
+    v: 1 as const,
+    kind: 'gpu' as const,
+    ts: NOW,
+    host: h,
+    gpu: 0,
+    sm_clock_mhz: 1980,
+    throttle_reasons: 0,
+  });
+
+  it('on 8 hosts the default dry-run audits dry_run decisions (5% rounds to 0 nodes: one is the floor) with the budget arithmetic acting would use', async () => {
+    // As `rankwatch up` builds it with no cordon flags: dry-run, default budget, fleet = hosts seen.
+    const a = automationFrom({}, undefined);
+    a.onEvents(Array.from({ length: 8 }, (_, i) => gpu(host(i))));
+    expect(a.governor.budget()).toEqual({ fleet: 8, nodes: 1, by: 'max_share', floored: true });
+    a.onFindings([xid(host(0), { ts: Date.now() }), xid(host(1), { ts: Date.now() })]);
+    await a.idle();
+    expect(a.audit.map((e) => [e.host, e.outcome, e.reason])).toEqual([
+      [host(0), 'dry_run', 'dry-run: automation is not enabled'],
+      [
+        host(1),
+        'refused',
+        'fleet budget: 1 of 8 nodes out, limit 1 (--cordon-max-share 0.05 of 8 rounds to 0: one node is the floor)',
+      ],
+    ]);
+    expect(a.describe()).toMatch(/^repair loop: dry-run .* · driver: none · budget: 1 node\(s\) out at once/);
+  });
+
+  it('the share lowers the limit only while it allows a node or more, and never above --cordon-max-nodes', () => {
+    const budget = (fleet: number, c: Partial<SafetyConfig>) =>
+      new Automation({
+        safety: safetyConfig({ enabled: true, perHour: 4, ...c }),
+        fleetSize: () => fleet,
+      }).governor.budget();
+    expect(budget(16, { maxShare: 0.05, maxNodes: 4 })).toMatchObject({ nodes: 1, floored: true });
+    expect(budget(100, { maxShare: 0.05, maxNodes: 4 })).toMatchObject({ nodes: 4, by: 'max_nodes' });
+    expect(budget(60, { maxShare: 0.05, maxNodes: 4 })).toMatchObject({
+      nodes: 3,
+      by: 'max_share',
+      floored: false,
+    });
+    expect(budget(8, { maxShare: 0.5, maxNodes: 1 })).toMatchObject({ nodes: 1, by: 'max_nodes' });
+  });
+
+  it('with a driver the fleet is the scheduler’s node count, read when the loop takes over', async () => {
+    const driver = new MemoryDriver(Array.from({ length: 40 }, (_, i) => host(i)));
+    const a = new Automation({
+      driver,
+      safety: safetyConfig({ enabled: true, maxShare: 0.1, maxNodes: 9, perHour: 9 }),
+    });
+    await a.takeOver(1);
+    expect(a.governor.budget()).toMatchObject({ fleet: 40, nodes: 4 });
   });
 });
 

@@ -1,17 +1,20 @@
 /**
- * The cordon automation flags of `up` (and the environment). Without `--cordon-driver` the
- * health machine and governor still run and audit their decisions as dry-run. Refuses at start
- * an enabled automation without a budget.
+ * The cordon automation flags of `up` and `detect` (and the environment). Without
+ * `--cordon-driver` the health machine and governor still run and audit their decisions as
+ * dry-run. Refuses at start an enabled automation without a budget.
  */
 import { RankwatchError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
 import type { Finding } from '../schema/finding.js';
 import { outputRows } from '../store/rows.js';
 import type { Store } from '../store/store.js';
-import { Automation } from './automation.js';
+import { Automation, type AutomationOptions } from './automation.js';
 import type { CordonDriver } from './drivers/driver.js';
 import { inClusterConfig, KubernetesDriver } from './drivers/kubernetes.js';
 import { SlurmDriver } from './drivers/slurm.js';
 import { type SafetyConfig, safetyConfig } from './governor.js';
+import { durableParts, RepairLoop } from './leader.js';
+import { StoreFeed } from './store-feed.js';
 
 export const CORDON_FLAGS = {
   'cordon-driver': { type: 'string' },
@@ -31,7 +34,8 @@ export const CORDON_FLAGS_HELP = `  --cordon-driver slurm|kubernetes  take unhea
   --cordon-max-share F      at most this share of the fleet out at once (e.g. 0.05)
   --cordon-max-nodes N      at most N nodes out at once
   --cordon-per-hour N       at most N cordons in any hour
-  --fleet-size N            nodes in the fleet (default: hosts seen in events so far)
+  --fleet-size N            nodes in the fleet (default: the scheduler's node count with a driver,
+                            else hosts seen in events); a share that rounds to 0 nodes allows 1
   --slurm-conf FILE         SLURM_CONF for scontrol
   --kube-api URL            Kubernetes API server (default: in-cluster service account)`;
 
@@ -59,11 +63,15 @@ export function cordonDriverFrom(
   throw new RankwatchError('RANKWATCH_ERR_USAGE', `--cordon-driver is slurm or kubernetes, got "${type}"`);
 }
 
-/** The repair loop as the flags ask; its rows go to `store`, resolved hardware findings to `onResolved`. */
+/**
+ * The repair loop's decisions as the flags ask, held in memory; its rows go to `store`, the
+ * findings it makes (resolved hardware, the breaker's) to `publish` and the store.
+ */
 export function automationFrom(
   values: Record<string, unknown>,
   store: Store | undefined,
-  onResolved?: (fs: Finding[]) => void,
+  publish?: (fs: Finding[]) => void,
+  more: Pick<AutomationOptions, 'logger' | 'journal' | 'mayAct'> = {},
 ): Automation {
   const given: Partial<SafetyConfig> = {
     enabled: values['cordon-enable'] === true,
@@ -81,9 +89,37 @@ export function automationFrom(
     safety: safetyConfig(given),
     fleetSize: fleet === undefined ? undefined : () => fleet,
     record: store ? (batches) => store.insert(batches) : undefined,
-    onResolved: (fs) => {
-      onResolved?.(fs);
+    publish: (fs) => {
+      publish?.(fs);
       store?.insert([outputRows({ findings: fs, mfu: [], rollups: [] })[0]]).catch(() => undefined);
     },
+    ...more,
+  });
+}
+
+/**
+ * The durable repair loop `up` and `detect` run: state in `store`, behind the leader lease. With
+ * `shared` (a ClickHouse server other processes write to) it reads its inputs back from the store
+ * and competes for the lease; otherwise (chDB: one process per folder) it takes the lease at once
+ * and is fed by its own pipeline.
+ */
+export function repairLoopFrom(
+  values: Record<string, unknown>,
+  store: Store,
+  o: { logger: Logger; publish?: (fs: Finding[]) => void; shared: boolean },
+): RepairLoop {
+  const { journal, lease } = durableParts(store, !o.shared);
+  const automation = automationFrom(values, store, o.publish, {
+    logger: o.logger,
+    journal,
+    mayAct: () => lease.holds(),
+  });
+  return new RepairLoop({
+    automation,
+    store,
+    journal,
+    lease,
+    logger: o.logger,
+    feed: o.shared ? new StoreFeed(store, automation) : undefined,
   });
 }

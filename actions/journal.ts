@@ -9,7 +9,8 @@ export interface AuditEntry {
   /** The action's id: approval and retries refer to it. */
   id: string;
   host: string;
-  verb: 'cordon' | 'uncordon' | 'breaker_trip' | 'breaker_reset';
+  /** `reconcile`: the stored state brought in line with the scheduler at start. */
+  verb: 'cordon' | 'uncordon' | 'breaker_trip' | 'breaker_reset' | 'reconcile';
   driver: string;
   outcome: Outcome;
   reason: string;

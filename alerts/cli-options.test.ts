@@ -27,6 +27,12 @@ describe('alert flags', () => {
     expect(() => parseRoutes('[{"sinks":[],"type":["xid"]}]', sinks)).toThrow('route 1: unknown key type');
   });
 
+  it('--alert-webhook takes comma-separated URLs as the environment does', async () => {
+    const a = alertingFrom({ 'alert-webhook': 'http://127.0.0.1:9/a,http://127.0.0.1:9/b' }, {});
+    expect(a?.sinks.map((s) => s.name)).toEqual(['webhook-1', 'webhook-2']);
+    await a?.stop();
+  });
+
   it('the environment stands in for flags', async () => {
     const a = alertingFrom({}, { RANKWATCH_ALERT_WEBHOOK: 'http://127.0.0.1:9/a,http://127.0.0.1:9/b' });
     expect(a?.sinks.map((s) => s.name)).toEqual(['webhook-1', 'webhook-2']);

@@ -68,9 +68,9 @@ export function alertingFrom(
   onDeadLetter?: (d: DeadLetter) => void,
 ): Alerting | undefined {
   const am = (values['alertmanager-url'] as string | undefined) ?? env.RANKWATCH_ALERTMANAGER_URL;
-  const hooks =
-    (values['alert-webhook'] as string[] | undefined) ??
-    (env.RANKWATCH_ALERT_WEBHOOK ? env.RANKWATCH_ALERT_WEBHOOK.split(',') : []);
+  // One string, comma-separated, from the flag as from the environment.
+  const hookList = (values['alert-webhook'] as string | undefined) ?? env.RANKWATCH_ALERT_WEBHOOK;
+  const hooks = hookList ? hookList.split(',').filter((h) => h.trim() !== '') : [];
   if (!am && hooks.length === 0) return undefined;
   const secret = (values['alert-webhook-secret'] as string | undefined) ?? env.RANKWATCH_ALERT_WEBHOOK_SECRET;
   const linkBase = (values['alert-link-base'] as string | undefined) ?? env.RANKWATCH_ALERT_LINK_BASE;

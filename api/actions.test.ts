@@ -11,34 +11,14 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Automation } from '../actions/automation.js';
-import {
-  type CordonDriver,
-  type CordonRequest,
-  type NodeOut,
-  REASON_PREFIX,
-} from '../actions/drivers/driver.js';
+import { MemoryDriver } from '../actions/drivers/memory.js';
 import { safetyConfig } from '../actions/governor.js';
 import { buildPipeline } from '../pipeline/build.js';
-import type { Finding } from '../schema/finding.js';
 import { ChdbStore } from '../store/chdb.js';
 import { MemoryTransport } from '../stream/memory.js';
+import { xidFinding as xid } from '../tests/helpers.js';
 import { buildApp } from './app.js';
 import { parseAuth } from './auth.js';
-
-class MemoryScheduler implements CordonDriver {
-  readonly type = 'memory';
-  readonly nodes = new Map<string, string>();
-  async cordon(r: CordonRequest): Promise<void> {
-    this.nodes.set(r.host, `${REASON_PREFIX} ${r.reason}`);
-  }
-  async uncordon(host: string): Promise<void> {
-    this.nodes.delete(host);
-  }
-  async state(host: string): Promise<NodeOut> {
-    const reason = this.nodes.get(host);
-    return { out: reason !== undefined, reason, byRankwatch: reason?.startsWith(REASON_PREFIX) ?? false };
-  }
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-actions-api-'));
 const TOKENS = { reader: 'reader-token-0123456789', admin: 'admin-token-0123456789ab' };
@@ -51,19 +31,6 @@ const tokens = () =>
   });
 const as = (who: keyof typeof TOKENS) => ({ authorization: `Bearer ${TOKENS[who]}` });
 
-let n = 0;
-const xid = (host: string): Finding => ({
-  id: `xid-${++n}`,
-  ts: Date.now() - 1_000,
-  type: 'xid',
-  state: 'open',
-  host,
-  gpu: 0,
-  severity: 'critical',
-  evidence: { code: 79 },
-  action: 'drain',
-  summary: `${host}/0: XID 79`,
-});
 const gpuSample = (host: string) => ({
   v: 1 as const,
   kind: 'gpu' as const,
@@ -77,7 +44,7 @@ const gpuSample = (host: string) => ({
 let store: ChdbStore;
 let dry: Automation;
 let approval: Automation;
-let scheduler: MemoryScheduler;
+let scheduler: MemoryDriver;
 let app: FastifyInstance;
 let approvalApp: FastifyInstance;
 let bare: FastifyInstance;
@@ -107,7 +74,7 @@ beforeAll(async () => {
   await pipeline.stop();
   const record = (b: Parameters<ChdbStore['insert']>[0]) => store.insert(b);
   dry = new Automation({ safety: safetyConfig({}), fleetSize: () => 64, record });
-  scheduler = new MemoryScheduler();
+  scheduler = new MemoryDriver();
   approval = new Automation({
     driver: scheduler,
     safety: safetyConfig({ enabled: true, approval: true, maxShare: 0.1, maxNodes: 4, perHour: 10 }),
@@ -159,7 +126,16 @@ describe('dry-run automation', () => {
     const body = r.json();
     expect(body).toMatchObject({ mode: 'dry_run', driver: 'none', breaker_tripped: false, pending: [] });
     expect(body.nodes).toEqual([
-      { host: 'gpu-0001', state: 'cordoned', needs_human: false, out_by_rankwatch: false },
+      {
+        host: 'gpu-0001',
+        state: 'cordoned',
+        needs_human: false,
+        out_by_rankwatch: false,
+        dry_run_out: true,
+        pending_approval: false,
+        since: expect.any(Number),
+        reason: 'xid asks for drain: gpu-0001/0: XID 79',
+      },
     ]);
     expect(body.audit).toContainEqual(
       expect.objectContaining({ host: 'gpu-0001', verb: 'cordon', outcome: 'dry_run', actor: 'rankwatch' }),
@@ -251,14 +227,14 @@ describe('approval mode', () => {
     const ok = await post(approvalApp, `/v1/actions/${a.id}/approve`);
     expect(ok.statusCode).toBe(200);
     expect(ok.json()).toMatchObject({ id: a.id, host: a.host, outcome: 'done', actor: 'oncall-alice' });
-    expect(scheduler.nodes.get(a.host)).toMatch(/^rankwatch:/);
+    expect(scheduler.out.get(a.host)).toMatch(/^rankwatch:/);
     const no = await post(approvalApp, `/v1/actions/${b.id}/reject`);
     expect(no.json()).toMatchObject({
       outcome: 'refused',
       actor: 'oncall-alice',
       reason: 'rejected by a person',
     });
-    expect(scheduler.nodes.has(b.host)).toBe(false);
+    expect(scheduler.out.has(b.host)).toBe(false);
     const gone = await post(approvalApp, `/v1/actions/${b.id}/approve`);
     expect(gone.statusCode).toBe(404);
     expect(gone.json().message).toMatch(/no pending action/);

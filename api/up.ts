@@ -5,6 +5,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Automation } from '../actions/automation.js';
+import type { RepairLoop } from '../actions/leader.js';
+import { repairLoopMetrics } from '../actions/metrics.js';
 import type { Alerting } from '../alerts/alerting.js';
 import { RankwatchError } from '../core/errors.js';
 import { Health } from '../core/health.js';
@@ -50,6 +52,11 @@ export interface UpOptions {
   alerting?: Alerting;
   /** The repair loop (node health, governor, cordon driver); gets findings and events. */
   automation?: Automation;
+  /**
+   * Runs `automation` durably behind the leader lease (actions/leader.ts): started before the
+   * first event, so its stored state is back before the first decision; stopped after the pipeline.
+   */
+  repairLoop?: RepairLoop;
 }
 
 export interface Up {
@@ -72,13 +79,17 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const log = o.logger ?? silentLogger();
   const health = new Health(log);
   health.ok('store');
+  // A loop fed from the store (shared with other processes) reads every process's output there.
+  const inline = o.repairLoop?.fedFromStore ? undefined : o.automation;
+  await o.repairLoop?.start();
+  o.repairLoop?.watch(health);
   const pipeline = buildPipeline({
     transport,
     store,
     storeName: o.storeName,
-    onEvents: o.automation?.onEvents,
+    onEvents: inline?.onEvents,
     findingSinks: [
-      ...(o.automation ? [actionSink(o.automation)] : []),
+      ...(inline ? [actionSink(inline)] : []),
       ...(o.alerting ? [alertSink(o.alerting)] : []),
       ...(o.sinks ?? []),
     ],
@@ -134,6 +145,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
         return { bytes: c?.wal_bytes, recovered_events: c?.wal_recovered_events };
       },
     );
+  if (o.repairLoop) repairLoopMetrics(metrics, o.repairLoop);
   const app = await buildApp({
     publisher: wal ? logged(transport, health) : transport,
     store,
@@ -152,6 +164,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const address = await app.listen({ host: o.host, port: o.port });
   // Once listening: a port or folder that fails is one line, before any other output.
   log.info(pipeline.describe());
+  if (o.repairLoop) log.info(o.repairLoop.describe());
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
@@ -159,6 +172,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
       try {
         await pipeline.stop(); // closes the sinks: the repair loop finishes, alerts flush
       } finally {
+        await o.repairLoop?.stop(); // its state written, its lease given up
         await wal?.close();
         await store.close();
       }

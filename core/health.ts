@@ -4,7 +4,10 @@
  * failing on every failed attempt and ok on success; only the transitions are logged (one line
  * when a failure starts, one when it ends, with how long it lasted and how many attempts failed),
  * so a retry loop never floods the log. Probes are checks read at report time from a component's
- * own state (e.g. the pipeline's failing store write).
+ * own state (e.g. the pipeline's failing store write). A degraded probe (the cordon breaker
+ * tripped) is reported failing with `degraded: true` without making the process unhealthy: the
+ * report's `status` says `degraded`, `ok` stays true, so /healthz still answers 200 and the
+ * service stays reachable for the person who must act.
  */
 import type { Logger } from './log.js';
 
@@ -16,10 +19,14 @@ export interface CheckState {
   since?: string;
   /** Failed attempts in the current failure. */
   failures?: number;
+  /** Failing, but the process still does its work (a person must look). */
+  degraded?: boolean;
 }
 
 export interface HealthReport {
   ok: boolean;
+  /** `failing` when not ok; `degraded` when ok but a degraded check fails. */
+  status: 'ok' | 'degraded' | 'failing';
   checks: Record<string, CheckState>;
 }
 
@@ -34,7 +41,7 @@ export type Probe = () => { failingSince: number; reason: string } | undefined;
 
 export class Health {
   private readonly checks = new Map<string, Check>();
-  private readonly probes = new Map<string, Probe>();
+  private readonly probes = new Map<string, { probe: Probe; degraded: boolean }>();
   /** Failing → ok transitions seen, per check (for /metrics). */
   private readonly outages = new Map<string, number>();
 
@@ -71,9 +78,12 @@ export class Health {
     this.log?.warn({ check: name }, `${name} failing: ${text}`);
   }
 
-  /** A check read from elsewhere at report time; failing while `probe` returns a failure. */
-  probe(name: string, probe: Probe): void {
-    this.probes.set(name, probe);
+  /**
+   * A check read from elsewhere at report time; failing while `probe` returns a failure. A
+   * `degraded` one leaves the report ok (status `degraded`).
+   */
+  probe(name: string, probe: Probe, o: { degraded?: boolean } = {}): void {
+    this.probes.set(name, { probe, degraded: o.degraded === true });
   }
 
   report(): HealthReport {
@@ -82,16 +92,20 @@ export class Health {
       checks[name] = c.ok
         ? { ok: true, since: iso(c.since) }
         : { ok: false, reason: c.reason, since: iso(c.since), failures: c.failures };
-    for (const [name, p] of this.probes) {
-      const f = p();
-      checks[name] = f ? { ok: false, reason: f.reason, since: iso(f.failingSince) } : { ok: true };
+    for (const [name, { probe, degraded }] of this.probes) {
+      const f = probe();
+      checks[name] = f
+        ? { ok: false, reason: f.reason, since: iso(f.failingSince), ...(degraded ? { degraded } : {}) }
+        : { ok: true };
     }
-    return { ok: Object.values(checks).every((c) => c.ok), checks };
+    const all = Object.values(checks);
+    const ok = all.every((c) => c.ok || c.degraded);
+    return { ok, status: !ok ? 'failing' : all.some((c) => !c.ok) ? 'degraded' : 'ok', checks };
   }
 
   /** One line naming what is failing, or undefined when all is ok (for an exit reason). */
   failing(): string | undefined {
-    const bad = Object.entries(this.report().checks).filter(([, c]) => !c.ok);
+    const bad = Object.entries(this.report().checks).filter(([, c]) => !c.ok && !c.degraded);
     return bad.length ? bad.map(([n, c]) => `${n}: ${c.reason}`).join('; ') : undefined;
   }
 

@@ -8,6 +8,9 @@ import type { Health } from './health.js';
 
 export type Figures = () => Record<string, number | undefined>;
 
+/** Values of one labeled family at scrape time: each with its labels. */
+export type Series = () => { labels: Record<string, string>; value: number }[];
+
 export class Metrics {
   readonly registry = new Registry();
 
@@ -40,6 +43,21 @@ export class Metrics {
         },
       });
     }
+    return this;
+  }
+
+  /** One labeled family (`counter` gets the `_total` suffix), read at scrape time. */
+  labeled(kind: 'counter' | 'gauge', name: string, help: string, labelNames: string[], read: Series): this {
+    const collect = function (this: Counter<string> | Gauge<string>) {
+      this.reset();
+      for (const { labels, value } of read())
+        if (this instanceof Counter) {
+          if (value > 0) this.inc(labels, value);
+        } else this.set(labels, value);
+    };
+    if (kind === 'counter')
+      new Counter({ name: `${name}_total`, help, labelNames, registers: [this.registry], collect });
+    else new Gauge({ name, help, labelNames, registers: [this.registry], collect });
     return this;
   }
 

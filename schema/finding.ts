@@ -19,6 +19,7 @@ export const FINDING_TYPES = [
   'nccl_rank_behind',
   'mfu_implausible',
   'mfu_unavailable',
+  'cordon_breaker',
 ] as const;
 
 export const Severity = Type.Union(['info', 'warning', 'critical'].map((s) => Type.Literal(s)));

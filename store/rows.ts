@@ -90,8 +90,15 @@ export function stepRows(events: RankwatchEvent[]): InsertBatch {
 /**
  * The kinds a job sends a handful of, whose views (faults, checkpoints, job lifecycle) the
  * checkpoint advisor, `rankwatch jobs` and the fault panels read: kept even without raw events.
+ * Checks too: the repair loop's leader reads them back to verify repaired nodes.
  */
-export const SPARSE_KINDS: ReadonlySet<string> = new Set(['job', 'job_event', 'checkpoint', 'fault']);
+export const SPARSE_KINDS: ReadonlySet<string> = new Set([
+  'job',
+  'job_event',
+  'checkpoint',
+  'fault',
+  'check',
+]);
 
 /**
  * Raw events and step rows. `lines[i]`, when given, is the text `events[i]` was decoded from and

@@ -36,6 +36,8 @@ export const INSERT_SETTINGS = { deduplicate_blocks_in_dependent_materialized_vi
 
 /** Every table and view the schema owns, in drop order (views before what they read and write). */
 export const SCHEMA_OBJECTS = [
+  'automation_state',
+  'automation_lease',
   'node_health',
   'action_audit',
   'job_minute_mv',
@@ -381,6 +383,37 @@ export const MIGRATIONS: Migration[] = [
       ) ENGINE = ReplacingMergeTree
       PARTITION BY toYYYYMM(ts)
       ORDER BY (host, ts, id, outcome)`,
+    ],
+  },
+  {
+    version: 6,
+    name: 'the repair loop’s durable state and its leader lease',
+    statements: () => [
+      // One snapshot per change of the repair loop's state; the engine keeps the highest version
+      // (epoch of the lease that wrote it, then a sequence), so a deposed leader's late write loses.
+      `CREATE TABLE IF NOT EXISTS automation_state (
+        scope LowCardinality(String),
+        version UInt64,
+        epoch UInt64,
+        seq UInt64,
+        owner String,
+        at DateTime64(3, 'UTC'),
+        state String CODEC(ZSTD(3))
+      ) ENGINE = ReplacingMergeTree(version)
+      ORDER BY scope`,
+      // The leader lease: a 'take' row per epoch (insert deduplication keeps the first taker),
+      // 'renew' rows while held, a 'release' row on a clean stop (store/lease.ts).
+      `CREATE TABLE IF NOT EXISTS automation_lease (
+        scope LowCardinality(String),
+        epoch UInt64,
+        kind LowCardinality(String),
+        owner String,
+        at DateTime64(3, 'UTC'),
+        expires DateTime64(3, 'UTC')
+      ) ENGINE = MergeTree
+      ORDER BY (scope, epoch, kind, at)
+      TTL toDateTime(at) + INTERVAL 7 DAY
+      SETTINGS non_replicated_deduplication_window = 1000`,
     ],
   },
 ];

@@ -6,6 +6,8 @@ import { gzipSync } from 'node:zlib';
 import { expect } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
 import { DETECTORS } from '../detectors/list.js';
+import type { CheckEvent } from '../schema/events.js';
+import type { Finding } from '../schema/finding.js';
 import type { InsertBatch } from '../store/rows.js';
 import type { Store } from '../store/store.js';
 
@@ -33,6 +35,49 @@ export function simLines(...args: string[]): string[] {
     .toString()
     .split('\n')
     .filter(Boolean);
+}
+
+let findingSeq = 0;
+
+/** An open Xid 79 finding on GPU 0 of `host` that asks for a drain, a second old; `over` replaces fields. */
+export function xidFinding(host: string, over: Partial<Finding> = {}): Finding {
+  return {
+    id: `xid-${++findingSeq}`,
+    ts: Date.now() - 1_000,
+    type: 'xid',
+    state: 'open',
+    host,
+    gpu: 0,
+    severity: 'critical',
+    evidence: { code: 79 },
+    action: 'drain',
+    summary: `${host}/0: XID 79`,
+    ...over,
+  };
+}
+
+/** A passing `check` event (nccl-tests, dcgm-diag…) of `host` at `ts`. */
+export function passingCheck(host: string, tool: string, ts: number): CheckEvent {
+  return { v: 1, kind: 'check', ts, host, tool, ok: true };
+}
+
+/** A v1 fault event, now: Xid 79 on GPU 0 of `host`, with the kernel's message. */
+export function xidFault(host: string) {
+  return {
+    v: 1 as const,
+    kind: 'fault' as const,
+    ts: Date.now(),
+    host,
+    gpu: 0,
+    source: 'xid',
+    code: 79,
+    message: 'NVRM: Xid (PCI:0000:1b:00): 79, pid=2211, GPU has fallen off the bus.',
+  };
+}
+
+/** The same as one JSON line. */
+export function xidFaultLine(host: string): string {
+  return JSON.stringify(xidFault(host));
 }
 
 /** Posts lines to an ingest endpoint in gzip batches; returns the HTTP statuses. */

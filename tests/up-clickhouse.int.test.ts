@@ -10,26 +10,20 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClickHouseStore } from '../store/clickhouse.js';
 import { findingsOf, tableCounts } from '../store/queries.js';
-import { type ChdbHttpServer, startChdbHttpServer } from './fixtures/chdb-http-server.js';
-import { type RealClickHouse, realClickHouse } from './fixtures/clickhouse-server.js';
+import { clickHouseForTest, type RealClickHouse } from './fixtures/clickhouse-server.js';
 import { postLines, type Running, simLines, startRankwatch, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-ch-'));
 const database = `rankwatch_up_${process.pid}`;
 
 describe('rankwatch up --clickhouse-url', () => {
-  let fixture: ChdbHttpServer | undefined;
-  let real: RealClickHouse | undefined;
+  let real: Omit<RealClickHouse, 'source'> | undefined;
   let serverUrl: string;
   let up: Running;
 
   beforeAll(async () => {
-    real = await realClickHouse();
-    if (real) serverUrl = real.url;
-    else {
-      fixture = await startChdbHttpServer({ path: join(dir, 'ch') });
-      serverUrl = fixture.url;
-    }
+    real = await clickHouseForTest(join(dir, 'ch'));
+    serverUrl = real.url;
     up = startRankwatch(
       ['up', '--port', '0', '--clickhouse-url', serverUrl, '--clickhouse-database', database],
       {
@@ -44,7 +38,6 @@ describe('rankwatch up --clickhouse-url', () => {
 
   afterAll(async () => {
     up.kill();
-    await fixture?.close();
     await real?.stop();
     rmSync(dir, { recursive: true, force: true });
   });

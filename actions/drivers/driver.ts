@@ -22,9 +22,19 @@ export interface NodeOut {
   byRankwatch: boolean;
 }
 
+/** One node of the scheduler's own list. */
+export interface ListedNode extends NodeOut {
+  host: string;
+}
+
 export interface CordonDriver {
   readonly type: string;
   cordon(r: CordonRequest): Promise<void>;
   uncordon(host: string): Promise<void>;
   state(host: string): Promise<NodeOut>;
+  /**
+   * Every node the scheduler knows, with whether it is out and by whose hand: the truth the
+   * repair loop reconciles its stored state with at start, and the fleet its budget's share is of.
+   */
+  nodes(): Promise<ListedNode[]>;
 }

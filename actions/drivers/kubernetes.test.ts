@@ -69,6 +69,24 @@ beforeAll(async () => {
         send(status, { kind: 'Status', apiVersion: 'v1', status: 'Failure', message: why, code: status });
       };
       if (req.headers.authorization !== 'Bearer k8s-t0ken') return fail(401, 'no bearer token');
+      const list = new URL(req.url ?? '', 'http://x');
+      if (list.pathname === '/api/v1/nodes') {
+        // A NodeList page as the API server pages it: at most `limit` items, an opaque `continue`.
+        if (req.method !== 'GET') return fail(405, `method ${req.method}`);
+        const limit = Number(list.searchParams.get('limit') ?? 0);
+        if (!(limit > 0)) return fail(400, 'a list without limit');
+        const names = [...nodes.keys()].sort();
+        const from = Number(Buffer.from(list.searchParams.get('continue') ?? 'MA', 'base64').toString());
+        const page = names.slice(from, from + limit);
+        const next =
+          from + limit < names.length ? Buffer.from(String(from + limit)).toString('base64') : undefined;
+        return send(200, {
+          kind: 'NodeList',
+          apiVersion: 'v1',
+          metadata: { resourceVersion: String(version), ...(next ? { continue: next } : {}) },
+          items: page.map((n) => nodes.get(n)),
+        });
+      }
       const m = /^\/api\/v1\/nodes\/([a-z0-9.-]+)$/.exec(req.url ?? '');
       if (!m) return fail(404, 'not a node path');
       const node = nodes.get(m[1]);
@@ -134,6 +152,20 @@ describe('Kubernetes cordon driver (API-shaped fixture)', () => {
   it('a node a person cordoned reads as out, not by rankwatch', async () => {
     nodes.set('gpu-0008', node('gpu-0008', { spec: { unschedulable: true } }));
     expect(await k.state('gpu-0008')).toEqual({ out: true, reason: undefined, byRankwatch: false });
+  });
+
+  it('lists every node page by page, each out or not and by whose hand', async () => {
+    for (let i = 0; i < 1_100; i++)
+      nodes.set(`bulk-${String(i).padStart(4, '0')}`, node(`bulk-${String(i).padStart(4, '0')}`));
+    await k.cordon({ host: 'bulk-0700', findingId: 'xid-1', findingType: 'xid', reason: 'XID 79' });
+    const listed = await k.nodes();
+    for (let i = 0; i < 1_100; i++) nodes.delete(`bulk-${String(i).padStart(4, '0')}`);
+    expect(listed.filter((n) => n.host.startsWith('bulk-'))).toHaveLength(1_100);
+    expect(listed.filter((n) => n.out).map((n) => [n.host, n.byRankwatch])).toEqual([
+      ['bulk-0700', true],
+      ['gpu-0008', false],
+    ]);
+    expect(problems).toEqual([]);
   });
 
   it('a concurrent change (409) is a retriable failure; an unknown node is not', async () => {

@@ -3,15 +3,21 @@
  * `spec.unschedulable: true`, a `NoSchedule` taint `rankwatch.io/<finding type>` and annotations
  * with the finding id and reason; uncordon removes exactly those. Each change is a JSON merge
  * patch carrying the node's resourceVersion, so a concurrent edit is a 409 (retried) rather than
- * lost, and the taint list sent keeps every taint rankwatch did not put there. Plain HTTPS with
- * a bearer token (the in-cluster service account by default); no client library needed for
- * three calls.
+ * lost, and the taint list sent keeps every taint rankwatch did not put there. The node list
+ * (paged) tells which nodes rankwatch has out. Plain HTTPS with a bearer token (the in-cluster
+ * service account by default); no client library needed for four calls.
  */
 import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { RankwatchError } from '../../core/errors.js';
-import { type CordonDriver, type CordonRequest, type NodeOut, REASON_PREFIX } from './driver.js';
+import {
+  type CordonDriver,
+  type CordonRequest,
+  type ListedNode,
+  type NodeOut,
+  REASON_PREFIX,
+} from './driver.js';
 
 export const ANNOTATION_FINDING = 'rankwatch.io/finding-id';
 export const ANNOTATION_REASON = 'rankwatch.io/reason';
@@ -37,6 +43,13 @@ interface Taint {
 interface KNode {
   metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
   spec?: { unschedulable?: boolean; taints?: Taint[] };
+}
+
+/** Out when unschedulable; by rankwatch when it carries rankwatch's finding annotation. */
+function nodeOut(n: KNode): NodeOut {
+  const reason = n.metadata.annotations?.[ANNOTATION_REASON];
+  const out = n.spec?.unschedulable === true;
+  return { out, reason, byRankwatch: out && n.metadata.annotations?.[ANNOTATION_FINDING] !== undefined };
 }
 
 /** The in-cluster service account, when rankwatch runs in a pod. */
@@ -95,10 +108,23 @@ export class KubernetesDriver implements CordonDriver {
   }
 
   async state(host: string): Promise<NodeOut> {
-    const n = await this.get(host);
-    const reason = n.metadata.annotations?.[ANNOTATION_REASON];
-    const out = n.spec?.unschedulable === true;
-    return { out, reason, byRankwatch: out && n.metadata.annotations?.[ANNOTATION_FINDING] !== undefined };
+    return nodeOut(await this.get(host));
+  }
+
+  /** GET /api/v1/nodes in pages of 500 (`limit` and `continue`, as kubectl pages a big list). */
+  async nodes(): Promise<ListedNode[]> {
+    const out: ListedNode[] = [];
+    let cont: string | undefined;
+    do {
+      const q = new URLSearchParams({ limit: '500', ...(cont ? { continue: cont } : {}) });
+      const page = (await this.call('GET', undefined, undefined, `?${q}`)) as {
+        items?: KNode[];
+        metadata?: { continue?: string };
+      };
+      for (const n of page.items ?? []) out.push({ host: n.metadata.name, ...nodeOut(n) });
+      cont = page.metadata?.continue || undefined;
+    } while (cont);
+    return out;
   }
 
   private get(host: string): Promise<KNode> {
@@ -109,8 +135,14 @@ export class KubernetesDriver implements CordonDriver {
     return this.call('PATCH', host, body);
   }
 
-  private call(method: 'GET' | 'PATCH', host: string, body?: unknown): Promise<unknown> {
-    const url = new URL(`/api/v1/nodes/${encodeURIComponent(host)}`, this.cfg.apiServer);
+  private call(
+    method: 'GET' | 'PATCH',
+    host: string | undefined,
+    body?: unknown,
+    query = '',
+  ): Promise<unknown> {
+    const path = host === undefined ? '/api/v1/nodes' : `/api/v1/nodes/${encodeURIComponent(host)}`;
+    const url = new URL(`${path}${query}`, this.cfg.apiServer);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const headers: Record<string, string> = { accept: 'application/json' };
     if (this.cfg.token) headers.authorization = `Bearer ${this.cfg.token}`;
@@ -129,7 +161,7 @@ export class KubernetesDriver implements CordonDriver {
           reject(
             new RankwatchError(
               retriable ? 'RANKWATCH_ERR_CORDON_FAILED' : 'RANKWATCH_ERR_CORDON_REFUSED',
-              `Kubernetes ${method} node ${host} answered ${status}: ${text.slice(0, 200)}`,
+              `Kubernetes ${method} ${host === undefined ? 'nodes' : `node ${host}`} answered ${status}: ${text.slice(0, 200)}`,
             ),
           );
         });

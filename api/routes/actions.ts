@@ -20,7 +20,7 @@ const AuditEntry = Type.Object({
   ts: Type.Number(),
   id: Type.String({ description: 'the action id (approve/reject take it)' }),
   host: Type.String(),
-  verb: Type.String({ description: 'cordon, uncordon, breaker_trip, breaker_reset' }),
+  verb: Type.String({ description: 'cordon, uncordon, breaker_trip, breaker_reset, reconcile' }),
   driver: Type.String(),
   outcome: Type.String({ description: 'done, dry_run, refused, pending_approval, failed' }),
   reason: Type.String(),
@@ -48,9 +48,7 @@ const ENABLE =
 
 /** What the automation does with a cordon: off (no automation here), dry_run, act, or approval. */
 function modeOf(a: Automation | undefined): 'off' | 'dry_run' | 'act' | 'approval' {
-  if (!a) return 'off';
-  if (!a.governor.cfg.enabled || a.driverType === 'none') return 'dry_run';
-  return a.governor.cfg.approval ? 'approval' : 'act';
+  return a ? a.mode : 'off';
 }
 
 export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?: Automation }> = async (
@@ -60,6 +58,11 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
   const admin = { scope: 'admin' as const };
   const running = (): Automation => {
     if (!automation) throw new HttpError(409, `cordon automation is not running in this server: ${ENABLE}`);
+    if (!automation.active)
+      throw new HttpError(
+        409,
+        'this process does not lead the repair loop (another process sharing the store holds its lease, or its state could not be read back yet; /healthz says which): send this to the leader, or try again shortly',
+      );
     return automation;
   };
   /** 404 unless the host is in the automation's view or in the store. */
@@ -96,12 +99,21 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
             }),
             driver: Type.String({ description: 'slurm, kubernetes, or none' }),
             breaker_tripped: Type.Boolean(),
+            leading: Type.Optional(
+              Type.Boolean({ description: 'this process leads the repair loop (its decisions count)' }),
+            ),
             nodes: Type.Array(
               Type.Object({
                 host: Type.String(),
                 state: Type.String(),
                 needs_human: Type.Boolean({ description: 'only an admin override brings it back' }),
                 out_by_rankwatch: Type.Boolean({ description: 'the scheduler has it out by rankwatch' }),
+                dry_run_out: Type.Optional(Type.Boolean({ description: 'a dry-run took it out on paper' })),
+                pending_approval: Type.Optional(
+                  Type.Boolean({ description: 'a cordon of it waits for a person' }),
+                ),
+                since: Type.Optional(Type.Number({ description: 'when it entered its state (epoch ms)' })),
+                reason: Type.Optional(Type.String({ description: 'why it is in its state' })),
               }),
               { description: 'hosts not healthy in the automation’s node health, now' },
             ),
@@ -118,6 +130,7 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
       mode: modeOf(automation),
       driver: automation?.driverType ?? 'none',
       breaker_tripped: automation?.governor.tripped ?? false,
+      leading: automation?.active ?? false,
       nodes: automation?.cordonList() ?? [],
       pending: automation?.pendingApprovals() ?? [],
       audit: await auditLog(store, {

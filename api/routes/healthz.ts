@@ -1,7 +1,9 @@
 /**
  * GET /healthz: ok (200) while every health check passes, 503 with each failing check's reason
  * and since when otherwise (store down, bus away, credentials refused), plus the figures the
- * server chooses to show. GET /metrics: Prometheus text, when the server has a registry.
+ * server chooses to show. A degraded check (the cordon breaker tripped) answers 200 with
+ * `status: "degraded"` and the check's reason. GET /metrics: Prometheus text, when the server
+ * has a registry.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync } from 'fastify';
@@ -22,6 +24,7 @@ export const healthRoutes: FastifyPluginAsync<HealthRouteOptions> = async (app, 
     const r = opts.checks?.report();
     const body = {
       ok: r?.ok ?? true,
+      ...(r ? { status: r.status } : {}),
       uptime_s: Math.round((Date.now() - started) / 1000),
       ...(r ? { checks: r.checks } : {}),
       ...opts.health?.(),

@@ -1,3 +1,5 @@
+import { CORDON_FLAGS, CORDON_FLAGS_HELP, repairLoopFrom } from '../../actions/cli-options.js';
+import type { RepairLoop } from '../../actions/leader.js';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
@@ -29,7 +31,7 @@ uncommitted for the next owner instead of holding shutdown).
 
   --findings FILE           also write each finding event as a JSON line
   --no-events               keep raw events only of the kinds a job sends a few of (job, lifecycle,
-                            checkpoints, faults), not GPU samples or collectives (the bulk); steps,
+                            checkpoints, faults, checks), not GPU samples or collectives (the bulk); steps,
                             detector output and dead letters are still stored, GPU-minute panels
                             stay empty
   --no-replay               on a new partition, start at the committed offset without rebuilding state
@@ -40,10 +42,15 @@ uncommitted for the next owner instead of holding shutdown).
                             fails) and GET /metrics (Prometheus) on --health-host:N (0: any port)
   --health-host ADDR        address of that port (default 127.0.0.1)
   --quiet                   log errors only
+  --repair-loop             take part in the repair loop (node health, cordons; docs/actions.md): of
+                            every process sharing the store, the one holding its lease decides and
+                            acts, reading every process's findings and checks from the store; the
+                            others stand by. Dry-run unless the cordon flags below say otherwise
 Exits 1, naming the reason, when it stopped without finishing its work (a batch left
 uncommitted because the store kept failing).
 ${HEAP_HELP}
 ${ALERT_FLAGS_HELP}
+${CORDON_FLAGS_HELP}
 ${KAFKA_FLAGS_HELP}
 ${STORE_FLAGS_HELP}`,
   async run(argv) {
@@ -51,6 +58,8 @@ ${STORE_FLAGS_HELP}`,
       ...KAFKA_FLAGS,
       ...STORE_FLAGS,
       ...ALERT_FLAGS,
+      ...CORDON_FLAGS,
+      'repair-loop': { type: 'boolean' },
       findings: { type: 'string' },
       'no-replay': { type: 'boolean' },
       'replay-max-age': { type: 'string' },
@@ -112,6 +121,9 @@ ${STORE_FLAGS_HELP}`,
       replayMaxAge === undefined ? undefined : num(replayMaxAge, 'replay-max-age', 0) * 60_000;
     if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
       throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
+    const cordonFlag = Object.keys(CORDON_FLAGS).find((k) => values[k as keyof typeof values] !== undefined);
+    if (cordonFlag && values['repair-loop'] !== true)
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${cordonFlag} needs --repair-loop`);
     const { store, where } = await openStore(values, (m) => logger.warn(m));
     const alerting = alertingFrom(
       values,
@@ -194,7 +206,19 @@ ${STORE_FLAGS_HELP}`,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');
-    const server = await healthServer(values['health-host'], values['health-port'], health, figures);
+    // Behind the leader lease, fed from the store: every detect of the group writes there.
+    let loop: RepairLoop | undefined;
+    if (values['repair-loop'] === true) {
+      loop = repairLoopFrom(values, store, {
+        logger,
+        publish: (fs) => alerting?.onFindings(fs),
+        shared: true,
+      });
+      await loop.start();
+      loop.watch(health);
+      log('info', loop.describe());
+    }
+    const server = await healthServer(values['health-host'], values['health-port'], health, figures, loop);
     if (server) log('info', `health on ${server.url}/healthz, ${server.url}/metrics`);
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
@@ -207,6 +231,7 @@ ${STORE_FLAGS_HELP}`,
       clearInterval(busQuiet);
       if (timer) clearInterval(timer);
       await p.close();
+      await loop?.stop();
       await store.close();
       await server?.close();
       return 0;
@@ -222,6 +247,7 @@ ${STORE_FLAGS_HELP}`,
     // The batch in hand finishes and commits; with the store down it is given up after the grace
     // period (uncommitted, so the next owner gets it) instead of holding shutdown.
     await p.close(); // and its sinks: the findings file, the alerts
+    await loop?.stop(); // its state written, its lease given up for the next leader
     await store.close();
     stats();
     await server?.close();
@@ -246,12 +272,14 @@ async function healthServer(
   port: string | undefined,
   health: Health,
   figures: () => Record<string, number>,
+  loop?: RepairLoop,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (port === undefined) return undefined;
-  const [{ default: Fastify }, { healthRoutes }, { Metrics }] = await Promise.all([
+  const [{ default: Fastify }, { healthRoutes }, { Metrics }, { repairLoopMetrics }] = await Promise.all([
     import('fastify'),
     import('../../api/routes/healthz.js'),
     import('../../core/metrics.js'),
+    import('../../actions/metrics.js'),
   ]);
   const metrics = new Metrics().health(health).counters(
     'rankwatch_detect',
@@ -266,8 +294,13 @@ async function healthServer(
     },
     figures,
   );
+  if (loop) repairLoopMetrics(metrics, loop);
   const app = Fastify({ logger: false });
-  await app.register(healthRoutes, { checks: health, metrics, health: () => ({ counters: figures() }) });
+  await app.register(healthRoutes, {
+    checks: health,
+    metrics,
+    health: () => ({ counters: figures(), ...(loop ? { actions: loop.automation.stats() } : {}) }),
+  });
   const url = await app.listen({ host: host ?? '127.0.0.1', port: num(port, 'health-port') });
   return { url, close: () => app.close() };
 }

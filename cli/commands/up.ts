@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { automationFrom, CORDON_FLAGS, CORDON_FLAGS_HELP } from '../../actions/cli-options.js';
+import { CORDON_FLAGS, CORDON_FLAGS_HELP, repairLoopFrom } from '../../actions/cli-options.js';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
 import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
@@ -67,6 +67,12 @@ ${STORE_FLAGS_HELP}`,
       process.env,
       (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
     );
+    // Durable, behind the leader lease; on a ClickHouse server other processes may share, fed from it.
+    const repairLoop = repairLoopFrom(values, store, {
+      logger: log,
+      publish: (fs) => alerting?.onFindings(fs),
+      shared: store.type !== 'chdb',
+    });
     const server = await startUp({
       host,
       port: num(values.port, 'port', 7070),
@@ -78,7 +84,8 @@ ${STORE_FLAGS_HELP}`,
       logger: log,
       rebuildMinutes: num(values['rebuild-minutes'], 'rebuild-minutes', 60),
       alerting,
-      automation: automationFrom(values, store, (fs) => alerting?.onFindings(fs)),
+      automation: repairLoop.automation,
+      repairLoop,
       storeName: where,
       sinks: [consoleSink((line) => console.log(line))],
     });

@@ -15,6 +15,7 @@
  *   sends the unit back to cordoned. Or an admin override, recorded with its author.
  * - a unit cordoned again within `reentryMs` of its last return needs a human to come back.
  * Pure: no I/O, no clock; every transition carries its reason, evidence (finding ids) and actor.
+ * `snapshot()` / `restore()` carry the units across a restart (the repair loop stores them).
  */
 import type { CheckEvent, GpuEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
@@ -59,19 +60,32 @@ const HARDWARE_ACTIONS = new Set(['cordon', 'drain', 'rma']);
 const PERF_TYPES = new Set(['straggler', 'slow_link', 'nccl_slow_host']);
 const SUSPECT_TYPES = new Set(['throttle', 'straggler', 'slow_link', 'nccl_slow_host', 'xid', 'ecc']);
 
-interface Unit {
+/** What a unit is, whether held (Unit) or stored (UnitSnapshot). */
+interface UnitFields {
   host: string;
   gpu?: number;
   state: HealthState;
-  /** Open findings that keep the unit from being healthy. */
-  open: Map<string, Finding>;
-  /** Jobs whose straggler/slow-link findings named this unit, with when. */
-  perfJobs: Map<string, { ts: number; id: string }>;
   repairedTs?: number;
   ncclOk?: string;
   diagOk?: string;
   lastReturnTs?: number;
   needsHuman: boolean;
+  /** When the unit entered its state, and why (the last transition's reason). */
+  since?: number;
+  reason?: string;
+}
+
+/** A unit as stored between runs (ECC baselines are not kept: the next samples start new ones). */
+export interface UnitSnapshot extends UnitFields {
+  open: Finding[];
+  perfJobs: [string, { ts: number; id: string }][];
+}
+
+interface Unit extends UnitFields {
+  /** Open findings that keep the unit from being healthy. */
+  open: Map<string, Finding>;
+  /** Jobs whose straggler/slow-link findings named this unit, with when. */
+  perfJobs: Map<string, { ts: number; id: string }>;
   /** ECC counters: the day's baseline and the last reading. */
   ecc?: { fromTs: number; sbe0: number; dbe0: number; sbe: number; dbe: number };
 }
@@ -85,11 +99,78 @@ export class NodeHealth {
     return this.units.get(key(host, gpu))?.state ?? 'healthy';
   }
 
-  /** Every unit not healthy, for the cordon list. */
-  unhealthy(): { host: string; gpu?: number; state: HealthState; needs_human: boolean }[] {
+  /** Every unit not healthy, for the cordon list, with since when and why. */
+  unhealthy(): {
+    host: string;
+    gpu?: number;
+    state: HealthState;
+    needs_human: boolean;
+    since?: number;
+    reason?: string;
+  }[] {
     return [...this.units.values()]
       .filter((u) => u.state !== 'healthy')
-      .map((u) => ({ host: u.host, gpu: u.gpu, state: u.state, needs_human: u.needsHuman }));
+      .map((u) => ({
+        host: u.host,
+        gpu: u.gpu,
+        state: u.state,
+        needs_human: u.needsHuman,
+        since: u.since,
+        reason: u.reason,
+      }));
+  }
+
+  /** Every unit with something to remember (not healthy, a past return, slow-job history). */
+  snapshot(): UnitSnapshot[] {
+    const out: UnitSnapshot[] = [];
+    for (const u of this.units.values()) {
+      if (u.state === 'healthy' && u.lastReturnTs === undefined && u.perfJobs.size === 0) continue;
+      out.push({
+        host: u.host,
+        ...(u.gpu === undefined ? {} : { gpu: u.gpu }),
+        state: u.state,
+        open: [...u.open.values()],
+        perfJobs: [...u.perfJobs],
+        repairedTs: u.repairedTs,
+        ncclOk: u.ncclOk,
+        diagOk: u.diagOk,
+        lastReturnTs: u.lastReturnTs,
+        needsHuman: u.needsHuman,
+        since: u.since,
+        reason: u.reason,
+      });
+    }
+    return out;
+  }
+
+  /** Units as a snapshot had them; replaces what this machine held. */
+  restore(units: readonly UnitSnapshot[]): void {
+    this.units.clear();
+    for (const s of units) {
+      const u = this.unit(s.host, s.gpu);
+      u.state = s.state;
+      u.open = new Map(s.open.map((f) => [f.id, f]));
+      u.perfJobs = new Map(s.perfJobs);
+      u.repairedTs = s.repairedTs;
+      u.ncclOk = s.ncclOk;
+      u.diagOk = s.diagOk;
+      u.lastReturnTs = s.lastReturnTs;
+      u.needsHuman = s.needsHuman;
+      u.since = s.since;
+      u.reason = s.reason;
+    }
+  }
+
+  /**
+   * The scheduler has the host out by rankwatch's hand while this machine thinks it healthy or
+   * suspect (it was drained just before a crash): it is cordoned, so it can be repaired and returned.
+   */
+  adopt(host: string, ts: number, reason: string): Transition[] {
+    const out: Transition[] = [];
+    const u = this.unit(host);
+    if (u.state === 'healthy' || u.state === 'suspect')
+      this.move(u, 'cordoned', ts, reason, [], 'rankwatch', out);
+    return out;
   }
 
   onFinding(f: Finding): Transition[] {
@@ -308,6 +389,8 @@ export class NodeHealth {
       needs_human: u.needsHuman,
     });
     u.state = to;
+    u.since = ts;
+    u.reason = reason;
   }
 
   private bandwidthOk(e: CheckEvent): boolean {

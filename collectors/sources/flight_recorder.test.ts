@@ -3,32 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { validateEvent } from '../../schema/validate.js';
-import type { ParseProblem } from '../parsers/problems.js';
-import type { SourceDeps } from '../source.js';
 import { flightRecorder } from './flight_recorder.js';
+import { recordingDeps, until } from './recording-deps.js';
 
 const fixtures = join(import.meta.dirname, '..', 'parsers', 'fixtures', 'flight-recorder');
 const root = mkdtempSync(join(tmpdir(), 'rankwatch-fr-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-function deps() {
-  const events: Record<string, unknown>[] = [];
-  const problems: ParseProblem[] = [];
-  const errors: string[] = [];
-  const d: SourceDeps = {
-    host: 'this-node',
-    logger: { info: () => {}, warn: () => {} },
-    now: () => 1_764_480_000_000,
-    emit: (e) => events.push(...(e as Record<string, unknown>[])),
-    parseProblems: (_s, p) => problems.push(...p),
-    sourceError: (_s, err) => errors.push((err as Error).message),
-    pciMap: new Map(),
-  };
-  return { d, events, problems, errors };
-}
-const until = async (ok: () => boolean, ms = 20_000) => {
-  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 25));
-};
+const deps = () => recordingDeps();
 const copyDumps = (from: string, to: string, only?: (f: string) => boolean) => {
   mkdirSync(to, { recursive: true });
   for (const f of readdirSync(join(fixtures, from)).filter(only ?? (() => true)))

@@ -22,6 +22,7 @@ import {
 import { looksLikeFrReport, parseFrReport } from '../parsers/fr_report.js';
 import type { ParseProblem } from '../parsers/problems.js';
 import { backoffMs, type SourceFactory, sourceName } from '../source.js';
+import { repeat } from './repeat.js';
 
 const MAX_FILES = 100_000;
 const MAX_SEEN = 100_000;
@@ -84,10 +85,6 @@ export const flightRecorder: SourceFactory<typeof schema> = {
   schema,
   create(cfg, deps) {
     const name = sourceName('flight_recorder', cfg.name);
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    let failures = 0;
-    let running: Promise<void> | undefined;
     let lastSig = '';
     let changedAt = 0;
     let readSig = '';
@@ -157,32 +154,19 @@ export const flightRecorder: SourceFactory<typeof schema> = {
       for (const [dir, set] of byDir) await readSet(dir, set);
     };
 
-    const loop = () => {
-      if (stopped) return;
-      running = tick()
-        .then(() => {
-          if (failures > 0) deps.logger.info(`${name}: ${cfg.path} is readable again`);
-          failures = 0;
-        })
-        .catch((err) => {
-          failures++;
-          deps.sourceError(name, new Error(`cannot read ${cfg.path}: ${(err as Error).message}`));
-        })
-        .finally(() => {
-          if (!stopped) timer = setTimeout(loop, failures ? backoffMs(failures, cfg.pollMs) : cfg.pollMs);
-        });
-    };
-    return {
-      type: 'flight_recorder',
+    const input = repeat(
       name,
-      start: () => {
-        timer = setTimeout(loop, 0);
+      deps,
+      () =>
+        tick().catch((err) => {
+          throw new Error(`cannot read ${cfg.path}: ${(err as Error).message}`);
+        }),
+      {
+        waitMs: () => cfg.pollMs,
+        backoffMs: (n) => backoffMs(n, cfg.pollMs),
+        recovered: `${cfg.path} is readable again`,
       },
-      stop: async () => {
-        stopped = true;
-        clearTimeout(timer);
-        await running;
-      },
-    };
+    );
+    return { type: 'flight_recorder', name, start: input.start, stop: input.stop };
   },
 };

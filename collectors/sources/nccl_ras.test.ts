@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { validateEvent } from '../../schema/validate.js';
-import type { ParseProblem } from '../parsers/problems.js';
-import type { SourceDeps } from '../source.js';
 import { ncclRas, RAS_DEFAULT_ADDRESS } from './nccl_ras.js';
+import { recordingDeps, until } from './recording-deps.js';
 
 const fixture = (name: string) =>
   readFileSync(join(import.meta.dirname, '..', 'parsers', 'fixtures', 'nccl-ras', name), 'utf8');
@@ -71,26 +70,7 @@ class RasServer {
   }
 }
 
-function deps() {
-  const events: Record<string, unknown>[] = [];
-  const problems: ParseProblem[] = [];
-  const errors: string[] = [];
-  const logs: string[] = [];
-  const d: SourceDeps = {
-    host: 'this-node',
-    logger: { info: (m) => logs.push(m), warn: (m) => logs.push(m) },
-    now: () => 1_764_480_000_000,
-    emit: (e) => events.push(...(e as Record<string, unknown>[])),
-    parseProblems: (_s, p) => problems.push(...p),
-    sourceError: (_s, err) => errors.push((err as Error).message),
-    pciMap: new Map(),
-  };
-  return { d, events, problems, errors, logs };
-}
-
-const until = async (ok: () => boolean, ms = 20_000) => {
-  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await new Promise((r) => setTimeout(r, 25));
-};
+const deps = () => recordingDeps();
 
 const servers: RasServer[] = [];
 afterEach(async () => {

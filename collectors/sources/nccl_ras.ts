@@ -18,6 +18,7 @@ import { Type } from '@sinclair/typebox';
 import { parseRas, type RasObservation, rasFaultEvent } from '../parsers/nccl_ras.js';
 import { backoffMs, type SourceFactory, sourceName } from '../source.js';
 import { queryRas } from './ras_client.js';
+import { repeat } from './repeat.js';
 
 export const RAS_DEFAULT_ADDRESS = '127.0.0.1:28028';
 
@@ -88,10 +89,6 @@ export const ncclRas: SourceFactory<typeof schema> = {
     const names = new Map([...localAddresses(deps.host), ...Object.entries(cfg.hosts)]);
     const ctx = { host: deps.host, job: cfg.job, hostOf: (node: string) => names.get(node) };
     let format = cfg.format;
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    let failures = 0;
-    let running: Promise<void> | undefined;
     let fileSig = '';
     /** Operation counts of the previous poll's behind/ahead ranks. */
     let lastCounts = new Map<string, number>();
@@ -144,36 +141,11 @@ export const ncclRas: SourceFactory<typeof schema> = {
       handle(answer.text, deps.now());
     };
 
-    const loop = () => {
-      if (stopped) return;
-      running = poll()
-        .then(() => {
-          if (failures > 0) deps.logger.info(`${name}: ${cfg.path ?? cfg.address} answers again`);
-          failures = 0;
-        })
-        .catch((err) => {
-          failures++;
-          deps.sourceError(name, err);
-        })
-        .finally(() => {
-          if (!stopped)
-            timer = setTimeout(
-              loop,
-              failures ? Math.max(cfg.intervalMs, backoffMs(failures)) : cfg.intervalMs,
-            );
-        });
-    };
-    return {
-      type: 'nccl_ras',
-      name,
-      start: () => {
-        timer = setTimeout(loop, 0);
-      },
-      stop: async () => {
-        stopped = true;
-        clearTimeout(timer);
-        await running;
-      },
-    };
+    const input = repeat(name, deps, poll, {
+      waitMs: () => cfg.intervalMs,
+      backoffMs: (n) => Math.max(cfg.intervalMs, backoffMs(n)),
+      recovered: `${cfg.path ?? cfg.address} answers again`,
+    });
+    return { type: 'nccl_ras', name, start: input.start, stop: input.stop };
   },
 };

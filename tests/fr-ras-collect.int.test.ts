@@ -3,13 +3,14 @@
  * `rankwatch up` (in this process, 127.0.0.1, a free port): the real Flight Recorder dumps of a
  * hang and a saved RAS report of a stopped process arrive as stored faults, none set aside.
  */
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startUp, type Up } from '../api/up.js';
 import { ChdbStore } from '../store/chdb.js';
-import { type Running, startRankwatch, until } from './helpers.js';
+import { BIN, type Running, startRankwatch, until } from './helpers.js';
 
 const fixtures = join(import.meta.dirname, '..', 'collectors', 'parsers', 'fixtures');
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-fr-ras-'));
@@ -28,7 +29,12 @@ describe('rankwatch collect (Flight Recorder, NCCL RAS) → rankwatch up', () =>
   let collector: Running;
 
   beforeAll(async () => {
-    up = await startUp({ host: '127.0.0.1', port: 0, store: new ChdbStore({ path: join(dir, 'data') }), token: 'tok' });
+    up = await startUp({
+      host: '127.0.0.1',
+      port: 0,
+      store: new ChdbStore({ path: join(dir, 'data') }),
+      token: 'tok',
+    });
     const dumps = join(dir, 'fr');
     mkdirSync(dumps);
     for (const f of readdirSync(join(fixtures, 'flight-recorder', 'gloo-hang-4ranks')))
@@ -71,8 +77,18 @@ describe('rankwatch collect (Flight Recorder, NCCL RAS) → rankwatch up', () =>
       ['nccl_ras', 'missing', 'node-a', -1, -1],
       ['nccl_ras', 'unresponsive', '172.16.64.213', -1, 5],
     ]);
-    expect(rows[0].message).toMatch(/^rank 3 never joined gloo:all_reduce #5 of process group 0 \(default_pg\)/);
+    expect(rows[0].message).toMatch(
+      /^rank 3 never joined gloo:all_reduce #5 of process group 0 \(default_pg\)/,
+    );
     expect(await collector.stop()).toBe(0);
     expect(up.pipeline.counters().dead_letters).toBe(0);
   }, 180_000);
+
+  it('--nccl-ras with something that is neither HOST:PORT nor a file is a usage error, exit 2', () => {
+    const r = spawnSync(process.execPath, [BIN, 'collect', '--nccl-ras', 'node7:ras'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(
+      /RANKWATCH_ERR_USAGE: --nccl-ras needs HOST:PORT \(e\.g\. 127\.0\.0\.1:28028\) or a saved ncclras output file, got "node7:ras"/,
+    );
+  });
 });

@@ -123,6 +123,11 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       // HOST:PORT unless a file of that name exists (a saved output).
       const v = values['nccl-ras'];
       const file = !parseAddress(v) || existsSync(v);
+      if (file && !existsSync(v) && /^[^/]*:/.test(v))
+        throw new RankwatchError(
+          'RANKWATCH_ERR_USAGE',
+          `--nccl-ras needs HOST:PORT (e.g. ${RAS_DEFAULT_ADDRESS}) or a saved ncclras output file, got "${v}"`,
+        );
       fromFlags.push({ type: 'nccl_ras', ...(file ? { path: v } : { address: v }), ...(job ? { job } : {}) });
     }
 

@@ -113,7 +113,9 @@ export const ncclRas: SourceFactory<typeof schema> = {
 
     const poll = async () => {
       if (cfg.path) {
-        const st = await stat(cfg.path);
+        const st = await stat(cfg.path).catch((err: NodeJS.ErrnoException) => {
+          throw new Error(`cannot read ${cfg.path}: ${err.code ?? err.message}`);
+        });
         const sig = `${st.size}:${st.mtimeMs}`;
         if (sig === fileSig) return;
         fileSig = sig;

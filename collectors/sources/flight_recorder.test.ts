@@ -1,4 +1,12 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,6 +29,7 @@ const cfg = (path: string) => ({
   path,
   pollMs: 100,
   settleMs: 300,
+  staleMs: 600_000,
   maxFileBytes: 1 << 20,
   job: 'j1',
 });
@@ -99,5 +108,23 @@ describe('flight_recorder source', () => {
     await s.stop();
     expect(errors[0]).toMatch(/cannot read .*later: ENOENT/);
     expect(events.map((e) => [e.fr, e.rank])).toEqual([['type_mismatch', 1]]);
+  });
+
+  it('a stale dump of an earlier run next to the new ones is left out, not blamed', async () => {
+    const dir = join(root, 'stale');
+    copyDumps('gloo-hang-4ranks', dir);
+    // Rank 3's file is an hour older than its peers': not this incident's.
+    const old = new Date(Date.now() - 3_600_000);
+    utimesSync(join(dir, 'rank_3'), old, old);
+    const { d, events, problems } = deps();
+    const s = flightRecorder.create(cfg(dir), d);
+    s.start();
+    await until(() => problems.length >= 1);
+    await new Promise((r) => setTimeout(r, 300));
+    await s.stop();
+    expect(events).toEqual([]);
+    expect(problems.map((p) => p.reason)).toEqual([
+      expect.stringMatching(/^rank_3: 36\d\d s older than the newest file of its folder; left out$/),
+    ]);
   });
 });

@@ -42,6 +42,12 @@ const schema = Type.Object(
       default: 5000,
       description: 'quiet time after the last change before a dump set is read (ranks dump one by one)',
     }),
+    staleMs: Type.Integer({
+      minimum: 0,
+      default: 600_000,
+      description:
+        'a dump written this long before the newest of its folder is left out (a stale file of an earlier run)',
+    }),
     maxFileBytes: Type.Integer({
       minimum: 1,
       default: 256 << 20,
@@ -96,7 +102,17 @@ export const flightRecorder: SourceFactory<typeof schema> = {
       const dumps: FrDump[] = [];
       const found: { p: FrProblem; from: string; ts: number }[] = [];
       const label = (f: Seen) => relative(cfg.path, f.path) || f.path;
+      const newest = Math.max(...files.map((f) => f.mtimeMs));
       for (const f of files) {
+        if (newest - f.mtimeMs > cfg.staleMs) {
+          const age = Math.round((newest - f.mtimeMs) / 1000);
+          problems.push({
+            line: 0,
+            reason: `${label(f)}: ${age} s older than the newest file of its folder; left out`,
+            raw: '',
+          });
+          continue;
+        }
         if (f.size > cfg.maxFileBytes) {
           problems.push({
             line: 0,

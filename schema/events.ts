@@ -162,7 +162,12 @@ export const FaultEvent = kind('fault', 'a hardware or runtime fault', {
   source: Str('xid, ecc, nccl_timeout, exit, link…'),
   code: Opt(Type.Union([Type.Integer(), Type.String()])),
   message: Type.String(),
-  pid: Opt(Int('process id the fault names (NCCL RAS)')),
+  pid: Opt(
+    Type.Union([Int('process id'), Type.String()], {
+      description:
+        'the process the fault names: a number (NCCL RAS), or as the kernel log printed it (Xid lines)',
+    }),
+  ),
   fr: Opt(
     Str(
       'Flight Recorder problem (source flight_recorder): not_joined, size_mismatch, type_mismatch, dtype_mismatch, state_mismatch, other',

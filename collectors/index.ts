@@ -8,9 +8,11 @@ import { Value } from '@sinclair/typebox/value';
 import { RankwatchError } from '../core/errors.js';
 import type { Source, SourceDeps, SourceFactory } from './source.js';
 import { dcgmExporter } from './sources/dcgm_exporter.js';
+import { flightRecorder } from './sources/flight_recorder.js';
 import { kernelLog } from './sources/kernel_log.js';
 import { megatronLog } from './sources/megatron_log.js';
 import { ncclInspector } from './sources/nccl_inspector.js';
+import { ncclRas } from './sources/nccl_ras.js';
 import { ncclTests } from './sources/nccl_tests.js';
 import { ncclWatchdog } from './sources/nccl_watchdog.js';
 import { nvidiaSmi } from './sources/nvidia_smi.js';
@@ -23,6 +25,8 @@ export const SOURCES: SourceFactory<TObject>[] = [
   ncclWatchdog,
   ncclTests,
   ncclInspector,
+  flightRecorder,
+  ncclRas,
 ] as unknown as SourceFactory<TObject>[];
 
 /** Validates every config (all problems at once), then creates the sources. Starts nothing. */

@@ -196,6 +196,36 @@ export const FaultEvent = kind('fault', 'a hardware or runtime fault', {
   source: Str('xid, ecc, nccl_timeout, exit, link…'),
   code: Opt(Type.Union([Type.Integer(), Type.String()])),
   message: Type.String(),
+  pid: Opt(
+    Type.Union([Int('process id'), Type.String()], {
+      description:
+        'the process the fault names: a number (NCCL RAS), or as the kernel log printed it (Xid lines)',
+    }),
+  ),
+  fr: Opt(
+    Str(
+      'Flight Recorder problem (source flight_recorder): not_joined, size_mismatch, type_mismatch, dtype_mismatch, state_mismatch, other',
+    ),
+  ),
+  error_type: Opt(Str("the Flight Recorder analyzer's own error type, e.g. SIZE_OR_SYNTAX_MISMATCH")),
+  pg: Opt(Str('process group id')),
+  pg_name: Opt(Type.String({ description: 'process group name (Flight Recorder: its GUID, e.g. "0")' })),
+  pg_desc: Opt(Type.String({ description: 'process group description, e.g. default_pg' })),
+  seq: Opt(Int('collective sequence number within the process group or communicator')),
+  op: Opt(Str('the collective, named like the collective ops (allreduce …) where it has such a name')),
+  op_raw: Opt(Str('the collective as the source names it, e.g. nccl:all_reduce, AllReduce')),
+  missing_ranks: Opt(Type.Array(Int32('global rank'), { description: 'global ranks that never joined' })),
+  expected_ranks: Opt(Type.Array(Int32('global rank'), { description: "the process group's global ranks" })),
+  ras: Opt(
+    Str(
+      'NCCL RAS state (source nccl_ras): missing, unresponsive, dead, behind, ahead (operation counts), comm_error',
+    ),
+  ),
+  comm: Opt(Str('communicator hash, as the source prints it')),
+  comm_rank: Opt(Int32('rank within the communicator')),
+  nranks: Opt(Int('ranks in the communicator', 1, INT32_MAX)),
+  ops: Opt(Int('operations of this kind the rank launched (NCCL RAS)')),
+  peers_ops: Opt(Int('operations of this kind most of its communicator peers launched (NCCL RAS)')),
 });
 
 export const JobLifecycleEvent = kind('job_event', 'a job starts, restarts, is interrupted or finishes', {

@@ -1,9 +1,10 @@
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { Collector } from '../../collectors/collector.js';
 import { loadCollectorConfig } from '../../collectors/config.js';
 import { startHealthServer } from '../../collectors/health.js';
 import { createSources, SOURCES } from '../../collectors/index.js';
 import { publisherFor } from '../../collectors/publisher.js';
+import { parseAddress, RAS_DEFAULT_ADDRESS } from '../../collectors/sources/nccl_ras.js';
 import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
@@ -41,11 +42,23 @@ Sources (each flag adds one; the config file can hold any number):
                        communicator and op; ranks and steps from the hook's step events (give
                        --health-port) or the processes' RANK and job variables (docs/collectors/nccl-inspector.md)
   --nccl-inspector-all-hosts  read every host's files in that folder, not only this node's
+  --flight-recorder DIR|FILE
+                       PyTorch Flight Recorder dumps (the folder TORCH_FR_DUMP_TEMP_FILE writes
+                       per-rank pickles to; no PyTorch needed) or an fr_trace report file: ranks
+                       that never joined a collective, size/type/dtype mismatches
+  --nccl-ras [HOST:PORT|FILE]
+                       poll NCCL's RAS port (NCCL >= 2.24; default ${RAS_DEFAULT_ADDRESS}, JSON
+                       from 2.28.7) or read a saved ncclras output: unresponsive, dead and missing
+                       ranks, errors, stalled operation counts. RAS "OK" is not proof of health
   --job ID --rank N --gpu N   job/rank/gpu for the log sources above (GPU telemetry takes its
                        job from Kubernetes pod labels, or from "job" in the config file)
   --from start|end     read log files (and dumps there at start) from the start or only new lines (default end)
 Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
   async run(argv) {
+    // `--nccl-ras` alone (last, or before another flag) means RAS's default address.
+    const at = argv.indexOf('--nccl-ras');
+    if (at >= 0 && (at === argv.length - 1 || argv[at + 1].startsWith('-')))
+      argv = [...argv.slice(0, at + 1), RAS_DEFAULT_ADDRESS, ...argv.slice(at + 1)];
     const { values } = parse(argv, {
       config: { type: 'string' },
       bus: { type: 'string' },
@@ -64,6 +77,8 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       'nccl-tests': { type: 'string' },
       'nccl-inspector': { type: 'string' },
       'nccl-inspector-all-hosts': { type: 'boolean' },
+      'flight-recorder': { type: 'string' },
+      'nccl-ras': { type: 'string' },
       job: { type: 'string' },
       rank: { type: 'string' },
       gpu: { type: 'string' },
@@ -126,6 +141,19 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         'RANKWATCH_ERR_USAGE',
         '--nccl-inspector-all-hosts needs --nccl-inspector DIR',
       );
+    if (values['flight-recorder'])
+      fromFlags.push({ type: 'flight_recorder', path: values['flight-recorder'], ...(job ? { job } : {}) });
+    if (values['nccl-ras']) {
+      // HOST:PORT unless a file of that name exists (a saved output).
+      const v = values['nccl-ras'];
+      const file = !parseAddress(v) || existsSync(v);
+      if (file && !existsSync(v) && /^[^/]*:/.test(v))
+        throw new RankwatchError(
+          'RANKWATCH_ERR_USAGE',
+          `--nccl-ras needs HOST:PORT (e.g. ${RAS_DEFAULT_ADDRESS}) or a saved ncclras output file, got "${v}"`,
+        );
+      fromFlags.push({ type: 'nccl_ras', ...(file ? { path: v } : { address: v }), ...(job ? { job } : {}) });
+    }
 
     const cfg = loadCollectorConfig(
       values.config,
@@ -144,7 +172,7 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
     if (cfg.sources.length === 0 && cfg.health.port < 0)
       throw new RankwatchError(
         'RANKWATCH_ERR_USAGE',
-        'nothing to collect: give --dcgm, --nvidia-smi, --kernel-log, --megatron-log, … or a --config file (or --health-port for hook ingest alone)',
+        'nothing to collect: give --dcgm, --nvidia-smi, --kernel-log, --megatron-log, --flight-recorder, --nccl-ras, … or a --config file (or --health-port for hook ingest alone)',
       );
 
     const logger = createLogger('rankwatch collect');

@@ -16,6 +16,7 @@
  * seqNumber[func]). Operations rankwatch has no name for (Reduce, SendRecv) are counted as ignored.
  */
 import type { CollectiveEvent } from '../../schema/events.js';
+import { collectiveOp } from './collective_op.js';
 import { type ParseProblem, problem } from './problems.js';
 
 export type CollectiveOp = CollectiveEvent['op'];
@@ -58,16 +59,6 @@ export interface LineResult {
   ignored?: string;
   drops?: RingDrops;
 }
-
-/** ncclFuncToString's names (the plugin's inspector.cc) that the contract has an op for. */
-export const OPS: Record<string, CollectiveOp> = {
-  AllReduce: 'allreduce',
-  AllGather: 'allgather',
-  ReduceScatter: 'reducescatter',
-  Broadcast: 'broadcast',
-  Send: 'send',
-  Recv: 'recv',
-};
 
 /** Longer than any collective can run and still be a measurement (a day, in µs). */
 const MAX_EXEC_US = 86_400e6;
@@ -194,7 +185,7 @@ export class InspectorJsonReader {
     if (!isObj(perf)) return bad(`${kind}_perf is not an object`);
     const name = perf[kind];
     if (typeof name !== 'string') return bad(`${kind}_perf.${kind} (the operation) is missing`);
-    const op = OPS[name];
+    const op = collectiveOp(name);
     if (!op) return { ignored: `${kind}:${name}` };
     const comm = header.id;
     if (typeof comm !== 'string' || comm === '') return bad('header.id (the communicator) is missing');

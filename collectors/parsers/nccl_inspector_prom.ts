@@ -11,7 +11,8 @@
  *   bucket ("4-5GB") and algorithm: the mean execution time and the geometric mean bus bandwidth
  *   of the operations in it, with no count, rank, pid or sequence number.
  */
-import { type CollectiveOp, type InspectorOp, isBandwidth, OPS } from './nccl_inspector.js';
+import { collectiveOp } from './collective_op.js';
+import { type CollectiveOp, type InspectorOp, isBandwidth } from './nccl_inspector.js';
 import { type ParseProblem, problem } from './problems.js';
 import { parsePrometheusText } from './prometheus.js';
 
@@ -70,7 +71,7 @@ export function parseInspectorProm(text: string): PromSnapshot {
   for (const { labels: l, values: v } of groups.values()) {
     const bad = (why: string) => out.problems.push(problem(0, why, JSON.stringify(l)));
     const name = l.collective ?? l.p2p_operation;
-    const op = name === undefined ? undefined : OPS[name];
+    const op = name === undefined ? undefined : collectiveOp(name);
     if (!op) {
       ignore(`op:${name ?? 'none'}`);
       continue;

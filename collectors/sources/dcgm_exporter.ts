@@ -2,6 +2,7 @@
 import { Type } from '@sinclair/typebox';
 import { type DcgmState, dcgmToEvents } from '../parsers/dcgm.js';
 import { backoffMs, type SourceFactory, sourceName } from '../source.js';
+import { repeat } from './repeat.js';
 
 const schema = Type.Object(
   {
@@ -26,10 +27,6 @@ export const dcgmExporter: SourceFactory<typeof schema> = {
   create(cfg, deps) {
     const name = sourceName('dcgm_exporter', cfg.name);
     const state: DcgmState = new Map();
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
-    let failures = 0;
-    let inFlight: Promise<void> | undefined;
 
     const scrape = async () => {
       try {
@@ -42,39 +39,22 @@ export const dcgmExporter: SourceFactory<typeof schema> = {
           { host: deps.host, job: cfg.job, podJobPattern: cfg.podJobPattern },
           state,
         );
-        if (failures > 0) deps.logger.info(`${name}: ${cfg.url} is back`);
-        failures = 0;
         if (out.problems.length) deps.parseProblems(name, out.problems);
         if (Object.keys(out.ignored).length) deps.ignoredFields?.(name, out.ignored);
         if (out.events.length) deps.emit(out.events);
       } catch (err) {
-        failures++;
         // fetch hides the reason (ECONNREFUSED, a timeout) in `cause`.
         const cause = (err as { cause?: { code?: string; message?: string } }).cause;
         const why = cause?.code ?? cause?.message ?? (err as Error).message;
-        deps.sourceError(name, new Error(`cannot scrape ${cfg.url}: ${why}`));
+        throw new Error(`cannot scrape ${cfg.url}: ${why}`);
       }
     };
-    const loop = () => {
-      if (stopped) return;
-      const started = Date.now();
-      inFlight = scrape().finally(() => {
-        const wait =
-          failures > 0 ? backoffMs(failures, cfg.intervalMs) : cfg.intervalMs - (Date.now() - started);
-        if (!stopped) timer = setTimeout(loop, Math.max(0, wait));
-      });
-    };
-    return {
-      type: 'dcgm_exporter',
-      name,
-      start: () => {
-        timer = setTimeout(loop, 0);
-      },
-      stop: async () => {
-        stopped = true;
-        clearTimeout(timer);
-        await inFlight;
-      },
-    };
+    // Scrapes keep their cadence: the wait is the interval less the scrape's own time.
+    const input = repeat(name, deps, scrape, {
+      waitMs: (started) => cfg.intervalMs - (Date.now() - started),
+      backoffMs: (n) => backoffMs(n, cfg.intervalMs),
+      recovered: `${cfg.url} is back`,
+    });
+    return { type: 'dcgm_exporter', name, start: input.start, stop: input.stop };
   },
 };

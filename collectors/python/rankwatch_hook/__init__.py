@@ -17,6 +17,9 @@ Standard library only. PyTorch is used when the training process has already imp
 time blocked in collectives comes from the GPU stream. Events go to `rankwatch up` (or the
 node collector) over loopback HTTP from a background thread; the training thread only appends
 to a bounded queue, so an absent or slow endpoint never blocks or crashes training.
+
+`init(..., collectives=True)` also times torch.distributed's collective and p2p calls (imported by
+the training script first) and sends one `collective` event per step, communicator and op.
 """
 
 from ._hook import Hook, checkpoint, comm, counters, get, init, shutdown, step

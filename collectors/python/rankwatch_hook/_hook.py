@@ -8,6 +8,7 @@ import threading
 import time
 from contextlib import contextmanager
 
+from ._collectives import Collectives
 from ._sender import Sender
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:7070/v1/ingest"
@@ -64,6 +65,7 @@ class Hook:
         flush_interval=1.0,
         max_queue=20000,
         timeout=2.0,
+        collectives=False,
     ):
         self.job = str(job)
         self.rank = rank if rank is not None else _env_int("RANK", 0)
@@ -87,8 +89,28 @@ class Hook:
             max_queue=max_queue,
             timeout=timeout,
         )
+        self._collectives = self._wrap_collectives() if collectives else None
         if send_job if send_job is not None else self.rank == 0:
             self._send_job(model, parallel is not None, gpu_model, dtype, global_batch_tokens, flops_per_step)
+
+    def _wrap_collectives(self):
+        """collectives=True: torch.distributed's calls timed, one event per step, comm and op."""
+        dist = sys.modules.get("torch.distributed")
+        if dist is None or not hasattr(dist, "all_reduce"):
+            _warn("rankwatch_hook: collectives=True needs torch.distributed imported before init(); not timing them")
+            return None
+        try:
+            return Collectives(dist, sys.modules.get("torch"), self._put_all, self.sender.count, self._identity)
+        except Exception:  # noqa: BLE001 - never break training
+            self.sender.count("hook_errors")
+            return None
+
+    def _identity(self):
+        return {"job": self.job, "rank": self.rank, "host": self.host, "gpu": self.gpu}
+
+    def _put_all(self, events):
+        for ev in events:
+            self.sender.put(ev)
 
     # ---- what the training loop calls -------------------------------------------------------
 
@@ -181,6 +203,12 @@ class Hook:
             self._resolve_pending(block=True)
         except Exception:  # noqa: BLE001
             pass
+        if self._collectives is not None:
+            try:
+                self._collectives.close_step(self._step, time.time() * 1000.0, block=True)
+                self._collectives.unwrap()
+            except Exception:  # noqa: BLE001
+                pass
         self.sender.close(timeout)
 
     # ---- inside -----------------------------------------------------------------------------
@@ -206,6 +234,9 @@ class Hook:
             ev["stage"] = self.stage
         if tokens is not None:
             ev["tokens"] = tokens
+        if self._collectives is not None:
+            # Collectives called since the last step's end belong to this step.
+            self._collectives.close_step(n, ev["ts"])
         pairs = self._comm_pairs
         self._comm_pairs = None
         if cuda is not None and pairs:

@@ -8,12 +8,12 @@
  * restarts. The built CLI, real HTTP, a real filesystem, chDB. Needs root (mount); skipped without.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startUp, type Up } from '../api/up.js';
 import { Disk } from '../soak/disk.js';
+import { freePort } from '../soak/procs.js';
 import { ChdbStore } from '../store/chdb.js';
 import { type Running, startRankwatch, until } from './helpers.js';
 
@@ -93,14 +93,29 @@ async function storedRaw(store: ChdbStore, job: string): Promise<string[]> {
   return rows.map((r) => r.raw);
 }
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
+/**
+ * Fills `disk` while requests come in until one is refused (its health check `check` failing with
+ * the disk's reason), gives back a little room (still short) and posts until the next refusal, then
+ * kills `proc` with SIGKILL. Returns the lines acknowledged, in both rounds.
+ */
+async function fillFreeKill(o: { url: string; job: string; disk: Disk; check: string; proc: Running }) {
+  o.disk.fill(2.5);
+  const a = await postUntilRefused(o.url, o.job, 0);
+  expect(a.acked.length).toBeGreaterThan(0);
+  expect(a.refused[0]).toBeGreaterThanOrEqual(500);
+  const h = await health(o.url);
+  expect(h.status).toBe(503);
+  expect(h.body.checks[o.check].reason).toMatch(/no space left|ENOSPC/i);
+  // A little room, still short: appends right after the failed one succeed, then fail again.
+  o.disk.freeSome(1 << 20);
+  const b = await postUntilRefused(o.url, o.job, a.next);
+  expect(b.acked.length).toBeGreaterThan(0);
+  expect(b.refused.length).toBe(1);
+  o.proc.proc.kill('SIGKILL');
+  await new Promise((r) => o.proc.proc.once('exit', r));
+  o.disk.free();
+  return [...a.acked, ...b.acked];
+}
 
 describe.skipIf(!mounted)('a disk that fills under the journals, then kill -9', () => {
   it('rankwatch up: every event answered 200 is stored after the restart, once; none that was refused', async () => {
@@ -119,22 +134,13 @@ describe.skipIf(!mounted)('a disk that fills under the journals, then kill -9', 
     // what is acknowledged is only in the log.
     const first = await startUpCli();
     dataDisk.fill(8);
-    walDisk.fill(2.5);
-    const a = await postUntilRefused(first.url, 'walfull', 0);
-    expect(a.acked.length).toBeGreaterThan(0);
-    expect(a.refused[0]).toBeGreaterThanOrEqual(500);
-    const h = await health(first.url);
-    expect(h.status).toBe(503);
-    expect(h.body.checks.wal.reason).toMatch(/no space left|ENOSPC/i);
-    // A little room, still short: appends right after the failed one succeed, then fail again.
-    walDisk.freeSome(1 << 20);
-    const b = await postUntilRefused(first.url, 'walfull', a.next);
-    expect(b.acked.length).toBeGreaterThan(0);
-    expect(b.refused.length).toBe(1);
-    first.up.proc.kill('SIGKILL');
-    await new Promise((r) => first.up.proc.once('exit', r));
-
-    walDisk.free();
+    const acked = await fillFreeKill({
+      url: first.url,
+      job: 'walfull',
+      disk: walDisk,
+      check: 'wal',
+      proc: first.up,
+    });
     dataDisk.free();
     const second = await startUpCli();
     console.log(/\d+ event\(s\) in \d+ batch\(es\) left in[^\n]*/.exec(second.up.stderr())?.[0]);
@@ -143,7 +149,6 @@ describe.skipIf(!mounted)('a disk that fills under the journals, then kill -9', 
     const store = new ChdbStore({ path: data });
     try {
       const raw = await storedRaw(store, 'walfull');
-      const acked = [...a.acked, ...b.acked];
       expect(raw.length).toBe(acked.length); // none lost, none doubled
       expect(new Set(raw)).toEqual(new Set(acked)); // and none of the refused ones
     } finally {
@@ -167,28 +172,19 @@ describe.skipIf(!mounted)('a disk that fills under the journals, then kill -9', 
     };
     // The bus is away: what the collector acknowledges is only in its spool.
     const first = await collect(`http://127.0.0.1:${await freePort()}`);
-    spoolDisk.fill(2.5);
-    const a = await postUntilRefused(first.url, 'spoolfull', 0);
-    expect(a.acked.length).toBeGreaterThan(0);
-    expect(a.refused).toEqual([503]);
-    const h = await health(first.url);
-    expect(h.status).toBe(503);
-    expect(h.body.checks.spool.reason).toMatch(/no space left|ENOSPC/i);
-    spoolDisk.freeSome(1 << 20);
-    const b = await postUntilRefused(first.url, 'spoolfull', a.next);
-    expect(b.acked.length).toBeGreaterThan(0);
-    expect(b.refused).toEqual([503]);
-    first.c.proc.kill('SIGKILL');
-    await new Promise((r) => first.c.proc.once('exit', r));
-
-    spoolDisk.free();
+    const acked = await fillFreeKill({
+      url: first.url,
+      job: 'spoolfull',
+      disk: spoolDisk,
+      check: 'spool',
+      proc: first.c,
+    });
     inProcess = await startUp({
       host: '127.0.0.1',
       port: 0,
       store: new ChdbStore({ path: join(dir, 'collect-data') }),
     });
     const second = await collect(inProcess.url);
-    const acked = [...a.acked, ...b.acked];
     const store = inProcess.store as ChdbStore;
     await until(
       'every acknowledged event stored',

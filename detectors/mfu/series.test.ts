@@ -5,6 +5,23 @@ import { MFU_WAIT_STEPS } from './series.js';
 
 const model = { layers: 16, hidden: 2048, heads: 16, seq_len: 2048, vocab: 32000 };
 
+/** Rank `rank`'s step `s` of a job whose steps take 1 s, one a second. */
+function stepEvent(job: string, s: number, rank: number, tokens: number): RankwatchEvent {
+  return {
+    v: 1,
+    kind: 'step',
+    ts: 1000 * (s + 1),
+    job,
+    rank,
+    host: 'h',
+    gpu: rank,
+    step: s,
+    step_ms: 1000,
+    compute_ms: 900,
+    tokens,
+  };
+}
+
 function run(opts: { missingRank?: number; parallel: object; world: number; replicaTokens: number }) {
   const r = new DetectorRunner();
   const events: RankwatchEvent[] = [
@@ -23,19 +40,7 @@ function run(opts: { missingRank?: number; parallel: object; world: number; repl
   for (let s = 0; s < 40; s++)
     for (let rank = 0; rank < opts.world; rank++) {
       if (rank === opts.missingRank) continue;
-      events.push({
-        v: 1,
-        kind: 'step',
-        ts: 1000 * (s + 1),
-        job: 'j',
-        rank,
-        host: 'h',
-        gpu: rank,
-        step: s,
-        step_ms: 1000,
-        compute_ms: 900,
-        tokens: opts.replicaTokens,
-      });
+      events.push(stepEvent('j', s, rank, opts.replicaTokens));
     }
   for (const e of events) r.push(e);
   r.flush();
@@ -57,19 +62,7 @@ describe('MFU series: tokens per step from the ranks', () => {
 });
 
 describe('a job event that comes after the first steps', () => {
-  const step = (s: number, rank: number): RankwatchEvent => ({
-    v: 1,
-    kind: 'step',
-    ts: 1000 * (s + 1),
-    job: 'late',
-    rank,
-    host: 'h',
-    gpu: rank,
-    step: s,
-    step_ms: 1000,
-    compute_ms: 900,
-    tokens: 8192,
-  });
+  const step = (s: number, rank: number) => stepEvent('late', s, rank, 8192);
   const jobEvent = (ts: number): RankwatchEvent => ({
     v: 1,
     kind: 'job',

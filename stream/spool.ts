@@ -132,8 +132,11 @@ export class DiskSpool {
       try {
         const fh = await this.handle(tail);
         written = true;
-        let off = 0;
-        while (off < data.length) off += (await fh.write(data, off, data.length - off)).bytesWritten;
+        for (let off = 0; off < data.length; ) {
+          const { bytesWritten } = await fh.write(data, off, data.length - off);
+          if (!(bytesWritten > 0)) throw new Error('the file took no bytes');
+          off += bytesWritten;
+        }
         if (this.cfg.fsync) await fh.datasync();
       } catch (err) {
         if (written) await this.cutBack(tail);

@@ -365,7 +365,7 @@ describe('POST /v1/ingest through the write-ahead log, as `rankwatch up` runs it
     const r = await post(app, `${sent.join('\r\n')}\r\n`);
     expect(r.json()).toMatchObject({ accepted: 3, rejected: 2 });
     const kept = [sent[0], sent[2].trim(), sent[4]];
-    const onDisk = readFileSync(join(dir, readdirSync(dir).find((f) => f.endsWith('.jsonl'))!), 'utf8');
+    const onDisk = readFileSync(join(dir, readdirSync(dir).find((f) => f.startsWith('seg-'))!), 'utf8');
     expect(onDisk).toContain(sent[0]);
     // A restart replays the same events from the journal (a copy, taken before they are stored).
     cpSync(dir, `${dir}-copy`, { recursive: true });
@@ -380,6 +380,8 @@ describe('POST /v1/ingest through the write-ahead log, as `rankwatch up` runs it
     await again.close();
     rmSync(`${dir}-copy`, { recursive: true, force: true });
     expect(replayed[0].events).toEqual(kept.map((l) => JSON.parse(l)));
+    // As the text it was sent in, too: stored again after a crash, it is the same raw event (one copy).
+    expect(replayed[0].lines).toEqual(kept);
     // The bus hands the pipeline each event's text, stored as the raw event without encoding it again.
     const got: Delivery[] = [];
     await wal.consume(async (d) => {

@@ -74,9 +74,9 @@ export async function startUp(o: UpOptions): Promise<Up> {
   const { store } = o;
   // One partition: the log is acknowledged from its head, in delivery order.
   const bus = new MemoryTransport({ maxQueuedBatches: 64, partitions: 1 });
-  const wal = o.walDir ? new WalTransport(bus, { dir: o.walDir }) : undefined;
-  const transport = wal ?? bus;
   const log = o.logger ?? silentLogger();
+  const wal = o.walDir ? new WalTransport(bus, { dir: o.walDir, logger: log }) : undefined;
+  const transport = wal ?? bus;
   const health = new Health(log);
   health.ok('store');
   // A loop fed from the store (shared with other processes) reads every process's output there.
@@ -180,7 +180,10 @@ export async function startUp(o: UpOptions): Promise<Up> {
   return { url: address, app, pipeline, store, health, close };
 }
 
-/** Ingest through the log, reporting a log that cannot be written (disk full, unwritable) as `wal`. */
+/**
+ * Ingest through the log, reporting a log that cannot be written (disk full, unwritable) as `wal`
+ * until a write succeeds again: the request is refused, nothing of it kept, and its sender retries.
+ */
 function logged(transport: Transport, health: Health): Publisher {
   health.ok('wal');
   return {
@@ -190,7 +193,7 @@ function logged(transport: Transport, health: Health): Publisher {
         await transport.publish(batches);
       } catch (err) {
         if (!(err instanceof RankwatchError && err.code === 'RANKWATCH_ERR_STOPPED'))
-          health.fail('wal', `ingest answers 500, nothing accepted: ${(err as Error).message}`);
+          health.fail('wal', `ingest refused, nothing accepted (senders retry): ${(err as Error).message}`);
         throw err;
       }
       health.ok('wal');

@@ -25,7 +25,9 @@ export interface CollectorPublisher {
  * memory) and is retried: an unreachable or failing bus, 429, 5xx, and also a refused token
  * (401/403: it may be rotated) or an unexpected answer. Only an event the bus refuses on its own
  * (TRANSPORT_REJECTED, HTTP 413 alone) is set aside, counted, and the rest delivered. `health`
- * shows `bus` and `credentials` failing, with the reason, until a delivery succeeds.
+ * shows `bus` and `credentials` failing, with the reason, until a delivery succeeds, and `spool`
+ * failing while the spool cannot be written (a full disk: events stay in memory, or with the hook
+ * that sent them, and are retried) until an append succeeds.
  */
 export async function publisherFor(
   cfg: CollectorConfig,
@@ -37,11 +39,14 @@ export async function publisherFor(
   const inner = health ? reporting(bus, health) : bus;
   const own = () => (bus as { counters?: () => Record<string, number> }).counters?.() ?? {};
   if (!cfg.spool) return { publisher: inner, counters: own };
+  health?.ok('spool');
   const spool = new DiskSpool({
     dir: cfg.spool.dir,
     maxBytes: cfg.spool.maxBytes,
     onDropOldest: (bytes) =>
       logger.warn(`spool over ${cfg.spool!.maxBytes} bytes: dropped the oldest ${bytes} bytes`),
+    onAppend: (failure) =>
+      failure ? health?.fail('spool', `${failure.message}; events kept and retried`) : health?.ok('spool'),
   });
   // Health logs when delivery starts and stops failing; no line per replay attempt.
   const publisher = new SpoolingPublisher(inner, spool, { isRetriable: keepsBatch, onRefused });

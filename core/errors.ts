@@ -71,6 +71,10 @@ export const ERRORS = {
     retriable: true,
     hint: 'Check the scheduler (scontrol / Kubernetes API) is reachable and rankwatch may change nodes; rankwatch retries.',
   },
+  RANKWATCH_ERR_JOURNAL_WRITE: {
+    retriable: true,
+    hint: 'Free space on (or repair) the disk of the spool or write-ahead log; nothing was acknowledged, so the events are kept by their sender and retried.',
+  },
   RANKWATCH_ERR_CORDON_REFUSED: {
     retriable: false,
     hint: "The scheduler refused the change; check the node name and rankwatch's permissions.",

@@ -269,9 +269,14 @@ export class DetectorRunner {
     j.meta = e;
     j.ranks.ensure(e.world_size - 1);
     j.assembler.expected = e.world_size;
-    j.mfu.configure(e);
+    const held = j.mfu.configure(e);
     // A job event after the first steps (or one that fixes the GPU model) ends "no MFU".
     if (j.mfuNoted && !j.mfu.unavailable() && resolveMfuUnavailable(this.log, j.id, e.ts)) j.mfuNoted = false;
+    // Steps that closed before it get their MFU now.
+    for (const point of held) {
+      this.emitMfu(j, point);
+      this.noteMfu(j, point, point.ts);
+    }
   }
 
   private onStep(e: StepEvent): void {
@@ -320,14 +325,16 @@ export class DetectorRunner {
       for (const d of j.detectors) d.step?.(f, stepMs);
       // MFU last, so a drop sees the findings that explain it.
       const point = j.mfu.process(f, stepMs);
-      if (point) {
-        this.out.mfu.push(point);
-        for (const d of j.detectors) d.mfu?.(point);
-      }
+      if (point) this.emitMfu(j, point);
       this.noteMfu(j, point, f.ts);
       j.assembler.release(f);
     }
     this.closed.length = 0;
+  }
+
+  private emitMfu(j: JobRuntime, point: MfuPoint): void {
+    this.out.mfu.push(point);
+    for (const d of j.detectors) d.mfu?.(point);
   }
 
   /** Says once per job why its MFU cannot be true, or why there is none. */
@@ -340,7 +347,7 @@ export class DetectorRunner {
         mfu: point.mfu,
         tokens: point.tokens,
       });
-    } else if (!point) {
+    } else if (!point && !j.mfu.waitingForJob()) {
       const why = j.mfu.unavailable();
       if (why) {
         j.mfuNoted = true;
@@ -353,6 +360,12 @@ export class DetectorRunner {
   private closeOpenSteps(j: JobRuntime): void {
     j.assembler.flush(this.closed);
     this.processClosed(j);
+    // Steps still held for a job event at the end of input (or when the job goes quiet): say why.
+    const why = j.mfu.holding() ? j.mfu.unavailable() : undefined;
+    if (why && !j.mfuNoted) {
+      j.mfuNoted = true;
+      noteMfu(this.log, j.id, 'mfu_unavailable', j.lastTs, why);
+    }
     for (const d of j.detectors) d.flush?.(j.lastTs);
   }
 

@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 
 export const CHROMIUM = process.env.RANKWATCH_CHROMIUM ?? '/usr/bin/chromium';
@@ -16,9 +17,9 @@ export function ensureChromium(): string {
       `no Chromium at ${CHROMIUM}: install it (sudo apt-get install -y chromium) or set RANKWATCH_CHROMIUM`,
     );
   process.stderr.write('chromium: installing the Debian package (first run only)\n');
-  const opts = { stdio: 'inherit' as const, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } };
-  execFileSync('apt-get', ['update'], opts);
-  execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'chromium'], opts);
+  // Waits for another apt-get or dpkg holding apt's locks instead of failing.
+  const install = join(import.meta.dirname, '..', 'deploy', 'apt-install.sh');
+  execFileSync('bash', [install, '--no-install-recommends', 'chromium'], { stdio: 'inherit' });
   if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium but ${CHROMIUM} is missing`);
   return CHROMIUM;
 }

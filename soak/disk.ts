@@ -9,7 +9,16 @@
  * the last byte under running writes makes chDB 26.7 write empty parts: store/chdb-outage.test.ts
  * shows that case and what the driver repairs.
  */
-import { closeSync, mkdirSync, openSync, rmSync, statfsSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  truncateSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import type { Fault } from './feed.js';
 import { printed, sh, sleep, untilMet } from './procs.js';
@@ -25,10 +34,10 @@ export class Disk {
     mkdirSync(this.dir, { recursive: true });
   }
 
-  /** Mounts a tmpfs of `mb` MiB at the folder; false when this machine does not allow it. */
+  /** Mounts a tmpfs of `mb` MiB (fractions allowed) at the folder; false when this machine does not allow it. */
   async mount(mb: number): Promise<boolean> {
     try {
-      await sh(`mount -t tmpfs -o size=${mb}m rankwatch-soak '${this.dir}'`);
+      await sh(`mount -t tmpfs -o size=${Math.ceil(mb * 1024)}k rankwatch-soak '${this.dir}'`);
       this.mounted = true;
     } catch {
       this.mounted = false;
@@ -40,16 +49,20 @@ export class Disk {
     return this.mounted;
   }
 
-  /** Fills the filesystem until `leaveMb` MiB are free. */
+  /** Free bytes on the filesystem. */
+  freeBytes(): number {
+    const s = statfsSync(this.dir);
+    return s.bavail * s.bsize;
+  }
+
+  /** Fills the filesystem until `leaveMb` MiB (fractions allowed; 0: none) are free. */
   fill(leaveMb: number): void {
-    const fd = openSync(this.ballast, 'w');
+    const fd = openSync(this.ballast, 'a');
     const chunk = Buffer.alloc(1 << 20, 1);
-    const free = () => {
-      const s = statfsSync(this.dir);
-      return s.bavail * s.bsize;
-    };
+    const free = () => this.freeBytes();
     try {
-      for (let left = free() - leaveMb * 2 ** 20; left > 0; left = free() - leaveMb * 2 ** 20)
+      const leave = Math.round(leaveMb * 2 ** 20);
+      for (let left = free() - leave; left > 0; left = free() - leave)
         writeSync(fd, chunk, 0, Math.min(chunk.length, left));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
@@ -60,6 +73,12 @@ export class Disk {
 
   free(): void {
     rmSync(this.ballast, { force: true });
+  }
+
+  /** Gives back `bytes` of the ballast (a little room on a full disk). */
+  freeSome(bytes: number): void {
+    const size = statSync(this.ballast).size;
+    truncateSync(this.ballast, Math.max(0, size - bytes));
   }
 
   /**

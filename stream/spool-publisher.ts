@@ -72,7 +72,7 @@ export class SpoolingPublisher implements Publisher {
     };
     // Opens the spool before the first publish, so a journal left by an earlier process is
     // known (and replayed first) before anything new can overtake it.
-    this.chain = spool.read(1).then(
+    this.chain = spool.ready().then(
       () => this.ensureLoop(),
       () => {},
     );
@@ -156,11 +156,16 @@ export class SpoolingPublisher implements Publisher {
   private async replay(): Promise<void> {
     let attempt = 0;
     while (!this.stopped) {
-      const batches = await this.spool.read(this.o.replayBatches);
-      if (batches.length === 0) return;
       try {
+        const batches = await this.spool.read(this.o.replayBatches);
+        if (batches.length === 0) return;
         await publishIsolating(this.inner, batches, this.refused);
+        attempt = 0;
+        // Delivered: a failure from here on only means they come again (at least once).
+        await this.spool.ack(batches.length);
+        this.c.replayed_batches += batches.length;
       } catch (err) {
+        // The bus away, or the spool unreadable for now: wait and try again, never give up a batch.
         if (this.stopped) return;
         attempt++;
         this.c.replay_errors++;
@@ -174,11 +179,7 @@ export class SpoolingPublisher implements Publisher {
           };
         });
         this.wakeLoop = undefined;
-        continue;
       }
-      attempt = 0;
-      await this.spool.ack(batches.length);
-      this.c.replayed_batches += batches.length;
     }
   }
 }

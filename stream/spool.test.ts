@@ -1,10 +1,13 @@
-import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { crc32 } from 'node:zlib';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { RankwatchError } from '../core/errors.js';
+import { Disk } from '../soak/disk.js';
 import { MemoryTransport } from './memory.js';
-import { DiskSpool } from './spool.js';
+import { DiskSpool, type SpoolPosition } from './spool.js';
 import { SpoolingPublisher } from './spool-publisher.js';
 import type { Batch, Publisher } from './transport.js';
 
@@ -128,6 +131,195 @@ describe('DiskSpool', () => {
     const again = new DiskSpool({ dir, maxBytes: 1 << 20 });
     expect(ids(await again.read())).toEqual([1, 2]);
     await again.close();
+  });
+});
+
+/** A segment file written by hand in the documented record format (stream/spool-records.ts). */
+function record(key: string, eventLines: string[]): Buffer {
+  const payload = Buffer.from([JSON.stringify({ key }), ...eventLines].join('\n'));
+  return Buffer.concat([
+    Buffer.from(`\x1e${crc32(payload).toString(16).padStart(8, '0')} ${payload.length} `),
+    payload,
+    Buffer.from('\n'),
+  ]);
+}
+const eventLine = (i: number) => `{"v": 1, "kind": "step", "ts": ${i}, "job": "job-${i % 2}", "i": ${i}}`;
+const rec = (i: number) => record(`job-${i % 2}`, [eventLine(i)]);
+const segFile = (dir: string, seq: number, ext = 'rec') =>
+  join(dir, `seg-${String(seq).padStart(12, '0')}.${ext}`);
+
+describe('DiskSpool records: torn bytes cost only themselves', () => {
+  it('reads the documented format, each event as the text it was written in', async () => {
+    const dir = tempDir();
+    writeFileSync(segFile(dir, 0), Buffer.concat([rec(1), rec(2)]));
+    const s = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    const got = await s.read();
+    expect(ids(got)).toEqual([1, 2]);
+    expect(got[0]).toEqual({ key: 'job-1', events: [JSON.parse(eventLine(1))], lines: [eventLine(1)] });
+    await s.close();
+  });
+
+  it('finds the next whole record after a torn prefix, a broken header, a bad checksum and stray bytes; acks agree with reads', async () => {
+    const dir = tempDir();
+    const three = rec(3);
+    const badCrc = Buffer.from(rec(5));
+    badCrc[badCrc.length - 3] ^= 1; // one bit of the payload flipped
+    writeFileSync(
+      segFile(dir, 0),
+      Buffer.concat([
+        rec(1),
+        rec(2).subarray(0, 20), // a torn write: the start of a record, glued to the next one
+        three,
+        Buffer.from('\x1ezzzzzzzz 12 {"key":"x"}\n'), // not a header
+        rec(4),
+        badCrc,
+        Buffer.from('garbage with no separator at all'),
+        rec(6),
+        rec(7).subarray(0, rec(7).length - 1), // the last one lacks its LF
+      ]),
+    );
+    writeFileSync(segFile(dir, 1), Buffer.concat([Buffer.from('\x1e\x1e\x1e'), rec(8)]));
+    const s = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    expect(ids(await s.read())).toEqual([1, 3, 4, 6, 8]);
+    await s.ack(2);
+    expect(ids(await s.read())).toEqual([4, 6, 8]);
+    await s.close();
+    // The acknowledged position survives a restart and falls on the same record.
+    const again = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    expect(ids(await again.read())).toEqual([4, 6, 8]);
+    await again.ack(3);
+    expect(await again.read()).toEqual([]);
+    expect(again.bytes()).toBe(0);
+    expect(readdirSync(dir).filter((n) => n.startsWith('seg-'))).toEqual([]);
+    await again.close();
+  });
+
+  it('reads and acknowledges what the JSON-lines version left, cursor included, and appends after it in a new file', async () => {
+    const dir = tempDir();
+    const line = (i: number) => `${JSON.stringify({ key: `job-${i % 2}`, events: [{ i }] })}\n`;
+    writeFileSync(segFile(dir, 0, 'jsonl'), line(0) + line(1) + line(2));
+    writeFileSync(segFile(dir, 1, 'jsonl'), `${line(3)}{"key":"job-0","ev`);
+    // The old cursor: one line (its bytes) of segment 0 acknowledged.
+    writeFileSync(join(dir, 'cursor.json'), JSON.stringify({ seq: 0, line: 1, bytes: line(0).length }));
+    const s = new DiskSpool({ dir, maxBytes: 1 << 20 });
+    expect(ids(await s.read())).toEqual([1, 2, 3]);
+    await s.append([batch(4)]);
+    expect(readdirSync(dir).filter((n) => n.endsWith('.rec'))).toHaveLength(1);
+    expect(ids(await s.read())).toEqual([1, 2, 3, 4]);
+    await s.ack(3);
+    expect(ids(await s.read())).toEqual([4]);
+    expect(readdirSync(dir).filter((n) => n.endsWith('.jsonl'))).toEqual([]);
+    await s.close();
+  });
+
+  it('pages through a journal of any size from a position, a bounded chunk at a time, in order', async () => {
+    const dir = tempDir();
+    const s = new DiskSpool({ dir, maxBytes: 1 << 30, segmentBytes: 2000 });
+    for (let i = 0; i < 100; i++) await s.append([batch(i, 5)]);
+    await s.ack(10);
+    const seen: number[] = [];
+    let at: SpoolPosition | undefined;
+    for (;;) {
+      const chunk = await s.readFrom(at, { batches: 7, bytes: 1500 });
+      if (chunk.batches.length === 0) break;
+      expect(chunk.batches.length).toBeLessThanOrEqual(7);
+      seen.push(...ids(chunk.batches));
+      at = chunk.next;
+    }
+    expect(seen).toEqual(Array.from({ length: 90 }, (_, k) => k + 10));
+    // Reading from a position acknowledges nothing.
+    expect(ids(await s.read(1))).toEqual([10]);
+    await s.close();
+  });
+});
+
+/** A small real filesystem to fill (tmpfs; needs root to mount, as the tests run in CI). */
+const diskRoot = mkdtempSync(join(tmpdir(), 'rankwatch-spool-disk-'));
+const disk = new Disk(diskRoot, 'small');
+const mounted = await disk.mount(1);
+afterAll(async () => {
+  await disk.unmount();
+  rmSync(diskRoot, { recursive: true, force: true });
+});
+
+describe.skipIf(!mounted)('DiskSpool on a filling disk (a real 1 MiB tmpfs)', () => {
+  const fat = (i: number) => batch(i, 600); // about 40 KiB a record
+  const onDisk = (dir: string) =>
+    readdirSync(dir)
+      .filter((n) => n.startsWith('seg-'))
+      .reduce((n, f) => n + statSync(join(dir, f)).size, 0);
+
+  afterEach(() => disk.free());
+
+  for (const fsync of [false, true]) {
+    it(`a failed append leaves none of its bytes and rejects retriably; what was acknowledged reads back whole after space returns${fsync ? ' (fsync)' : ''}`, async () => {
+      const dir = join(disk.dir, `spool-${fsync}`);
+      const told: (string | undefined)[] = [];
+      const s = new DiskSpool({ dir, maxBytes: 1 << 30, fsync, onAppend: (f) => told.push(f?.code) });
+      await s.append([fat(0)]);
+      disk.fill(0.05); // 50 KiB left: the next record fits, the one after only in part
+      const acked = [0];
+      let err: unknown;
+      for (let i = 1; i < 10 && !err; i++) {
+        const before = disk.freeBytes();
+        try {
+          await s.append([fat(i)]);
+          acked.push(i);
+        } catch (e) {
+          err = e;
+          // A short write: there was room for part of it.
+          expect(before).toBeGreaterThan(0);
+        }
+      }
+      expect(err).toMatchObject({ code: 'RANKWATCH_ERR_JOURNAL_WRITE', retriable: true });
+      expect((err as Error).message).toMatch(/ENOSPC|no space/i);
+      expect(told.at(-1)).toBe('RANKWATCH_ERR_JOURNAL_WRITE');
+      // Cut back: the files hold exactly the records acknowledged.
+      expect(onDisk(dir)).toBe(s.bytes());
+      // A retry on the still-full disk fails the same way and leaves nothing either.
+      await expect(s.append([fat(99)])).rejects.toMatchObject({ code: 'RANKWATCH_ERR_JOURNAL_WRITE' });
+      expect(onDisk(dir)).toBe(s.bytes());
+      disk.free();
+      await s.append([fat(100)]);
+      acked.push(100);
+      expect(told.at(-1)).toBeUndefined();
+      expect(ids(await s.read())).toEqual(acked);
+      await s.close();
+      const again = new DiskSpool({ dir, maxBytes: 1 << 30 });
+      expect(ids(await again.read())).toEqual(acked);
+      await again.ack(acked.length);
+      expect(again.bytes()).toBe(0);
+      await again.close();
+    });
+  }
+
+  it('when the cut fails too (the file is append-only: truncate is refused), seals the segment and goes on in a new one', async () => {
+    const dir = join(disk.dir, 'spool-sealed');
+    const s = new DiskSpool({ dir, maxBytes: 1 << 30 });
+    await s.append([fat(0)]);
+    const [first] = readdirSync(dir).filter((n) => n.startsWith('seg-'));
+    const whole = statSync(join(dir, first)).size;
+    execFileSync('chattr', ['+a', join(dir, first)]);
+    try {
+      disk.fill(0.02);
+      await expect(s.append([fat(1)])).rejects.toMatchObject({ code: 'RANKWATCH_ERR_JOURNAL_WRITE' });
+      // The torn bytes stay where the cut failed; nothing is ever appended after them.
+      expect(statSync(join(dir, first)).size).toBeGreaterThan(whole);
+      disk.free();
+      await s.append([fat(2)]);
+      await s.append([fat(3)]);
+      expect(readdirSync(dir).filter((n) => n.startsWith('seg-'))).toHaveLength(2);
+      expect(ids(await s.read())).toEqual([0, 2, 3]);
+      await s.close();
+      const again = new DiskSpool({ dir, maxBytes: 1 << 30 });
+      expect(ids(await again.read())).toEqual([0, 2, 3]);
+      await again.ack(1);
+      expect(ids(await again.read())).toEqual([2, 3]);
+      await again.close();
+    } finally {
+      execFileSync('chattr', ['-a', join(dir, first)]);
+      disk.free();
+    }
   });
 });
 

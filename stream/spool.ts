@@ -1,19 +1,26 @@
 /**
  * A disk journal of batches for when the bus is unreachable: append at the tail, read and
- * acknowledge from the head, oldest first. Batches are JSON lines in numbered segment files, and
- * the head position is a small cursor file, so a restarted process finds what it had not sent.
- * A size cap keeps a long outage from filling the disk: past it, whole oldest segments are
- * dropped, and `onDropOldest` (a warning on stderr by default) says how many bytes went.
+ * acknowledge from the head, oldest first. Batches are records (stream/spool-records.ts:
+ * self-delimiting, with a CRC) in numbered segment files, and the head position is a small cursor
+ * file, so a restarted process finds what it had not sent. A size cap keeps a long outage from
+ * filling the disk: past it, whole oldest segments are dropped, and `onDropOldest` (a warning on
+ * stderr by default) says how many bytes went.
  *
  * Durability: an append that resolved survives a crash of the process (SIGKILL) either way: the
  * bytes are in the OS page cache. With `fsync` on, each append is also flushed to the device
- * (fdatasync) before it resolves, so it survives a machine crash or power loss too; without it a
- * machine crash can lose the last writes (a torn last line is skipped on read). The cursor is not
- * fsynced: a lost cursor replays batches already acknowledged (at least once, never lost).
+ * (fdatasync) before it resolves, so it survives a machine crash or power loss too.
+ *
+ * An append that fails (a short write on a full disk, a failed fdatasync) resolves nothing: its
+ * bytes are cut back (the segment truncated to its last whole record) and it rejects with
+ * RANKWATCH_ERR_JOURNAL_WRITE, retriable, for the caller to hold and retry. When even the cut
+ * fails, the segment is sealed and the next append starts a new one. Readers skip any torn bytes
+ * to the next whole record, so what was acknowledged is read back whatever lies between. The
+ * cursor is not fsynced and a failed cursor write is not an error: a lost cursor replays batches
+ * already acknowledged (at least once, never lost).
  */
 import { existsSync } from 'node:fs';
 import {
-  appendFile,
+  type FileHandle,
   mkdir,
   open as openFile,
   readdir,
@@ -25,6 +32,7 @@ import {
 } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RankwatchError } from '../core/errors.js';
+import { encodeRecords, type SegmentFormat, scanSegment } from './spool-records.js';
 import type { Batch } from './transport.js';
 
 export interface DiskSpoolConfig {
@@ -38,38 +46,62 @@ export interface DiskSpoolConfig {
   segmentBytes?: number;
   /** fdatasync each append before it resolves (machine-crash safe; default false). */
   fsync?: boolean;
+  /** Told after each append: nothing when it was written, else why not (for a health check). */
+  onAppend?: (failure?: RankwatchError) => void;
+}
+
+/** A place in the journal: a segment and a byte offset in it, at a record boundary. */
+export interface SpoolPosition {
+  seq: number;
+  offset: number;
 }
 
 interface Segment {
   seq: number;
+  format: SegmentFormat;
+  /** Size of the file. */
   bytes: number;
-  /** Each line's size, for a segment this process wrote (every line a batch): acks need not read it back. */
+  /**
+   * Each record's size, for a segment this process appended to (every one a whole batch): acks
+   * need not read it back. Absent for a segment to list from its file.
+   */
   written?: number[];
+  /** Never appended to again: an earlier process's, or one whose failed append could not be cut back. */
+  sealed: boolean;
+  /** Its folder was fsynced after the file was made (fsync mode), so the file itself survives. */
+  linked?: boolean;
 }
 
-/** Where the head is: segment, lines and bytes of it already acknowledged. */
+/**
+ * Where the head is: the segment and bytes of it already acknowledged, and how many of its
+ * spans (records or skipped runs) that is; -1 until the segment's spans are listed.
+ */
 interface Cursor {
   seq: number;
-  line: number;
   bytes: number;
+  line: number;
 }
 
-const SEGMENT = /^seg-(\d{12})\.jsonl$/;
-const segName = (seq: number) => `seg-${String(seq).padStart(12, '0')}.jsonl`;
+const SEGMENT = /^seg-(\d{12})\.(rec|jsonl)$/;
+const segName = (s: { seq: number; format: SegmentFormat }) =>
+  `seg-${String(s.seq).padStart(12, '0')}.${s.format}`;
 
 export class DiskSpool {
   private segments: Segment[] = [];
-  private cursor: Cursor = { seq: 0, line: 0, bytes: 0 };
+  private cursor: Cursor = { seq: 0, bytes: 0, line: 0 };
   private readonly segmentBytes: number;
   private readonly onDrop: (bytes: number) => void;
   private opened: Promise<void> | undefined;
   /** Serializes every operation: appends, reads and acks never interleave. */
   private chain: Promise<unknown> = Promise.resolve();
   private closed = false;
-  /** The tail left by an earlier process may end in a torn line: never append after it. */
-  private tailSealed = true;
-  /** Head segment, parsed, so repeated reads do not reparse it. */
-  private headCache: { seq: number; lines: { batch?: Batch; bytes: number }[] } | undefined;
+  /** The tail segment's file, open for appending. */
+  private tail: { seq: number; fh: FileHandle } | undefined;
+  /**
+   * The head segment's spans when listed from its file: a record's size, or minus the size of a
+   * run of bytes that is no record (torn). A listed segment is sealed, so the list stays true.
+   */
+  private headSpans: { seq: number; spans: number[] } | undefined;
 
   constructor(private readonly cfg: DiskSpoolConfig) {
     if (!(cfg.maxBytes > 0))
@@ -87,67 +119,101 @@ export class DiskSpool {
         ));
   }
 
-  /** Appends batches at the tail, in order. */
+  /**
+   * Appends batches at the tail, in order. Resolves once all are whole in the file (and synced,
+   * with `fsync`); rejects with RANKWATCH_ERR_JOURNAL_WRITE, having kept none of them, otherwise.
+   */
   append(batches: Batch[]): Promise<void> {
     return this.serial(async () => {
       if (batches.length === 0) return;
-      const lines = batches.map(batchLine);
-      const text = lines.join('');
-      let tail = this.segments.at(-1);
-      if (!tail || tail.bytes >= this.segmentBytes || this.tailSealed) {
-        tail = { seq: Math.max(tail?.seq ?? -1, this.cursor.seq - 1) + 1, bytes: 0, written: [] };
-        this.segments.push(tail);
-        this.tailSealed = false;
+      const { data, sizes } = encodeRecords(batches);
+      const tail = await this.tailForAppend();
+      let written = false;
+      try {
+        const fh = await this.handle(tail);
+        written = true;
+        for (let off = 0; off < data.length; ) {
+          const { bytesWritten } = await fh.write(data, off, data.length - off);
+          if (!(bytesWritten > 0)) throw new Error('the file took no bytes');
+          off += bytesWritten;
+        }
+        if (this.cfg.fsync) await fh.datasync();
+      } catch (err) {
+        if (written) await this.cutBack(tail);
+        const failure = new RankwatchError(
+          'RANKWATCH_ERR_JOURNAL_WRITE',
+          `cannot write to ${this.cfg.dir}: ${(err as Error).message}; none of the ${batches.length} batch(es) was kept`,
+          { cause: err },
+        );
+        this.cfg.onAppend?.(failure);
+        throw failure;
       }
-      const file = join(this.cfg.dir, segName(tail.seq));
-      if (this.cfg.fsync) await appendSynced(file, text, tail.bytes === 0 ? this.cfg.dir : undefined);
-      else await appendFile(file, text);
-      for (const l of lines) {
-        const bytes = Buffer.byteLength(l);
-        tail.bytes += bytes;
-        tail.written?.push(bytes);
-      }
+      tail.bytes += data.length;
+      for (const s of sizes) tail.written?.push(s);
+      this.cfg.onAppend?.();
       await this.enforceCap();
     });
   }
 
   /** The oldest batches not yet acknowledged, at most `max`, without removing them. */
-  read(max = 256): Promise<Batch[]> {
+  async read(max = 256): Promise<Batch[]> {
+    return (await this.readFrom(undefined, { batches: max })).batches;
+  }
+
+  /**
+   * Batches from `from` (default: the oldest not acknowledged), at most `limit.batches` of them
+   * and about `limit.bytes` (at least one), and the position after them for the next call:
+   * reading a journal of any size a bounded chunk at a time. `bytes` is how far that moved.
+   */
+  readFrom(
+    from: SpoolPosition | undefined,
+    limit: { batches: number; bytes?: number },
+  ): Promise<{ batches: Batch[]; next: SpoolPosition; bytes: number }> {
     return this.serial(async () => {
+      if (!from) await this.settleCursor();
+      const start = from ?? { seq: this.cursor.seq, offset: this.cursor.bytes };
+      const maxBytes = limit.bytes ?? Number.POSITIVE_INFINITY;
       const out: Batch[] = [];
-      for (const seg of this.segments) {
-        if (out.length >= max) break;
-        const lines = await this.lines(seg);
-        const from = seg.seq === this.cursor.seq ? this.cursor.line : 0;
-        for (let i = from; i < lines.length && out.length < max; i++) {
-          const b = lines[i].batch;
-          if (b) out.push(b);
+      let next = start;
+      let took = 0;
+      let moved = 0;
+      scan: for (const seg of this.segments) {
+        if (seg.seq < start.seq) continue;
+        if (seg.seq > next.seq) next = { seq: seg.seq, offset: 0 };
+        const offset = seg.seq === start.seq ? start.offset : 0;
+        for await (const r of scanSegment(this.file(seg), seg.format, offset)) {
+          if (r.batch && (out.length >= limit.batches || (out.length > 0 && took >= maxBytes))) break scan;
+          next = { seq: seg.seq, offset: r.offset + r.bytes };
+          moved += r.bytes;
+          if (r.batch) {
+            out.push(r.batch);
+            took += r.bytes;
+          }
         }
       }
-      return out;
+      return { batches: out, next, bytes: moved };
     });
   }
 
   /** Removes the `n` oldest batches (those `read` returned and the caller has delivered). */
   ack(n: number): Promise<void> {
     return this.serial(async () => {
+      await this.settleCursor();
       let left = n;
       while (left > 0 && this.segments.length > 0) {
         const seg = this.segments[0];
-        const lines = seg.written?.map((bytes) => ({ batch: true, bytes })) ?? (await this.lines(seg));
-        if (this.cursor.seq !== seg.seq) this.cursor = { seq: seg.seq, line: 0, bytes: 0 };
-        while (left > 0 && this.cursor.line < lines.length) {
-          const l = lines[this.cursor.line++];
-          this.cursor.bytes += l.bytes;
-          if (l.batch) left--;
+        const spans = await this.spansOf(seg);
+        if (this.cursor.seq !== seg.seq) this.cursor = { seq: seg.seq, bytes: 0, line: 0 };
+        while (left > 0 && this.cursor.line < spans.length) {
+          const s = spans[this.cursor.line++];
+          this.cursor.bytes += Math.abs(s);
+          if (s > 0) left--;
         }
-        // Torn or corrupt lines after the last good one are consumed with it.
-        while (this.cursor.line < lines.length && !lines[this.cursor.line].batch) {
-          this.cursor.bytes += lines[this.cursor.line++].bytes;
-        }
-        if (this.cursor.line >= lines.length) {
-          await this.removeHead();
-        }
+        // Torn runs after the last good record are consumed with it.
+        while (this.cursor.line < spans.length && spans[this.cursor.line] < 0)
+          this.cursor.bytes -= spans[this.cursor.line++];
+        if (this.cursor.line < spans.length) break;
+        await this.removeHead();
       }
       await this.saveCursor();
     });
@@ -161,12 +227,18 @@ export class DiskSpool {
     return Math.max(0, total);
   }
 
+  /** Resolves once the journal an earlier process left is known (the first operation does this too). */
+  ready(): Promise<void> {
+    return this.serial(async () => {});
+  }
+
   /** Waits for pending operations; the journal stays on disk for the next process. Idempotent. */
   close(): Promise<void> {
-    const p = this.chain.then(() => {
+    const p = this.chain.then(async () => {
       this.closed = true;
+      await this.closeTail();
     });
-    this.chain = p;
+    this.chain = p.catch(() => {});
     return p;
   }
 
@@ -181,57 +253,139 @@ export class DiskSpool {
     return p;
   }
 
+  private file(seg: { seq: number; format: SegmentFormat }): string {
+    return join(this.cfg.dir, segName(seg));
+  }
+
   private open(): Promise<void> {
     this.opened ??= (async () => {
       await mkdir(this.cfg.dir, { recursive: true });
-      const names = (await readdir(this.cfg.dir)).filter((n) => SEGMENT.test(n)).sort();
-      for (const n of names) {
-        const seq = Number(SEGMENT.exec(n)![1]);
-        this.segments.push({ seq, bytes: (await stat(join(this.cfg.dir, n))).size });
+      const found: Segment[] = [];
+      for (const n of await readdir(this.cfg.dir)) {
+        const m = SEGMENT.exec(n);
+        if (!m) continue;
+        const seg: Segment = { seq: Number(m[1]), format: m[2] as SegmentFormat, bytes: 0, sealed: true };
+        seg.bytes = (await stat(this.file(seg))).size;
+        found.push(seg);
       }
+      found.sort((a, b) => a.seq - b.seq);
+      let saved: { seq?: unknown; bytes?: unknown } | undefined;
       const cursorFile = join(this.cfg.dir, 'cursor.json');
       if (existsSync(cursorFile)) {
         try {
-          const c = JSON.parse(await readFile(cursorFile, 'utf8')) as Cursor;
-          if (this.segments[0]?.seq === c.seq) this.cursor = c;
-          else this.cursor = { seq: this.segments[0]?.seq ?? c.seq, line: 0, bytes: 0 };
+          saved = JSON.parse(await readFile(cursorFile, 'utf8'));
         } catch {
           // A torn cursor replays the head segment from its start: at least once, not lost.
         }
-      } else if (this.segments[0]) {
-        this.cursor = { seq: this.segments[0].seq, line: 0, bytes: 0 };
       }
+      const seq = typeof saved?.seq === 'number' ? saved.seq : undefined;
+      // Segments before the cursor's were acknowledged to their end (their removal did not finish).
+      while (seq !== undefined && found.length > 0 && found[0].seq < seq) {
+        await rm(this.file(found.shift()!), { force: true }).catch(() => {});
+      }
+      this.segments = found;
+      if (seq !== undefined && found[0]?.seq === seq && typeof saved?.bytes === 'number')
+        this.cursor = { seq, bytes: saved.bytes, line: -1 };
+      else this.cursor = { seq: found[0]?.seq ?? seq ?? 0, bytes: 0, line: 0 };
     })();
     return this.opened;
   }
 
-  private async lines(seg: Segment): Promise<{ batch?: Batch; bytes: number }[]> {
-    if (this.headCache?.seq === seg.seq && seg.seq !== this.segments.at(-1)?.seq) return this.headCache.lines;
-    const text = await readFile(join(this.cfg.dir, segName(seg.seq)), 'utf8');
-    const parts = text.split('\n');
-    const out: { batch?: Batch; bytes: number }[] = [];
-    for (let i = 0; i < parts.length; i++) {
-      const last = i === parts.length - 1;
-      if (last && parts[i] === '') break;
-      const bytes = Buffer.byteLength(parts[i]) + (last ? 0 : 1);
-      try {
-        const b = JSON.parse(parts[i]) as Batch;
-        out.push(typeof b?.key === 'string' && Array.isArray(b.events) ? { batch: b, bytes } : { bytes });
-      } catch {
-        out.push({ bytes }); // a torn write from a crash: skipped
-      }
+  /**
+   * A cursor read from disk is a byte offset; places it on the record boundary at or before it
+   * (one written by an earlier version may fall inside a line), so reads and acks agree.
+   */
+  private async settleCursor(): Promise<void> {
+    if (this.cursor.line >= 0) return;
+    const head = this.segments[0];
+    if (!head || head.seq !== this.cursor.seq) {
+      this.cursor = { seq: head?.seq ?? this.cursor.seq, bytes: 0, line: 0 };
+      return;
     }
-    // The tail still grows; any other segment is immutable and safe to keep parsed.
-    if (seg.seq === this.segments[0]?.seq && seg.seq !== this.segments.at(-1)?.seq)
-      this.headCache = { seq: seg.seq, lines: out };
-    return out;
+    const spans = await this.spansOf(head);
+    let line = 0;
+    let bytes = 0;
+    while (line < spans.length && bytes + Math.abs(spans[line]) <= this.cursor.bytes)
+      bytes += Math.abs(spans[line++]);
+    this.cursor = { seq: head.seq, bytes, line };
+  }
+
+  private async spansOf(seg: Segment): Promise<number[]> {
+    if (seg.written) return seg.written;
+    if (this.headSpans?.seq === seg.seq) return this.headSpans.spans;
+    const spans: number[] = [];
+    for await (const r of scanSegment(this.file(seg), seg.format, 0))
+      spans.push(r.batch ? r.bytes : -r.bytes);
+    this.headSpans = { seq: seg.seq, spans };
+    return spans;
+  }
+
+  /** The segment the next append goes to: the tail, or a new one (not listed until its file exists). */
+  private async tailForAppend(): Promise<Segment> {
+    const last = this.segments.at(-1);
+    if (last && !last.sealed && last.bytes < this.segmentBytes) return last;
+    await this.closeTail();
+    if (last) last.sealed = true;
+    return {
+      seq: Math.max(last?.seq ?? -1, this.cursor.seq - 1) + 1,
+      format: 'rec',
+      bytes: 0,
+      written: [],
+      sealed: false,
+    };
+  }
+
+  private async handle(seg: Segment): Promise<FileHandle> {
+    if (this.tail?.seq !== seg.seq) {
+      await this.closeTail();
+      this.tail = { seq: seg.seq, fh: await openFile(this.file(seg), 'a') };
+      if (this.segments.at(-1) !== seg) this.segments.push(seg);
+    }
+    if (this.cfg.fsync && !seg.linked) {
+      const dh = await openFile(this.cfg.dir, 'r');
+      try {
+        await dh.sync();
+      } finally {
+        await dh.close();
+      }
+      seg.linked = true;
+    }
+    return this.tail.fh;
+  }
+
+  /**
+   * After a failed append: truncates the tail to its last whole record. When that fails too, the
+   * segment is sealed (nothing is appended after its torn bytes; readers skip them) and listed
+   * from its file from now on, as a reader at the next start would see it.
+   */
+  private async cutBack(seg: Segment): Promise<void> {
+    try {
+      if (this.tail?.seq !== seg.seq) throw new Error('not open');
+      await this.tail.fh.truncate(seg.bytes);
+    } catch {
+      seg.sealed = true;
+      seg.written = undefined;
+      seg.bytes = await stat(this.file(seg)).then(
+        (s) => s.size,
+        () => seg.bytes,
+      );
+      await this.closeTail();
+    }
+  }
+
+  private async closeTail(): Promise<void> {
+    const t = this.tail;
+    this.tail = undefined;
+    await t?.fh.close().catch(() => {});
   }
 
   private async removeHead(): Promise<void> {
     const seg = this.segments.shift()!;
-    await rm(join(this.cfg.dir, segName(seg.seq)), { force: true });
-    this.headCache = undefined;
-    this.cursor = { seq: this.segments[0]?.seq ?? seg.seq + 1, line: 0, bytes: 0 };
+    if (this.tail?.seq === seg.seq) await this.closeTail();
+    // A file left behind (rm failed) is before the cursor: the next start removes it.
+    await rm(this.file(seg), { force: true }).catch(() => {});
+    this.headSpans = undefined;
+    this.cursor = { seq: this.segments[0]?.seq ?? seg.seq + 1, bytes: 0, line: 0 };
   }
 
   private async enforceCap(): Promise<void> {
@@ -246,37 +400,14 @@ export class DiskSpool {
     }
   }
 
+  /** Best effort: a cursor that could not be written (a full disk) only means a replay from the last one. */
   private async saveCursor(): Promise<void> {
     const file = join(this.cfg.dir, 'cursor.json');
-    await writeFile(`${file}.tmp`, JSON.stringify(this.cursor));
-    await rename(`${file}.tmp`, file);
-  }
-}
-
-/**
- * One journal line: the events' own text when the publisher kept it (ingest), else encoded here.
- * Each kept line parsed as JSON on its own and holds no newline, so the joined array is valid JSON.
- */
-function batchLine(b: Batch): string {
-  const events = b.lines?.length === b.events.length ? `[${b.lines.join(',')}]` : JSON.stringify(b.events);
-  return `{"key":${JSON.stringify(b.key)},"events":${events}}\n`;
-}
-
-/** Appends and fdatasyncs; a new file also fsyncs its folder, so the file itself survives. */
-async function appendSynced(file: string, text: string, newInDir?: string): Promise<void> {
-  const fh = await openFile(file, 'a');
-  try {
-    await fh.appendFile(text);
-    await fh.datasync();
-  } finally {
-    await fh.close();
-  }
-  if (newInDir) {
-    const dh = await openFile(newInDir, 'r');
     try {
-      await dh.sync();
-    } finally {
-      await dh.close();
+      await writeFile(`${file}.tmp`, JSON.stringify({ seq: this.cursor.seq, bytes: this.cursor.bytes }));
+      await rename(`${file}.tmp`, file);
+    } catch {
+      // the next acknowledgement writes it again
     }
   }
 }

@@ -4,7 +4,12 @@
  * bus, and removes it from the journal only once the consumer (the pipeline) has acknowledged it,
  * i.e. stored it. So an ingest reply, which waits for publish, means "on disk": a crash of the
  * process (even SIGKILL) or of the machine loses nothing acknowledged. `recover()`, called at start
- * before any new work, puts what the last process left back on the bus, oldest first.
+ * before any new work, puts what the last process left back on the bus, oldest first, reading the
+ * journal a bounded chunk at a time (REPLAY_CHUNK), so a backlog of any size replays in bounded memory.
+ *
+ * A journal write that fails (a full disk) rejects the publishes it held with
+ * RANKWATCH_ERR_JOURNAL_WRITE (retriable): none of their events went on, the journal was cut back
+ * to its last whole record, and the sender retries them.
  *
  * The journal is a FIFO acknowledged from its head, so the inner bus must deliver batches one at
  * a time in publish order (a MemoryTransport with one partition, the default). Redelivery after a
@@ -12,7 +17,8 @@
  * idempotent writes (ReplacingMergeTree, read with FINAL) keep one copy.
  */
 import { RankwatchError } from '../core/errors.js';
-import { DiskSpool } from './spool.js';
+import type { Logger } from '../core/log.js';
+import { DiskSpool, type SpoolPosition } from './spool.js';
 import type { Batch, Transport, TransportCounters } from './transport.js';
 
 export interface WalOptions {
@@ -20,7 +26,16 @@ export interface WalOptions {
   dir: string;
   /** fdatasync each append before the publish resolves (default true: machine-crash safe). */
   fsync?: boolean;
+  /** Where a long replay says how far it got (every `progressEveryMs`, default 10 s). */
+  logger?: Logger;
+  progressEveryMs?: number;
 }
+
+/**
+ * What `recover()` holds in memory at once besides the bus's queue: one chunk of the journal
+ * (this many batches, or this many bytes of records, whichever comes first) and one record.
+ */
+export const REPLAY_CHUNK = { batches: 64, bytes: 16 << 20 };
 
 export interface WalCounters {
   wal_logged_batches: number;
@@ -36,6 +51,8 @@ export class WalTransport implements Transport {
   readonly type: string;
   private readonly log: DiskSpool;
   private readonly dir: string;
+  private readonly logger: Logger | undefined;
+  private readonly progressEveryMs: number;
   /** recover() in progress: publishes wait for it. */
   private chain: Promise<unknown> = Promise.resolve();
   /** Publishes waiting for the next journal write (group commit). */
@@ -58,6 +75,8 @@ export class WalTransport implements Transport {
   ) {
     this.type = `wal(${inner.type})`;
     this.dir = opts.dir;
+    this.logger = opts.logger;
+    this.progressEveryMs = opts.progressEveryMs ?? 10_000;
     // No size cap: a write-ahead log never drops what it acknowledged.
     this.log = new DiskSpool({ dir: opts.dir, maxBytes: Number.MAX_SAFE_INTEGER, fsync: opts.fsync ?? true });
   }
@@ -65,27 +84,56 @@ export class WalTransport implements Transport {
   /**
    * Puts the batches a previous process logged but never had acknowledged back on the bus, in
    * order, without logging them again. Call after `consume` and before taking new work; resolves
-   * once all are queued (the bus's backpressure paces it).
+   * once all are queued (the bus's backpressure paces it, so the pipeline stores as it reads).
    */
   async recover(): Promise<{ batches: number; events: number }> {
-    const left = await this.log.read(Number.POSITIVE_INFINITY).catch((err: Error) => {
+    const run = async () => {
+      const done = { batches: 0, events: 0 };
+      const total = await this.unusable(() => this.log.ready().then(() => this.log.bytes()));
+      if (total > 0)
+        this.logger?.info(
+          { total_bytes: total },
+          `write-ahead log ${this.dir}: ${mib(total)} MiB left by the last run, replaying it before taking ingest`,
+        );
+      let said = Date.now();
+      let moved = 0;
+      let at: SpoolPosition | undefined;
+      for (;;) {
+        const chunk = await this.unusable(() => this.log.readFrom(at, REPLAY_CHUNK));
+        if (chunk.batches.length === 0) break;
+        for (const b of chunk.batches) {
+          await this.inner.publish([b]);
+          done.batches++;
+          done.events += b.events.length;
+          this.c.wal_recovered_batches++;
+          this.c.wal_recovered_events += b.events.length;
+        }
+        at = chunk.next;
+        moved += chunk.bytes;
+        if (Date.now() - said >= this.progressEveryMs) {
+          said = Date.now();
+          this.logger?.info(
+            { replayed_events: done.events, replayed_bytes: moved, total_bytes: total },
+            `replaying the write-ahead log ${this.dir}: ${mib(moved)} of ${mib(total)} MiB, ${done.events} event(s) so far`,
+          );
+        }
+      }
+      return done;
+    };
+    const p = this.chain.then(run, run);
+    this.chain = p.catch(() => {});
+    return p;
+  }
+
+  /** A journal that cannot be read at start is a folder to fix, said so. */
+  private unusable<T>(read: () => Promise<T>): Promise<T> {
+    return read().catch((err: Error) => {
       throw new RankwatchError(
         'RANKWATCH_ERR_CONFIG',
         `write-ahead log ${this.dir}: cannot use it (${err.message}); give --wal a writable folder`,
         { cause: err },
       );
     });
-    const run = async () => {
-      for (const b of left) {
-        await this.inner.publish([b]);
-        this.c.wal_recovered_batches++;
-        this.c.wal_recovered_events += b.events.length;
-      }
-    };
-    const p = this.chain.then(run, run);
-    this.chain = p.catch(() => {});
-    await p;
-    return { batches: left.length, events: left.reduce((n, b) => n + b.events.length, 0) };
   }
 
   /**
@@ -173,3 +221,5 @@ export class WalTransport implements Transport {
     return { ...this.inner.counters(), ...this.c, wal_bytes: this.log.bytes() };
   }
 }
+
+const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);

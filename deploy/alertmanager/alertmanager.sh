@@ -26,7 +26,7 @@ binary() {
   done
   if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
     echo "alertmanager.sh: installing prometheus-alertmanager with apt-get (first run only)" >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager) >&2
+    "$HERE/../apt-install.sh" prometheus-alertmanager >&2
     command -v prometheus-alertmanager && return 0
   fi
   echo "alertmanager.sh: prometheus-alertmanager is not installed; apt-get install prometheus-alertmanager" >&2

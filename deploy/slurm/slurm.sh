@@ -24,7 +24,7 @@ need() {
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v scontrol >/dev/null && return 0
   if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
     echo "slurm.sh: installing slurmctld and slurmd with apt-get (first run only)" >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd) >&2
+    "$HERE/../apt-install.sh" slurmctld slurmd >&2
     return 0
   fi
   echo "slurm.sh: slurmctld and slurmd are not installed; apt-get install slurmctld slurmd" >&2

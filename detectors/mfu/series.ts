@@ -5,6 +5,10 @@
  * ranks' `tokens` summed and divided by tp·pp·cp, since every rank of one data-parallel replica
  * reports that replica's tokens. A frame that closed before every rank reported is scaled up by
  * world / reporting ranks, so a late rank does not show as a dip in MFU.
+ *
+ * The job event can arrive after the job's first steps (rank 0's sender is one of many, and a
+ * collector's batches reach the bus in any order): steps whose frames closed before it are held,
+ * the latest MFU_WAIT_STEPS of them, and get their points when it comes.
  */
 
 import { DEFAULT_CONVENTION, type FlopConvention, flopsPerToken } from '../../mfu/flops.js';
@@ -13,6 +17,11 @@ import { implausibility, type MfuInputs } from '../../mfu/plausible.js';
 import type { JobEvent } from '../../schema/events.js';
 import type { MfuPoint } from '../../schema/output.js';
 import type { StepFrame } from '../steps.js';
+
+/** Steps held for a job event that has not come yet; past them the oldest go without MFU. */
+export const MFU_WAIT_STEPS = 64;
+
+type FrameFigures = Pick<StepFrame, 'step' | 'ts' | 'count' | 'tokens'>;
 
 export class MfuSeries {
   private meta: JobEvent | undefined;
@@ -27,13 +36,18 @@ export class MfuSeries {
   last: MfuPoint | undefined;
   /** First reason a figure of this job was implausible (the runner says it once). */
   implausible: string | undefined;
+  /** Steps that closed before the job event, with their wall time, oldest first. */
+  private waiting: (FrameFigures & { stepMs: number })[] = [];
+  /** Steps went without MFU for want of a job event: it is overdue, not just late. */
+  private waitedOut = false;
 
   constructor(
     private readonly job: string,
     private readonly convention: FlopConvention = DEFAULT_CONVENTION,
   ) {}
 
-  configure(meta: JobEvent): void {
+  /** Takes the job event; returns the points of steps that were held for it, in step order. */
+  configure(meta: JobEvent): MfuPoint[] {
     this.meta = meta;
     this.world = meta.world_size;
     const p = meta.parallel;
@@ -42,6 +56,19 @@ export class MfuSeries {
     this.flopsPerToken = meta.model ? flopsPerToken(meta.model, this.convention) : undefined;
     this.tokens = meta.global_batch_tokens ?? 0;
     this.peak = findGpu(meta.gpu_model) ? safePeak(meta.gpu_model, meta.dtype) : undefined;
+    const held = this.waiting;
+    this.waiting = [];
+    return held.flatMap((f) => this.process(f, f.stepMs) ?? []);
+  }
+
+  /** Whether steps are held for the job event, which is not overdue yet (nothing to say so far). */
+  waitingForJob(): boolean {
+    return this.meta === undefined && !this.waitedOut;
+  }
+
+  /** Whether steps are held for a job event that has not come. */
+  holding(): boolean {
+    return this.waiting.length > 0;
   }
 
   /** Why this job gets no MFU, or undefined when it can (checked before any step). */
@@ -59,7 +86,15 @@ export class MfuSeries {
   }
 
   /** Returns the step's MFU point, or undefined when the job's FLOPs, GPU or tokens are unknown. */
-  process(f: StepFrame, stepMs: number): MfuPoint | undefined {
+  process(f: FrameFigures, stepMs: number): MfuPoint | undefined {
+    if (!this.meta) {
+      this.waiting.push({ step: f.step, ts: f.ts, count: f.count, tokens: f.tokens, stepMs });
+      if (this.waiting.length > MFU_WAIT_STEPS) {
+        this.waiting.shift();
+        this.waitedOut = true;
+      }
+      return undefined;
+    }
     if (!this.peak || !this.world || !(stepMs > 0)) return undefined;
     const fromRanks = f.count > 0 ? (f.tokens / this.shards) * Math.max(1, this.world / f.count) : 0;
     const tokens = this.tokens || fromRanks;

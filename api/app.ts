@@ -4,7 +4,7 @@
  * (jobs, findings, nodes, checkpoints, failures; api/routes/index.ts), each route declaring the token scope
  * it needs (api/auth.ts). docs/api.md describes them.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Automation } from '../actions/automation.js';
 import type { Health } from '../core/health.js';
 import type { Logger } from '../core/log.js';
@@ -86,7 +86,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // None: fastify's silent logger.
     loggerInstance: deps.logger as FastifyBaseLogger | undefined,
     // fastify's "incoming request" and "request completed" pair becomes one line (request-log.ts).
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     genReqId: newRequestId,
     bodyLimit: deps.bodyLimit ?? 32 << 20,
     http: {

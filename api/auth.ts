@@ -47,6 +47,8 @@ export interface AuthToken {
   name: string;
   digest: Buffer;
   scopes: ReadonlySet<Scope>;
+  /** The file holds the token itself (not its sha256): whoever reads the file can use it. */
+  plaintext?: boolean;
 }
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest();
@@ -73,7 +75,7 @@ export function parseAuth(json: unknown, source = 'auth file'): AuthToken[] {
       );
     names.add(t.name);
     const digest = t.sha256 !== undefined ? Buffer.from(t.sha256, 'hex') : sha256(t.token as string);
-    return { name: t.name, digest, scopes: new Set(t.scopes) };
+    return { name: t.name, digest, scopes: new Set(t.scopes), plaintext: t.token !== undefined };
   });
 }
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../core/log.js';
 import { buildPipeline } from '../pipeline/build.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
@@ -179,13 +180,12 @@ describe('scopes', () => {
     }
   });
 
-  it("logs name the token, never the token itself, and an ack's audit line says who", async () => {
+  it("logs one line per request naming the token, never the token itself, and an ack's audit line says who", async () => {
     const lines: string[] = [];
-    const stream = { write: (l: string) => lines.push(l) };
     const logged = await buildApp({
       store,
-      // A logger configuration (fastify builds pino from it), writing JSON lines to the array.
-      logger: { level: 'info', stream } as never,
+      // The project's logger, writing JSON lines to the array.
+      logger: createLogger('rankwatch test', { format: 'json', write: (l) => lines.push(l) }),
       auth: {
         tokens: parseAuth({ tokens: [{ name: 'ops', token: TOKENS.admin, scopes: ['read', 'admin'] }] }),
       },
@@ -201,7 +201,23 @@ describe('scopes', () => {
       const all = lines.join('');
       expect(all).not.toContain(TOKENS.admin);
       const parsed = lines.map((l) => JSON.parse(l));
-      expect(parsed.some((l) => l.msg === 'request completed' && l.token === 'ops')).toBe(true);
+      const requests = parsed.filter((l) => l.msg === 'request');
+      expect(requests).toHaveLength(1);
+      expect(requests[0]).toMatchObject({
+        method: 'POST',
+        route: '/v1/findings/:id/ack',
+        status: 200,
+        token: 'ops',
+        reqId: r.headers['x-request-id'],
+      });
+      expect(requests[0].ms).toBeGreaterThan(0);
+      // A refused token is a request line too, without a name to give.
+      const refused = await logged.inject({ method: 'GET', url: '/v1/jobs', headers: as('reader') });
+      expect(refused.statusCode).toBe(401);
+      const last = JSON.parse(lines.at(-1) ?? '{}');
+      expect(last).toMatchObject({ msg: 'request', route: '/v1/jobs', status: 401 });
+      expect(last.token).toBeUndefined();
+      expect(lines.join('')).not.toContain(TOKENS.reader);
       expect(
         parsed.some((l) => l.audit?.action === 'ack' && l.audit.by === 'ops' && l.audit.finding === f.id),
       ).toBe(true);
@@ -289,6 +305,51 @@ describe('jobs', () => {
     const limit = await get('/v1/jobs?limit=0');
     expect(limit.statusCode).toBe(400);
     expect(limit.json().message).toMatch(/limit/);
+  });
+
+  it('out-of-range numbers are 400s naming the field, not a store outage (503) or a 500', async () => {
+    for (const [url, field] of [
+      ['/v1/jobs?limit=1e309', 'limit'],
+      ['/v1/findings?limit=-Infinity', 'limit'],
+      ['/v1/jobs?from=99999999999999999999999', 'from'],
+      ['/v1/jobs/apijob/mfu?to=18446744073709551616', 'to'],
+      ['/v1/jobs/apijob/steps?step=4294967296', 'step'],
+      ['/v1/jobs/apijob/mfu?step=0.5', 'step'],
+      ['/v1/failures?since=99999999999d', 'since'],
+      ['/v1/failures?gpus=1e309', 'gpus'],
+      ['/v1/failures?gpus=99999999999', 'gpus'],
+      ['/v1/jobs/apijob/checkpoint-advice?mtbf_h=1e309', 'mtbf_h'],
+      ['/v1/jobs/apijob/checkpoint-advice?max_loss_pct=101', 'max_loss_pct'],
+      [`/v1/findings?cursor=${Buffer.from('[1e300,"x"]').toString('base64url')}`, 'cursor'],
+    ]) {
+      const r = await get(url);
+      expect(r.statusCode, url).toBe(400);
+      expect(r.json().message, url).toContain(field);
+    }
+  });
+
+  it('a 500 carries the request id its logged details are under', async () => {
+    const lines: string[] = [];
+    const broken = await buildApp({
+      // A store whose reads fail with something that is neither an outage nor a RankwatchError: a bug.
+      store: { ...store, type: 'chdb', query: async () => JSON.parse('{') } as never,
+      logger: createLogger('rankwatch test', { format: 'json', write: (l) => lines.push(l) }),
+    });
+    try {
+      const r = await broken.inject({ method: 'GET', url: '/v1/nodes' });
+      expect(r.statusCode).toBe(500);
+      const id = r.json().request_id;
+      expect(id).toMatch(/^[\w-]{8,}$/);
+      expect(r.headers['x-request-id']).toBe(id);
+      expect(r.json().message).toBe(`internal error; the server log has the details under request id ${id}`);
+      const logged = lines.map((l) => JSON.parse(l)).filter((l) => l.reqId === id);
+      const failed = logged.find((l) => l.level === 'error');
+      expect(failed?.err?.message).toMatch(/JSON/);
+      expect(failed?.err?.stack).toContain('at ');
+      expect(logged.find((l) => l.msg === 'request')).toMatchObject({ route: '/v1/nodes', status: 500 });
+    } finally {
+      await broken.close();
+    }
   });
 });
 

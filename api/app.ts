@@ -4,14 +4,16 @@
  * (jobs, findings, nodes, checkpoints, failures; api/routes/index.ts), each route declaring the token scope
  * it needs (api/auth.ts). docs/api.md describes them.
  */
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Automation } from '../actions/automation.js';
 import type { Health } from '../core/health.js';
+import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Store } from '../store/store.js';
 import type { Publisher } from '../stream/transport.js';
 import { type AuthToken, authTokens, installAuth } from './auth.js';
-import { errorHandler } from './routes/common.js';
+import { logRequests, newRequestId } from './request-log.js';
+import { errorHandler, refuseNonFinite } from './routes/common.js';
 import { installDocs } from './routes/docs.js';
 import { healthRoutes } from './routes/healthz.js';
 import { readRoutes } from './routes/index.js';
@@ -26,11 +28,17 @@ export interface AppDeps {
   auth?: {
     /** A read-and-ingest token (`--token`); with `tokens`, one more entry named `cli-token`. */
     ingestToken?: string;
-    /** Scoped tokens (`--auth FILE`, see api/auth.ts). No tokens at all: every route is open (loopback use). */
-    tokens?: AuthToken[];
+    /**
+     * Scoped tokens (`--auth FILE`, see api/auth.ts), or a function giving the ones in force now
+     * (a file re-read on SIGHUP or change, api/auth-file.ts). No tokens at all: every route is
+     * open (loopback use).
+     */
+    tokens?: AuthToken[] | (() => AuthToken[]);
   };
-  /** fastify logger: false (default), true, or a pino-compatible logger. */
-  logger?: boolean | FastifyBaseLogger;
+  /** The runtime log (core/log.ts): one line per request, and the details of every 500. None: silent. */
+  logger?: Logger;
+  /** Connection timeouts (default SERVER_TIMEOUTS). */
+  timeouts?: Partial<ServerTimeouts>;
   /** Ingest requests per second per client (default 200; 0: no limit). */
   ingestRatePerSecond?: number;
   /** Largest request body accepted, bytes (default 32 MiB). */
@@ -47,12 +55,55 @@ export interface AppDeps {
   automation?: Automation;
 }
 
+/**
+ * How long the server waits on a client (docs/operations.md). A client that dribbles its headers
+ * (slowloris: no token needed) or its body is cut off, with 408, once its time is up.
+ */
+export interface ServerTimeouts {
+  /** The request line and headers, complete. */
+  headersMs: number;
+  /** The whole request, body included (32 MiB in 120 s is 270 KB/s). */
+  requestMs: number;
+  /** An idle keep-alive connection between requests: above the 60 s idle timeout of common load balancers. */
+  keepAliveMs: number;
+  /** A connection with no byte in either direction (a client that stopped reading its reply). */
+  idleMs: number;
+  /** How often the headers and request timeouts are checked (Node's connectionsCheckingInterval). */
+  checkMs: number;
+}
+
+export const SERVER_TIMEOUTS: ServerTimeouts = {
+  headersMs: 15_000,
+  requestMs: 120_000,
+  keepAliveMs: 72_000,
+  idleMs: 600_000,
+  checkMs: 1_000,
+};
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const t = { ...SERVER_TIMEOUTS, ...deps.timeouts };
   const app = Fastify({
-    logger: deps.logger ?? false,
+    // None: fastify's silent logger.
+    loggerInstance: deps.logger as FastifyBaseLogger | undefined,
+    // fastify's "incoming request" and "request completed" pair becomes one line (request-log.ts).
+    logController: new LogController({ disableRequestLogging: true }),
+    genReqId: newRequestId,
     bodyLimit: deps.bodyLimit ?? 32 << 20,
+    http: {
+      headersTimeout: t.headersMs,
+      requestTimeout: t.requestMs,
+      connectionsCheckingInterval: t.checkMs,
+    },
+    requestTimeout: t.requestMs,
+    keepAliveTimeout: t.keepAliveMs,
+    connectionTimeout: t.idleMs,
   });
-  installAuth(app, [...(deps.auth?.tokens ?? []), ...authTokens({ token: deps.auth?.ingestToken })]);
+  logRequests(app);
+  const fixed = authTokens({ token: deps.auth?.ingestToken });
+  const given = deps.auth?.tokens ?? [];
+  const fromFile = typeof given === 'function' ? given : () => given;
+  installAuth(app, fixed.length === 0 ? fromFile : () => [...fromFile(), ...fixed]);
+  app.addHook('preValidation', refuseNonFinite);
   app.setErrorHandler(errorHandler(app.initialConfig.bodyLimit ?? 32 << 20));
   await installDocs(app);
   await app.register(healthRoutes, { health: deps.health, checks: deps.checks, metrics: deps.metrics });

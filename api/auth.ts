@@ -47,6 +47,8 @@ export interface AuthToken {
   name: string;
   digest: Buffer;
   scopes: ReadonlySet<Scope>;
+  /** The file holds the token itself (not its sha256): whoever reads the file can use it. */
+  plaintext?: boolean;
 }
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest();
@@ -73,7 +75,7 @@ export function parseAuth(json: unknown, source = 'auth file'): AuthToken[] {
       );
     names.add(t.name);
     const digest = t.sha256 !== undefined ? Buffer.from(t.sha256, 'hex') : sha256(t.token as string);
-    return { name: t.name, digest, scopes: new Set(t.scopes) };
+    return { name: t.name, digest, scopes: new Set(t.scopes), plaintext: t.token !== undefined };
   });
 }
 
@@ -111,12 +113,22 @@ function identify(tokens: AuthToken[], header: string | undefined): AuthToken | 
   return found;
 }
 
+/** Every later log line of this request (its request line too, api/request-log.ts) names the token. */
+function nameInLogs(req: FastifyRequest, reply: FastifyReply, name: string): void {
+  req.principal = name;
+  const log = req.log.child({ token: name });
+  req.log = log;
+  reply.log = log;
+}
+
 /**
- * Installs the check on the root app, before any route plugin, so it covers all of them. With no
- * tokens at all every route is open (loopback use, as before --auth existed); a /v1 route that
- * declares no scope is refused at startup, so none can be added open by mistake.
+ * Installs the check on the root app, before any route plugin, so it covers all of them.
+ * `current` gives the tokens in force at each request (the --auth file may be re-read while the
+ * server runs). With no tokens at all every route is open (loopback use, as before --auth
+ * existed); a /v1 route that declares no scope is refused at startup, so none can be added open
+ * by mistake.
  */
-export function installAuth(app: FastifyInstance, tokens: AuthToken[]): void {
+export function installAuth(app: FastifyInstance, current: () => AuthToken[]): void {
   app.decorateRequest('principal', undefined);
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/v1/') && route.config?.scope === undefined)
@@ -125,10 +137,8 @@ export function installAuth(app: FastifyInstance, tokens: AuthToken[]): void {
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const scope = req.routeOptions.config?.scope ?? 'public';
     if (scope === 'public') return;
-    if (tokens.length === 0) {
-      req.principal = 'anonymous';
-      return;
-    }
+    const tokens = current();
+    if (tokens.length === 0) return nameInLogs(req, reply, 'anonymous');
     const t = identify(tokens, req.headers.authorization);
     if (!t) {
       reply.header('www-authenticate', 'Bearer realm="rankwatch"');
@@ -138,11 +148,7 @@ export function installAuth(app: FastifyInstance, tokens: AuthToken[]): void {
         message: `${req.method} ${req.routeOptions.url} needs "Authorization: Bearer <token>" with the ${scope} scope (a token from the --auth file, or --token)`,
       });
     }
-    req.principal = t.name;
-    // Every later log line of this request (including fastify's "request completed") names the token.
-    const log = req.log.child({ token: t.name });
-    req.log = log;
-    reply.log = log;
+    nameInLogs(req, reply, t.name);
     if (!t.scopes.has(scope))
       return reply.code(403).send({
         statusCode: 403,

@@ -28,8 +28,8 @@ export interface UpOptions {
   /** The store to write to (opened, not yet migrated); the pipeline migrates it at start. */
   store: Store;
   token?: string;
-  /** Scoped tokens from --auth FILE (api/auth.ts); `token` joins them as read-and-ingest. */
-  tokens?: AuthToken[];
+  /** Scoped tokens from --auth FILE (api/auth.ts), or the ones in force now (api/auth-file.ts); `token` joins them as read-and-ingest. */
+  tokens?: AuthToken[] | (() => AuthToken[]);
   /** Ingest requests per second per client (default 200; 0: no limit). */
   ingestRate?: number;
   /**
@@ -160,6 +160,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
     checks: health,
     metrics,
     automation: o.automation,
+    logger: o.logger,
   });
   const address = await app.listen({ host: o.host, port: o.port });
   // Once listening: a port or folder that fails is one line, before any other output.

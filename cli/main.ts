@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { boundHeapGrowth } from '../core/heap.js';
 import type { Command } from './args.js';
 import { explain } from './fail.js';
+import { stopOnHangup } from './hangup.js';
 
 /**
  * One line per command; its module loads only when it runs, so `rankwatch mfu` does not pay for
@@ -162,7 +163,8 @@ function watchParent(): void {
 
 // A closed terminal (SIGHUP) stops a command the way Ctrl-C does, so `up` drains before it exits
 // instead of dying mid-write; under a supervisor, send SIGTERM (systemd's default KillSignal).
-process.once('SIGHUP', () => process.kill(process.pid, 'SIGTERM'));
+// `up` and `serve` take a SIGHUP sent on purpose as "re-read --auth" (cli/hangup.ts).
+stopOnHangup();
 
 // EPIPE on stdout (e.g. `rankwatch sim | head`) is a normal way to stop.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {

@@ -52,10 +52,23 @@ function toText(json: string): string {
   for (const [k, v] of Object.entries(r)) {
     if (OMIT.has(k)) continue;
     if (k === 'err' && v && typeof v === 'object') {
-      line += ` err=${JSON.stringify((v as { message?: string }).message ?? v)}`;
+      const e = v as { message?: string; code?: string; stack?: string };
+      line += ` err=${JSON.stringify(e.message ?? v)}`;
+      if (e.code) line += ` code=${JSON.stringify(e.code)}`;
+      // An error logged as one (a 500's) keeps where it came from, still on one line.
+      if (r.level === 'error' && e.stack) line += ` stack=${JSON.stringify(frames(e.stack))}`;
       continue;
     }
     line += ` ${k}=${typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v)}`;
   }
   return `${line}\n`;
 }
+
+/** The first frames of a stack, on one line: `at f (file:1:2) < at g (…)`. */
+const frames = (stack: string) =>
+  stack
+    .split('\n')
+    .filter((l) => /^\s+at /.test(l))
+    .slice(0, 8)
+    .map((l) => l.trim())
+    .join(' < ');

@@ -9,8 +9,12 @@
  * The server driver gets them through @clickhouse/client's own parser (`parseError`), chDB as an
  * Error with `clickhouseCode`, as the engine throws them.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseError } from '@clickhouse/client';
 import { describe, expect, it } from 'vitest';
+import { ChdbStore } from './chdb.js';
 import { classifyStoreError, storeError } from './clickhouse-errors.js';
 
 const OUTAGES: [number, string][] = [
@@ -79,5 +83,22 @@ describe('store error classification', () => {
     );
     const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
     expect(storeError(reset, 'insert', 'http://ch:8123', true).code).toBe('RANKWATCH_ERR_STORE_UNAVAILABLE');
+  });
+
+  it('a parameter chDB cannot bind (Infinity, an integer past 2^53) is a wrong call, not an outage', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rankwatch-bind-'));
+    const store = new ChdbStore({ path: join(dir, 'data') });
+    try {
+      for (const x of [Number.POSITIVE_INFINITY, 1e23])
+        await expect(store.query('SELECT {x:Int64} AS x', { x })).rejects.toMatchObject({
+          code: 'RANKWATCH_ERR_STORE_QUERY',
+          retriable: false,
+        });
+      // The engine is up all along.
+      expect(await store.query('SELECT {x:Int64} AS x', { x: 7 })).toEqual([{ x: 7 }]);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -77,6 +77,10 @@ export function serverCodeOf(err: unknown): number | undefined {
  */
 export function classifyStoreError(err: unknown, text: string, insert: boolean): RankwatchError {
   if (err instanceof RankwatchError) return err;
+  // chDB refused to bind a parameter (a non-finite number, an integer beyond ±2^53) before the
+  // engine saw the statement: a wrong call, never an outage to wait out.
+  if ((err as { code?: unknown } | undefined)?.code === 'CHDB_BIND')
+    return new RankwatchError('RANKWATCH_ERR_STORE_QUERY', text, { cause: err });
   const code = serverCodeOf(err);
   if (code !== undefined && REFUSED.has(code))
     return new RankwatchError(insert ? 'RANKWATCH_ERR_STORE_REFUSED' : 'RANKWATCH_ERR_STORE_QUERY', text, {

@@ -13,6 +13,9 @@ export const ErrorReply = Type.Object(
     error: Type.String(),
     message: Type.String({ description: 'what went wrong and what to do about it' }),
     code: Type.Optional(Type.String()),
+    request_id: Type.Optional(
+      Type.String({ description: 'on a 5xx: the id its lines in the server log carry (also x-request-id)' }),
+    ),
   },
   { additionalProperties: true },
 );
@@ -36,12 +39,26 @@ export const notFound = (what: string) => new HttpError(404, what);
 export const badRequest = (field: string, why: string, where = 'querystring') =>
   new HttpError(400, `${where}/${field}: ${why}`);
 
+/**
+ * Times the API takes: 1970-01-01 to 9999-12-31 (ISO 8601's four-digit years). No event is older
+ * (the contract's `ts` is epoch ms ≥ 0), and the store's bound parameters hold epoch ms only up
+ * to ±2^53, so a time outside is a client's mistake, not a store failure.
+ */
+export const MAX_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
+const quoted = (v: string) => JSON.stringify(v.length > 80 ? `${v.slice(0, 80)}…` : v);
+
 /** A time given as epoch ms or an ISO 8601 date; 400 naming the field otherwise. */
 export function parseTime(v: string | undefined, field: string): number | undefined {
   if (v === undefined || v === '') return undefined;
   const t = /^\d+$/.test(v) ? Number(v) : Date.parse(v);
   if (!Number.isFinite(t))
-    throw badRequest(field, `expected epoch milliseconds or an ISO 8601 time, got "${v}"`);
+    throw badRequest(field, `expected epoch milliseconds or an ISO 8601 time, got ${quoted(v)}`);
+  if (t < 0 || t > MAX_TIME)
+    throw badRequest(
+      field,
+      `${quoted(v)} is outside 1970-01-01 … 9999-12-31 (epoch ms 0 … ${MAX_TIME}); no event lies there`,
+    );
   return t;
 }
 
@@ -59,8 +76,10 @@ export function parseRange(q: { from?: string; to?: string }): { from?: number; 
 
 const UNIT_S: Record<string, number> = { '': 1, s: 1, m: 60, h: 3600, d: 86400 };
 export const DURATION = '^[0-9]+(\\.[0-9]+)?[smhd]?$';
+/** The longest duration taken: 100 years (a longer `since` reaches before 1970, a longer step holds no second bucket). */
+export const MAX_DURATION_S = 36_500 * 86_400;
 
-/** "90", "30s", "5m", "1h", "1d" as seconds; 400 naming the field otherwise. */
+/** "90", "30s", "5m", "1h", "1d" as seconds, up to 100 years; 400 naming the field otherwise. */
 export function parseDuration(
   v: string | undefined,
   field: string,
@@ -70,8 +89,44 @@ export function parseDuration(
   if (v === undefined || v === '') return fallback;
   const m = /^(\d+(?:\.\d+)?)([smhd]?)$/.exec(v);
   const s = m ? Number(m[1]) * UNIT_S[m[2]] : Number.NaN;
-  if (!(s > 0)) throw badRequest(field, `expected a duration like 60, 30s, 5m or 1h, got "${v}"`, where);
+  if (!(s > 0))
+    throw badRequest(field, `expected a duration like 60, 30s, 5m or 1h, got ${quoted(v)}`, where);
+  if (s > MAX_DURATION_S) throw badRequest(field, `${quoted(v)} is over 100 years (36500d)`, where);
   return s;
+}
+
+/** A series' bucket width (`step`): whole seconds, at least 1 (default 60). */
+export function parseStep(v: string | undefined): number {
+  const s = parseDuration(v, 'step', 60);
+  if (!Number.isInteger(s) || s < 1)
+    throw badRequest('step', `expected whole seconds, at least 1 (60, 30s, 5m, 1h), got ${quoted(v ?? '')}`);
+  return s;
+}
+
+type Schema = { type?: unknown; properties?: Record<string, Schema> } | undefined;
+const numeric = (s: Schema) => s?.type === 'number' || s?.type === 'integer';
+/** "1e309", "Infinity", "-9e999": what Number() reads as ±Infinity. */
+const nonFinite = (v: unknown) => typeof v === 'string' && Math.abs(Number(v)) === Number.POSITIVE_INFINITY;
+
+/**
+ * A preValidation hook for every route: ajv coerces "1e309" or "Infinity" in a query string or
+ * path to Infinity for a number or integer field, then skips that field's minimum and maximum
+ * (ajv-validator/ajv#2212, fastify/fastify#6718), so `limit=1e309` reached the store. Such a value
+ * is refused here with a 400 naming the field, before validation.
+ */
+export async function refuseNonFinite(req: FastifyRequest): Promise<void> {
+  const schema = req.routeOptions.schema as { querystring?: Schema; params?: Schema } | undefined;
+  if (!schema) return;
+  for (const [where, values] of [
+    ['querystring', req.query],
+    ['params', req.params],
+  ] as const) {
+    const props = schema[where]?.properties;
+    if (!props || !values) continue;
+    for (const [field, v] of Object.entries(values as Record<string, unknown>))
+      if (numeric(props[field]) && (Array.isArray(v) ? v.some(nonFinite) : nonFinite(v)))
+        throw badRequest(field, `${quoted(String(v))} is not a finite number`, where);
+  }
 }
 
 export const Cursor = Type.Tuple([Type.Number(), Type.String()]);
@@ -85,7 +140,14 @@ export function decodeCursor(v: string | undefined): { ts: number; id: string } 
   let parsed: Static<typeof Cursor> | undefined;
   try {
     const j = JSON.parse(Buffer.from(v, 'base64url').toString('utf8'));
-    if (Array.isArray(j) && j.length === 2 && Number.isFinite(j[0]) && typeof j[1] === 'string')
+    if (
+      Array.isArray(j) &&
+      j.length === 2 &&
+      Number.isFinite(j[0]) &&
+      j[0] >= 0 &&
+      j[0] <= MAX_TIME &&
+      typeof j[1] === 'string'
+    )
       parsed = [j[0], j[1]];
   } catch {}
   if (!parsed)
@@ -99,14 +161,20 @@ export function decodeCursor(v: string | undefined): { ts: number; id: string } 
 /**
  * The one error handler: 4xx say what was refused (validation messages name the field), a store
  * that is down or closed is a 503 with its reason (read routes), a RankwatchError keeps its code and
- * message (a collector reads them), and a body over the limit says its size and the fix.
+ * message (a collector reads them), and a body over the limit says its size and the fix. Every 5xx
+ * carries the request id (`request_id`, as in the `x-request-id` header); a 500 is logged in full
+ * under it.
  */
 export function errorHandler(bodyLimit: number, o: { storeRoutes?: boolean } = {}) {
   return (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
     const send = (statusCode: number, message: string, code?: string) =>
-      reply
-        .code(statusCode)
-        .send({ statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, ...(code ? { code } : {}) });
+      reply.code(statusCode).send({
+        statusCode,
+        error: STATUS_CODES[statusCode] ?? 'Error',
+        message,
+        ...(code ? { code } : {}),
+        ...(statusCode >= 500 ? { request_id: req.id } : {}),
+      });
     if (err instanceof HttpError) return send(err.statusCode, err.message);
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
       return send(
@@ -125,7 +193,9 @@ export function errorHandler(bodyLimit: number, o: { storeRoutes?: boolean } = {
     if (status >= 500) req.log.error({ err }, 'request failed');
     return send(
       status,
-      status >= 500 ? 'internal error; the server log has the details' : err.message,
+      status >= 500
+        ? `internal error; the server log has the details under request id ${req.id}`
+        : err.message,
       err.code,
     );
   };

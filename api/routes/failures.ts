@@ -19,6 +19,7 @@ import {
   badRequest,
   DURATION,
   errors,
+  MAX_DURATION_S,
   notFound,
   parseDuration,
   parseRange,
@@ -141,6 +142,11 @@ const Advice = Type.Union([
   ),
 ]);
 
+/** A job size no cluster reaches: past it a `gpus` is a typo, not a question. */
+const MAX_GPUS = 10_000_000;
+/** The longest save, restart, interval or MTBF an override may give: 100 years, in seconds. */
+const MAX_SPAN_S = MAX_DURATION_S;
+
 const Since = {
   since: Type.Optional(
     Type.String({ pattern: DURATION, description: 'a span back from now (7d, 36h, 90m); or give from' }),
@@ -152,7 +158,9 @@ function range(q: { from?: string; to?: string; since?: string }, now: number) {
   const r = parseRange(q);
   if (q.since === undefined || q.since === '') return r;
   if (r.from !== undefined) throw badRequest('since', 'give since or from, not both');
-  return { ...r, from: now - parseDuration(q.since, 'since', 0) * 1000 };
+  const from = now - parseDuration(q.since, 'since', 0) * 1000;
+  if (from < 0) throw badRequest('since', `"${q.since}" reaches back before 1970; no event lies there`);
+  return { ...r, from };
 }
 
 export const failureRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
@@ -168,7 +176,11 @@ export const failureRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async 
           ...Since,
           by: Type.Optional(Literals(RATE_BY)),
           gpus: Type.Optional(
-            Type.Integer({ minimum: 1, description: 'job size for the MTBF (default: the largest job)' }),
+            Type.Integer({
+              minimum: 1,
+              maximum: MAX_GPUS,
+              description: 'job size for the MTBF (default: the largest job)',
+            }),
           ),
         }),
         response: {
@@ -206,17 +218,30 @@ export const failureRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async 
         querystring: Type.Object({
           ...TimeQuery,
           ...Since,
-          save_s: Type.Optional(Type.Number({ minimum: 0, description: 'override: blocking save time, s' })),
-          mtbf_h: Type.Optional(
-            Type.Number({ minimum: 0, description: 'override: MTBF at the job size, h' }),
+          save_s: Type.Optional(
+            Type.Number({ minimum: 0, maximum: MAX_SPAN_S, description: 'override: blocking save time, s' }),
           ),
-          restart_s: Type.Optional(Type.Number({ minimum: 0, description: 'override: restart time, s' })),
+          mtbf_h: Type.Optional(
+            Type.Number({
+              minimum: 0,
+              maximum: MAX_SPAN_S / 3600,
+              description: 'override: MTBF at the job size, h',
+            }),
+          ),
+          restart_s: Type.Optional(
+            Type.Number({ minimum: 0, maximum: MAX_SPAN_S, description: 'override: restart time, s' }),
+          ),
           interval_s: Type.Optional(
-            Type.Number({ minimum: 0, description: 'override: compute seconds between saves now' }),
+            Type.Number({
+              minimum: 0,
+              maximum: MAX_SPAN_S,
+              description: 'override: compute seconds between saves now',
+            }),
           ),
           max_loss_pct: Type.Optional(
             Type.Number({
               minimum: 0,
+              maximum: 100,
               description: `goodput the current interval may give up before a finding, percent (default ${CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct})`,
             }),
           ),

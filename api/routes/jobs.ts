@@ -16,7 +16,7 @@ import {
   stepsOverTime,
 } from '../../store/queries.js';
 import type { Store } from '../../store/store.js';
-import { DURATION, errors, notFound, parseDuration, parseRange, READ_ERRORS, TimeQuery } from './common.js';
+import { DURATION, errors, notFound, parseRange, parseStep, READ_ERRORS, TimeQuery } from './common.js';
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
@@ -55,7 +55,10 @@ const JobParams = Type.Object({ job: Type.String({ description: 'the job id of i
 const SeriesQuery = Type.Object({
   ...TimeQuery,
   step: Type.Optional(
-    Type.String({ pattern: DURATION, description: 'bucket width: seconds, or 30s, 5m, 1h (default 60)' }),
+    Type.String({
+      pattern: DURATION,
+      description: 'bucket width: whole seconds, or 30s, 5m, 1h (default 60)',
+    }),
   ),
 });
 
@@ -170,7 +173,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     },
     async (req) => {
       const { job } = req.params;
-      const step = parseDuration(req.query.step, 'step', 60);
+      const step = parseStep(req.query.step);
       const range = parseRange(req.query);
       await known(job);
       return { job, step_s: step, points: await mfuOverTime(store, job, { ...range, bucketSeconds: step }) };
@@ -202,7 +205,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     },
     async (req) => {
       const { job } = req.params;
-      const step = parseDuration(req.query.step, 'step', 60);
+      const step = parseStep(req.query.step);
       const range = parseRange(req.query);
       await known(job);
       return {
@@ -246,7 +249,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     },
     async (req) => {
       const { job } = req.params;
-      const minutes = Math.ceil(parseDuration(req.query.step, 'step', 60) / 60);
+      const minutes = Math.ceil(parseStep(req.query.step) / 60);
       const range = parseRange(req.query);
       const span = await known(job);
       const from = range.from ?? (range.to ?? span.last_ts) - 3_600_000;

@@ -6,6 +6,7 @@ import { createLogger } from '../../core/log.js';
 import { consoleSink } from '../../pipeline/sinks.js';
 import { deadLetterRows } from '../../store/rows.js';
 import { type Command, num, parse } from '../args.js';
+import { reloadOnHangup } from '../hangup.js';
 import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
 
 export const up: Command = {
@@ -15,13 +16,15 @@ export const up: Command = {
 Runs the embedded pipeline in one process: POST /v1/ingest takes batches of v1 events (JSON
 lines, gzip accepted) from collectors and training hooks, the detectors run on them, events and
 findings are stored (chDB by default, or a ClickHouse server), and each finding is printed as
-it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM.
+it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM;
+SIGHUP re-reads the --auth file (so does a change to it).
 
   --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
   --port N         port (default 7070; 0 picks a free one, printed at start)
   --token T        require "Authorization: Bearer T" on ingest and reads (default: $RANKWATCH_TOKEN, else none)
   --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}
-                   (default: $RANKWATCH_AUTH_FILE); with neither, every route is open
+                   (default: $RANKWATCH_AUTH_FILE); with neither, every route is open. Re-read on
+                   SIGHUP and when it changes; a bad file keeps the tokens in force
   --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
   --rebuild-minutes N  at start, replay the last N minutes of stored events into the detectors
                    (output dropped) so open findings carry on after a restart (default 60; 0: off)
@@ -49,15 +52,19 @@ ${STORE_FLAGS_HELP}`,
       console.log(this.usage);
       return 0;
     }
-    const [{ startUp }, { authTokens }] = await Promise.all([
+    const [{ startUp }, { WatchedAuthFile }] = await Promise.all([
       import('../../api/up.js'),
-      import('../../api/auth.js'),
+      import('../../api/auth-file.js'),
     ]);
     const log = createLogger('rankwatch up');
     const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
     const host = values.host ?? '127.0.0.1';
-    const tokens = authTokens({ file: values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined });
-    if (!token && tokens.length === 0 && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
+    const authPath = values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined;
+    // Re-read on SIGHUP and on change, from here on: a signal during the start does not stop it.
+    const auth = authPath ? new WatchedAuthFile(authPath, log) : undefined;
+    const unhook = reloadOnHangup(auth, log);
+    const tokens = auth?.current ?? [];
+    if (!token && !auth?.current().length && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
       log.warn(
         'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
@@ -100,6 +107,8 @@ ${STORE_FLAGS_HELP}`,
       process.once('SIGINT', () => stop('SIGINT'));
       process.once('SIGTERM', () => stop('SIGTERM'));
     });
+    unhook();
+    auth?.close();
     const c = server.pipeline.counters();
     console.log(
       `rankwatch up: stopped after ${c.events} events, ${c.dead_letters} dead letters, ${c.findings} findings`,

@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Health } from '../core/health.js';
 import { readIngestBody } from '../stream/ingest-body.js';
-import { IngestBudget } from '../stream/ingest-limits.js';
+import { IngestBudget, type IngestLimits } from '../stream/ingest-limits.js';
 import type { CollectorCounters } from './collector.js';
 
 export function renderMetrics(c: CollectorCounters): string {
@@ -72,6 +72,10 @@ export interface LocalServerDeps {
   health?: Health;
   /** Who may POST: loopback peers only (default: the port carries no token), anyone, or no one. */
   ingestFrom?: 'loopback' | 'any' | 'off';
+  /** Bounds of one POST (default: those of `rankwatch up`, stream/ingest-limits.ts). */
+  ingestLimits?: Partial<IngestLimits>;
+  /** What all POSTs being read or handed off may hold at once (default 64 MiB of JSON lines). */
+  ingestBudget?: IngestBudget;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -81,8 +85,7 @@ export async function startHealthServer(
   port: number,
   deps: LocalServerDeps,
 ): Promise<{ url: string; close(): Promise<void> }> {
-  // What all hook requests being read or handed off may hold at once.
-  const budget = new IngestBudget();
+  const budget = deps.ingestBudget ?? new IngestBudget();
   const server: Server = createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/v1/ingest') {
       const from = deps.ingestFrom ?? 'loopback';
@@ -100,6 +103,7 @@ export async function startHealthServer(
       const declared = Number(req.headers['content-length']);
       // The same limits as `rankwatch up`'s ingest (stream/ingest-limits.ts), read as a stream.
       void readIngestBody(req, {
+        limits: deps.ingestLimits,
         budget,
         declaredBytes: Number.isFinite(declared) ? declared : undefined,
       }).then((r) => {

@@ -51,9 +51,10 @@ export interface ReadOptions {
   maxReasons?: number;
   /** The Content-Length the client declared: over the limit, refused before a byte is read. */
   declaredBytes?: number;
+  /** Longest stretch of parsing between two turns of the event loop (default 8 ms). */
+  sliceMs?: number;
 }
 
-/** Longest stretch of parsing between two turns of the event loop. */
 const SLICE_MS = 8;
 
 class RefusalError extends Error {
@@ -84,8 +85,10 @@ export const bodyTooLarge = (maxBodyBytes: number): Refusal =>
  * `maxBodyBytes` is cut off.
  */
 export async function readIngestBody(src: Readable, o: ReadOptions = {}): Promise<IngestRead> {
-  const limits = { ...DEFAULT_INGEST_LIMITS, ...o.limits };
   const budget = o.budget ?? new IngestBudget(Number.POSITIVE_INFINITY);
+  const limits = { ...DEFAULT_INGEST_LIMITS, ...o.limits };
+  // A request may never need more than all of them together: it would be told to retry forever.
+  limits.maxInflatedBytes = Math.min(limits.maxInflatedBytes, budget.maxBytes);
   const refuse = (r: Refusal): IngestRead => {
     if (r.status === 413) budget.refused.too_large++;
     if (r.status === 429) budget.refused.busy++;
@@ -112,7 +115,7 @@ export async function readIngestBody(src: Readable, o: ReadOptions = {}): Promis
   sink.on('error', () => {});
   void feed(src, raw, sink, head, rawBytes, limits.maxBodyBytes);
 
-  const checker = new BodyChecker(limits.maxEvents, o.maxReasons ?? 50);
+  const checker = new BodyChecker(limits.maxEvents, o.maxReasons ?? 50, o.sliceMs ?? SLICE_MS);
   const decoder = new StringDecoder('utf8');
   let held = 0;
   const giveBack = () => {
@@ -220,6 +223,7 @@ class BodyChecker {
   constructor(
     private readonly maxEvents: number,
     private readonly maxReasons: number,
+    private readonly sliceMs: number,
   ) {}
 
   async push(text: string): Promise<void> {
@@ -241,10 +245,10 @@ class BodyChecker {
       from = nl + 1;
       nl = text.indexOf('\n', from);
       // performance.now() every 256 lines: its cost stays out of the per-line path.
-      if ((n & 255) === 255 && performance.now() - this.sliceStart > SLICE_MS) await this.yieldTurn();
+      if ((n & 255) === 255 && performance.now() - this.sliceStart >= this.sliceMs) await this.yieldTurn();
     }
     if (from < text.length) this.carry.push(text.slice(from));
-    if (performance.now() - this.sliceStart > SLICE_MS) await this.yieldTurn();
+    if (performance.now() - this.sliceStart >= this.sliceMs) await this.yieldTurn();
   }
 
   async end(): Promise<void> {

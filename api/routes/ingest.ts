@@ -62,11 +62,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
   const budget = opts.budget ?? new IngestBudget();
   const limits = {
     maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_INGEST_LIMITS.maxBodyBytes,
-    // A request may never need more than all of them together: it would be told to retry forever.
-    maxInflatedBytes: Math.min(
-      opts.maxInflatedBytes ?? DEFAULT_INGEST_LIMITS.maxInflatedBytes,
-      budget.maxBytes,
-    ),
+    maxInflatedBytes: opts.maxInflatedBytes ?? DEFAULT_INGEST_LIMITS.maxInflatedBytes,
     maxEvents: opts.maxEvents ?? DEFAULT_INGEST_LIMITS.maxEvents,
   };
 

@@ -158,7 +158,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
           'ingest requests refused whole: over the events or bytes one request may send (413)',
         refused_busy: 'ingest requests refused whole: requests in flight held all they may (429)',
       },
-      () => ({ ...ingest.refused }),
+      () => ({ refused_too_large: ingest.refused.too_large, refused_busy: ingest.refused.busy }),
     );
   const app = await buildApp({
     publisher: wal ? logged(transport, health) : transport,

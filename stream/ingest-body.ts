@@ -110,7 +110,8 @@ export async function readIngestBody(src: Readable, o: ReadOptions = {}): Promis
     return { ok: false, status: 400, message: `body: could not be read (${(err as Error).message})` };
   }
   const gzip = head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
-  const sink = gzip ? createGunzip() : new PassThrough();
+  // 64 KiB pieces of inflated text: a quarter of the default's turns through the stream for the same body.
+  const sink = gzip ? createGunzip({ chunkSize: 64 << 10 }) : new PassThrough();
   // Errors reach the reader through its iterator; this keeps a late one from being unhandled.
   sink.on('error', () => {});
   void feed(src, raw, sink, head, rawBytes, limits.maxBodyBytes);

@@ -148,8 +148,12 @@ export async function startUp(o: UpOptions): Promise<Up> {
     )
     .gauges(
       'rankwatch_ingest',
-      { in_flight_bytes: 'bytes of JSON lines held by ingest requests being read or logged' },
-      () => ({ in_flight_bytes: ingest.bytes() }),
+      {
+        in_flight_bytes: 'bytes of JSON lines held by ingest requests being read or logged',
+        in_flight_limit_bytes:
+          'the most they may hold at once (--ingest-memory-mb); past it ingest answers 429',
+      },
+      () => ({ in_flight_bytes: ingest.bytes(), in_flight_limit_bytes: ingest.maxBytes }),
     )
     .counters(
       'rankwatch_ingest',

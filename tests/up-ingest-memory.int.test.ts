@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createGzip } from 'node:zlib';
+import { createGzip, gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Running, startRankwatch, until } from './helpers.js';
 
@@ -123,4 +123,60 @@ describe('rankwatch up under the 3.5 M-event body', () => {
     expect(await counter('rankwatch_ingest_in_flight_bytes')).toBe(0);
     expect(await up.stop('SIGTERM')).toBe(0);
   }, 300_000);
+
+  it('takes its limits from the flags, and refuses a memory bound below the per-request one', async () => {
+    const bad = startRankwatch([
+      'up',
+      '--port',
+      '0',
+      '--data',
+      join(dir, 'bad'),
+      '--ingest-max-mb',
+      '4',
+      '--ingest-memory-mb',
+      '2',
+    ]);
+    running.push(bad);
+    expect(await new Promise((r) => bad.proc.once('exit', r))).toBe(2);
+    expect(bad.stderr()).toContain(
+      'RANKWATCH_ERR_USAGE: --ingest-memory-mb 2 is below --ingest-max-mb 4: a request that large could never be taken',
+    );
+
+    const up = startRankwatch([
+      'up',
+      '--port',
+      '0',
+      '--data',
+      join(dir, 'flags'),
+      '--rebuild-minutes',
+      '0',
+      '--ingest-max-events',
+      '500',
+      '--ingest-max-mb',
+      '0.0625',
+      '--ingest-memory-mb',
+      '0.0625',
+    ]);
+    running.push(up);
+    const url = await until('the listening line', () => /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1]);
+    const post = async (body: Buffer) => {
+      const r = await fetch(`${url}/v1/ingest`, { method: 'POST', body: new Uint8Array(body) });
+      return { status: r.status, message: ((await r.json()) as { message?: string }).message };
+    };
+    expect(await post(await tinyEventsGzip(501))).toEqual({
+      status: 413,
+      message: expect.stringMatching(/^body holds more than 500 events/),
+    });
+    // One event of 70 KB: past 0.0625 MiB (64 KiB) of JSON lines.
+    const long = { v: 1, kind: 'fault', ts: 1, host: 'h', source: 'xid', message: 'x'.repeat(70_000) };
+    expect(await post(gzipSync(JSON.stringify(long)))).toEqual({
+      status: 413,
+      message: expect.stringMatching(/^gzip body inflates past 65536 bytes/),
+    });
+    expect(await post(await tinyEventsGzip(500))).toEqual({ status: 200, message: undefined });
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/^rankwatch_ingest_in_flight_limit_bytes 65536$/m);
+    expect(metrics).toMatch(/^rankwatch_ingest_refused_too_large_total 2$/m);
+    expect(await up.stop('SIGTERM')).toBe(0);
+  }, 120_000);
 });

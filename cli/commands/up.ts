@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { automationFrom, CORDON_FLAGS, CORDON_FLAGS_HELP } from '../../actions/cli-options.js';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
+import { RankwatchError } from '../../core/errors.js';
 import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
 import { consoleSink } from '../../pipeline/sinks.js';
@@ -69,9 +70,12 @@ ${STORE_FLAGS_HELP}`,
         'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
     const ingestMaxMb = num(values['ingest-max-mb'], 'ingest-max-mb', 16, { min: 0, exclusiveMin: true });
-    const ingestMemoryMb = num(values['ingest-memory-mb'], 'ingest-memory-mb', Math.max(64, ingestMaxMb), {
-      min: ingestMaxMb,
-    });
+    const ingestMemoryMb = num(values['ingest-memory-mb'], 'ingest-memory-mb', Math.max(64, ingestMaxMb));
+    if (ingestMemoryMb < ingestMaxMb)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `--ingest-memory-mb ${ingestMemoryMb} is below --ingest-max-mb ${ingestMaxMb}: a request that large could never be taken; raise the first or lower the second`,
+      );
     const ingestMaxEvents = num(values['ingest-max-events'], 'ingest-max-events', 50_000, {
       min: 1,
       integer: true,

@@ -33,7 +33,13 @@ function capture() {
   let gate: Promise<void> | undefined;
   let open = () => {};
   let waiting = 0;
-  const p: Publisher & { hold(): void; let(): void; waiting(): number; events(): unknown[] } = {
+  const p: Publisher & {
+    hold(): void;
+    let(): void;
+    waiting(): number;
+    events(): unknown[];
+    published(): Batch[];
+  } = {
     type: 'capture',
     async publish(b) {
       waiting++;
@@ -53,6 +59,7 @@ function capture() {
     },
     waiting: () => waiting,
     events: () => published.flatMap((b) => b.events),
+    published: () => published,
   };
   return p;
 }
@@ -97,6 +104,28 @@ describe('POST /v1/ingest bounds', () => {
     });
     expect(full.json()).toEqual({ accepted: 100, rejected: 0 });
     expect(bus.events()).toHaveLength(100);
+  });
+
+  it('a large request reaches the bus in batches of at most 5,000 events per job, in order', async () => {
+    const bus = capture();
+    app = await buildApp({ publisher: bus });
+    const events = Array.from({ length: 12_000 }, (_, i) => ({ ...gpu(i), job: i % 3 === 0 ? 'a' : 'b' }));
+    const r = await app.inject({
+      method: 'POST',
+      url: '/v1/ingest',
+      payload: gzipSync(`${events.map((e) => JSON.stringify(e)).join('\n')}\n`),
+    });
+    expect(r.json()).toEqual({ accepted: 12_000, rejected: 0 });
+    const batches = bus.published();
+    expect(batches.map((b) => [b.key, b.events.length])).toEqual([
+      ['a', 4000],
+      ['b', 5000],
+      ['b', 3000],
+    ]);
+    for (const key of ['a', 'b'])
+      expect(batches.filter((b) => b.key === key).flatMap((b) => b.events)).toEqual(
+        events.filter((e) => e.job === key),
+      );
   });
 
   it('a body holding more JSON lines than a request may, once gunzipped: 413', async () => {

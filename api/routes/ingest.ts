@@ -22,6 +22,13 @@ import { DEFAULT_INGEST_RATE, limitRate } from './rate-limit.js';
 /** Rejected lines listed in a reply; the count covers them all. */
 const MAX_REASONS = 50;
 
+/**
+ * Events per batch on the bus. The pipeline handles a batch (detectors, the store's insert body)
+ * in one turn of the event loop: as many as a collector sends keep each turn short, whatever the
+ * size of the request.
+ */
+const DELIVERY_EVENTS = 5_000;
+
 export interface IngestOptions {
   publisher: Publisher;
   /** Requests per second per client (token name and address); 0 turns the limit off. */
@@ -108,7 +115,7 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
       }
       try {
         const { good, lines, errors, rejected } = body;
-        if (good.length > 0) await opts.publisher.publish(batchByKey(good, lines));
+        if (good.length > 0) await opts.publisher.publish(batchByKey(good, lines, DELIVERY_EVENTS));
         if (rejected === 0) return { accepted: good.length, rejected: 0 };
         return reply.code(400).send({
           accepted: good.length,

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createGzip, gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Running, startRankwatch, until } from './helpers.js';
+import { type Running, refusedForEvents, startRankwatch, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-up-ingest-memory-'));
 const running: Running[] = [];
@@ -77,19 +77,7 @@ describe('rankwatch up under the 3.5 M-event body', () => {
       return { status: r.status, retryAfter: r.headers.get('retry-after'), body: await r.json() };
     };
 
-    const refused = {
-      status: 413,
-      retryAfter: null,
-      body: {
-        statusCode: 413,
-        error: 'Payload Too Large',
-        code: 'RANKWATCH_ERR_INGEST_TOO_LARGE',
-        accepted: 0,
-        rejected: 0,
-        message:
-          'body holds more than 50000 events, the most one request may send: split it into batches of at most 50000; nothing of it was accepted',
-      },
-    };
+    const refused = { status: 413, retryAfter: null, body: refusedForEvents(50_000) };
     expect(await post(attack)).toEqual(refused);
     const peakOne = peakRss(pid);
     expect(await Promise.all([post(attack), post(attack)])).toEqual([refused, refused]);

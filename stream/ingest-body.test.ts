@@ -101,6 +101,12 @@ describe('readIngestBody', () => {
       message:
         'request body is over the 2048 byte limit: gzip it or split it into smaller batches; nothing of it was accepted',
     });
+    // Its one chunk alone over it too.
+    expect(await readIngestBody(chunked(text, text.length), { limits })).toMatchObject({
+      status: 413,
+      close: true,
+      message: expect.stringMatching(/^request body is over the 2048 byte limit/),
+    });
     // A declared length over the limit is refused before a byte is read.
     const untouched = chunked(text, 512);
     expect(await readIngestBody(untouched, { limits, declaredBytes: text.length })).toMatchObject({

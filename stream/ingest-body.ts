@@ -171,20 +171,20 @@ async function feed(
   rawBytes: number,
   maxBodyBytes: number,
 ): Promise<void> {
-  let chunk: Buffer | undefined = head;
+  let chunk = head;
   try {
     for (;;) {
-      if (chunk && !sink.destroyed && !sink.write(chunk)) await drainedOrGone(sink);
-      const r = await raw.next();
-      if (r.done) break;
-      chunk = r.value;
-      rawBytes += chunk.length;
       if (rawBytes > maxBodyBytes) {
         if (sink.destroyed) src.destroy();
         else sink.destroy(new RefusalError(bodyTooLarge(maxBodyBytes)));
         await raw.return?.();
         return;
       }
+      if (chunk.length && !sink.destroyed && !sink.write(chunk)) await drainedOrGone(sink);
+      const r = await raw.next();
+      if (r.done) break;
+      chunk = r.value;
+      rawBytes += chunk.length;
     }
     if (!sink.destroyed) sink.end();
   } catch (err) {

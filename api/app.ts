@@ -10,6 +10,7 @@ import type { Health } from '../core/health.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Store } from '../store/store.js';
+import { IngestBudget } from '../stream/ingest-limits.js';
 import type { Publisher } from '../stream/transport.js';
 import { type AuthToken, authTokens, installAuth } from './auth.js';
 import { logRequests, newRequestId } from './request-log.js';
@@ -43,8 +44,12 @@ export interface AppDeps {
   ingestRatePerSecond?: number;
   /** Largest request body accepted, bytes (default 32 MiB). */
   bodyLimit?: number;
-  /** Largest size a gzip body may inflate to, bytes (default 256 MiB). */
+  /** Bytes of JSON lines an ingest request may hold once inflated (default 16 MiB). */
   maxInflatedBytes?: number;
+  /** Events an ingest request may hold (default 50,000). */
+  maxIngestEvents?: number;
+  /** What all ingest requests in flight may hold at once (default 64 MiB of JSON lines); past it: 429. */
+  ingestBudget?: IngestBudget;
   /** Extra figures for GET /healthz (pipeline counters, store state). */
   health?: () => Record<string, unknown>;
   /** Health checks: /healthz answers 503 with the reasons while one fails. */
@@ -111,6 +116,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await app.register(ingestRoutes, {
       publisher: deps.publisher,
       maxInflatedBytes: deps.maxInflatedBytes,
+      maxBodyBytes: app.initialConfig.bodyLimit,
+      maxEvents: deps.maxIngestEvents,
+      budget: deps.ingestBudget ?? new IngestBudget(),
       ratePerSecond: deps.ingestRatePerSecond,
     });
   if (deps.store) await app.register(readRoutes, { store: deps.store, automation: deps.automation });

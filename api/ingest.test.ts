@@ -157,7 +157,7 @@ describe('POST /v1/ingest', () => {
     expect(r.json()).toMatchObject({ ok: true, events: 7 });
   });
 
-  it('a publisher that throws: 500 with the error code, which a collector retries', async () => {
+  it('a publisher that fails for a while: 503 with the error code and Retry-After, which a collector retries', async () => {
     let calls = 0;
     const down: Publisher = {
       type: 'down',
@@ -170,8 +170,10 @@ describe('POST /v1/ingest', () => {
     const app = await buildApp({ publisher: down });
     cleanup = () => app.close();
     const r = await app.inject({ method: 'POST', url: '/v1/ingest', payload: encodeBatch([step(0)]) });
-    expect(r.statusCode).toBe(500);
-    expect(r.json()).toMatchObject({ code: 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE', message: 'bus is down' });
+    expect(r.statusCode).toBe(503);
+    expect(r.headers['retry-after']).toBe('1');
+    expect(r.json()).toMatchObject({ code: 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE' });
+    expect(r.json().message).toMatch(/^bus is down; nothing was accepted/);
     expect(r.json()).not.toHaveProperty('accepted');
     expect(calls).toBe(1);
     // What the Node collector makes of it, over a real socket: retriable, so it spools and retries.
@@ -182,7 +184,7 @@ describe('POST /v1/ingest', () => {
     );
     expect(err).toBeInstanceOf(RankwatchError);
     expect(err).toMatchObject({ code: 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE', retriable: true });
-    expect((err as Error).message).toContain('HTTP 500');
+    expect((err as Error).message).toContain('HTTP 503');
     expect(calls).toBe(2);
   });
 

@@ -16,6 +16,7 @@ import { buildPipeline } from '../pipeline/build.js';
 import type { Pipeline } from '../pipeline/pipeline.js';
 import { actionSink, alertSink, type FindingSink } from '../pipeline/sinks.js';
 import type { Store } from '../store/store.js';
+import { IngestBudget } from '../stream/ingest-limits.js';
 import { MemoryTransport } from '../stream/memory.js';
 import type { Publisher, Transport } from '../stream/transport.js';
 import { WalTransport } from '../stream/wal.js';
@@ -32,6 +33,12 @@ export interface UpOptions {
   tokens?: AuthToken[] | (() => AuthToken[]);
   /** Ingest requests per second per client (default 200; 0: no limit). */
   ingestRate?: number;
+  /** Events one ingest request may hold (default 50,000); past it: 413. */
+  ingestMaxEvents?: number;
+  /** Bytes of JSON lines one ingest request may hold once inflated (default 16 MiB); past it: 413. */
+  ingestMaxBytes?: number;
+  /** Bytes of JSON lines all ingest requests in flight may hold at once (default 64 MiB); past it: 429. */
+  ingestInFlightBytes?: number;
   /**
    * Write-ahead log folder: ingest is answered only once its events are fsynced there, and what a
    * crashed process left is replayed at start before the port opens. Absent: no log (tests).
@@ -69,11 +76,15 @@ export interface Up {
   close(): Promise<void>;
 }
 
+/** Events the in-process bus holds between the log and the store: two requests' worth at most. */
+const BUS_MAX_EVENTS = 100_000;
+
 /** The embedded pipeline behind the HTTP API: ingest → in-process bus → detectors → chDB. */
 export async function startUp(o: UpOptions): Promise<Up> {
   const { store } = o;
-  // One partition: the log is acknowledged from its head, in delivery order.
-  const bus = new MemoryTransport({ maxQueuedBatches: 64, partitions: 1 });
+  // One partition: the log is acknowledged from its head, in delivery order. Bounded in events too,
+  // so a slow store holds ingest replies (and then answers 429) instead of growing the queue.
+  const bus = new MemoryTransport({ maxQueuedBatches: 64, maxQueuedEvents: BUS_MAX_EVENTS, partitions: 1 });
   const log = o.logger ?? silentLogger();
   const wal = o.walDir ? new WalTransport(bus, { dir: o.walDir, logger: log }) : undefined;
   const transport = wal ?? bus;
@@ -114,6 +125,7 @@ export async function startUp(o: UpOptions): Promise<Up> {
         `replaying ${r.events} event(s) in ${r.batches} batch(es) left in ${o.walDir} by the last run`,
       );
   }
+  const ingest = new IngestBudget(o.ingestInFlightBytes);
   const metrics = new Metrics()
     .health(health)
     .counters(
@@ -144,6 +156,24 @@ export async function startUp(o: UpOptions): Promise<Up> {
         const c = wal?.counters();
         return { bytes: c?.wal_bytes, recovered_events: c?.wal_recovered_events };
       },
+    )
+    .gauges(
+      'rankwatch_ingest',
+      {
+        in_flight_bytes: 'bytes of JSON lines held by ingest requests being read or logged',
+        in_flight_limit_bytes:
+          'the most they may hold at once (--ingest-memory-mb); past it ingest answers 429',
+      },
+      () => ({ in_flight_bytes: ingest.bytes(), in_flight_limit_bytes: ingest.maxBytes }),
+    )
+    .counters(
+      'rankwatch_ingest',
+      {
+        refused_too_large:
+          'ingest requests refused whole: over the events or bytes one request may send (413)',
+        refused_busy: 'ingest requests refused whole: requests in flight held all they may (429)',
+      },
+      () => ({ refused_too_large: ingest.refused.too_large, refused_busy: ingest.refused.busy }),
     );
   if (o.repairLoop) repairLoopMetrics(metrics, o.repairLoop);
   const app = await buildApp({
@@ -151,6 +181,9 @@ export async function startUp(o: UpOptions): Promise<Up> {
     store,
     auth: { ingestToken: o.token, tokens: o.tokens },
     ingestRatePerSecond: o.ingestRate,
+    maxIngestEvents: o.ingestMaxEvents,
+    maxInflatedBytes: o.ingestMaxBytes,
+    ingestBudget: ingest,
     health: () => ({
       pipeline: pipeline.counters(),
       bus: transport.counters(),

@@ -6,6 +6,7 @@ import { apiBench } from './api.bench.js';
 import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
 import { renderSection, type Section } from './harness.js';
+import { ingestBench } from './ingest.bench.js';
 import { inspectorBench } from './inspector.bench.js';
 import { kafkaBench } from './kafka.bench.js';
 import { rawEventsBench } from './raw-events.bench.js';
@@ -24,6 +25,7 @@ const BENCHES: [string, () => Promise<Section | undefined>][] = [
   ['collector', collectorBench],
   ['inspector', inspectorBench],
   ['api', apiBench],
+  ['ingest', ingestBench],
   ['startup', startupBench],
   ['scale', scaleBench],
 ];

@@ -4,13 +4,11 @@
  * same contract as `rankwatch up`'s, so training hooks on the node can send to the collector
  * over loopback and share its batching and disk spool.
  */
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { Health } from '../core/health.js';
-import { checkIngestBody } from '../stream/ingest-body.js';
+import { readIngestBody } from '../stream/ingest-body.js';
+import { IngestBudget, type IngestLimits } from '../stream/ingest-limits.js';
 import type { CollectorCounters } from './collector.js';
-
-/** Largest ingest body the local port takes. */
-const MAX_BODY = 32 << 20;
 
 export function renderMetrics(c: CollectorCounters): string {
   const out: string[] = [];
@@ -86,6 +84,10 @@ export interface LocalServerDeps {
   health?: Health;
   /** Who may POST: loopback peers only (default: the port carries no token), anyone, or no one. */
   ingestFrom?: 'loopback' | 'any' | 'off';
+  /** Bounds of one POST (default: those of `rankwatch up`, stream/ingest-limits.ts). */
+  ingestLimits?: Partial<IngestLimits>;
+  /** What all POSTs being read or handed off may hold at once (default 64 MiB of JSON lines). */
+  ingestBudget?: IngestBudget;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -95,6 +97,7 @@ export async function startHealthServer(
   port: number,
   deps: LocalServerDeps,
 ): Promise<{ url: string; close(): Promise<void> }> {
+  const budget = deps.ingestBudget ?? new IngestBudget();
   const server: Server = createServer((req, res) => {
     if (req.method === 'POST' && req.url === '/v1/ingest') {
       const from = deps.ingestFrom ?? 'loopback';
@@ -107,34 +110,38 @@ export async function startHealthServer(
           );
         return;
       }
-      readBody(req).then(
-        (body) => {
-          const r = checkIngestBody(body);
-          if ('message' in r)
-            return res.writeHead(400).end(JSON.stringify({ accepted: 0, rejected: 1, message: r.message }));
-          const reply = {
-            accepted: r.good.length,
-            rejected: r.rejected,
-            ...(r.rejected ? { errors: r.errors } : {}),
-          };
-          Promise.resolve(r.good.length ? deps.ingest(r.good) : undefined).then(
-            () =>
-              res
-                .writeHead(r.rejected ? 400 : 200, { 'content-type': 'application/json' })
-                .end(JSON.stringify(reply)),
-            (err: Error) =>
-              res.writeHead(503, { 'content-type': 'application/json' }).end(
-                JSON.stringify({
-                  accepted: 0,
-                  rejected: 0,
-                  message: `not accepted, send again: ${err.message}`,
-                }),
-              ),
+      const json = (status: number, body: object, headers: Record<string, string> = {}) =>
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+      const declared = Number(req.headers['content-length']);
+      // The same limits as `rankwatch up`'s ingest (stream/ingest-limits.ts), read as a stream.
+      void readIngestBody(req, {
+        limits: deps.ingestLimits,
+        budget,
+        declaredBytes: Number.isFinite(declared) ? declared : undefined,
+      }).then((r) => {
+        if (!r.ok)
+          return json(
+            r.status,
+            { accepted: 0, rejected: 0, message: r.message, ...(r.code ? { code: r.code } : {}) },
+            {
+              ...(r.retryAfterS ? { 'retry-after': String(r.retryAfterS) } : {}),
+              ...(r.close ? { connection: 'close' } : {}),
+            },
           );
-        },
-        (err: Error) =>
-          res.writeHead(413).end(JSON.stringify({ accepted: 0, rejected: 0, message: err.message })),
-      );
+        const reply = {
+          accepted: r.good.length,
+          rejected: r.rejected,
+          ...(r.rejected ? { errors: r.errors } : {}),
+        };
+        Promise.resolve()
+          .then(() => (r.good.length ? deps.ingest(r.good) : undefined))
+          .then(
+            () => json(r.rejected ? 400 : 200, reply),
+            (err: Error) =>
+              json(503, { accepted: 0, rejected: 0, message: `not accepted, send again: ${err.message}` }),
+          )
+          .finally(() => r.release());
+      });
     } else if (req.url === '/metrics') {
       const checks = Object.entries(deps.health?.report().checks ?? {}).map(
         ([name, c]) => `rankwatch_collector_health_check_ok{check="${name}"} ${c.ok ? 1 : 0}`,
@@ -164,20 +171,4 @@ export async function startHealthServer(
       return new Promise<void>((r) => server.close(() => r()));
     },
   };
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    req.on('data', (d: Buffer) => {
-      size += d.length;
-      if (size > MAX_BODY) {
-        reject(new Error(`body over ${MAX_BODY} bytes`));
-        req.destroy();
-      } else parts.push(d);
-    });
-    req.on('end', () => resolve(Buffer.concat(parts)));
-    req.on('error', reject);
-  });
 }

@@ -32,6 +32,7 @@ describe('RankwatchError', () => {
     expect(codes.filter((c) => ERRORS[c].retriable).sort()).toEqual([
       'RANKWATCH_ERR_API_UNAVAILABLE',
       'RANKWATCH_ERR_CORDON_FAILED',
+      'RANKWATCH_ERR_INGEST_BUSY',
       'RANKWATCH_ERR_JOURNAL_WRITE',
       'RANKWATCH_ERR_SINK_UNAVAILABLE',
       'RANKWATCH_ERR_STORE_UNAVAILABLE',

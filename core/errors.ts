@@ -79,6 +79,14 @@ export const ERRORS = {
     retriable: false,
     hint: "The scheduler refused the change; check the node name and rankwatch's permissions.",
   },
+  RANKWATCH_ERR_INGEST_TOO_LARGE: {
+    retriable: false,
+    hint: 'Nothing of the request was accepted: send it again split into smaller batches (collectors send 5,000 events a request).',
+  },
+  RANKWATCH_ERR_INGEST_BUSY: {
+    retriable: true,
+    hint: 'Nothing of the request was accepted: the server holds as many ingest bytes as it may; send it again after Retry-After seconds.',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -1,7 +1,8 @@
 /**
  * The in-process bus: a bounded queue per partition, one delivery loop per partition. A handler
  * that rejects gets the same batch again after a backoff (at least once); publish waits while a
- * partition holds `maxQueuedBatches`, which carries the consumer's backpressure to producers.
+ * partition holds `maxQueuedBatches` (or `maxQueuedEvents`), which carries the consumer's
+ * backpressure to producers.
  */
 import { RankwatchError } from '../core/errors.js';
 import {
@@ -17,12 +18,19 @@ import {
 export interface MemoryTransportConfig {
   partitions?: number;
   maxQueuedBatches?: number;
+  /**
+   * Events a partition may hold (default: no bound but the batches'); a batch waits while it would
+   * pass it, unless the partition is empty, so a batch larger than the bound still goes through.
+   */
+  maxQueuedEvents?: number;
   /** Delay before redelivering a batch whose handler failed. */
   retryDelayMs?: number;
 }
 
 interface Partition {
   queue: Delivery[];
+  /** Events in `queue`. */
+  events: number;
   nextOffset: number;
   running: boolean;
 }
@@ -31,6 +39,7 @@ export class MemoryTransport implements Transport {
   readonly type = 'memory';
   private readonly parts: Partition[];
   private readonly maxQueued: number;
+  private readonly maxQueuedEvents: number;
   private readonly retryDelayMs: number;
   private handler: DeliveryHandler | undefined;
   private stopped = false;
@@ -40,10 +49,12 @@ export class MemoryTransport implements Transport {
   constructor(config: MemoryTransportConfig = {}) {
     this.parts = Array.from({ length: config.partitions ?? 1 }, () => ({
       queue: [],
+      events: 0,
       nextOffset: 0,
       running: false,
     }));
     this.maxQueued = config.maxQueuedBatches ?? 64;
+    this.maxQueuedEvents = config.maxQueuedEvents ?? Number.POSITIVE_INFINITY;
     this.retryDelayMs = config.retryDelayMs ?? 50;
   }
 
@@ -51,13 +62,14 @@ export class MemoryTransport implements Transport {
     for (const b of batches) {
       const index = partitionOf(b.key, this.parts.length);
       const part = this.parts[index];
-      while (part.queue.length >= this.maxQueued && !this.stopped) await this.waitForProgress();
+      while (!this.stopped && this.full(part, b.events.length)) await this.waitForProgress();
       // Checked after any wait for room: a batch queued on a stopped bus is never delivered.
       if (this.stopped)
         throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped memory transport');
       const d: Delivery = { key: b.key, partition: index, offset: part.nextOffset++, events: b.events };
       if (b.lines) d.lines = b.lines;
       part.queue.push(d);
+      part.events += d.events.length;
       this.c.published_batches++;
       this.c.published_events += b.events.length;
       this.pump(part);
@@ -98,6 +110,7 @@ export class MemoryTransport implements Transport {
       try {
         await handler(d);
         part.queue.shift();
+        part.events -= d.events.length;
         this.c.delivered_batches++;
         attempt = 0;
         this.wake();
@@ -112,6 +125,11 @@ export class MemoryTransport implements Transport {
     }
     part.running = false;
     this.wake();
+  }
+
+  private full(part: Partition, adding: number): boolean {
+    if (part.queue.length >= this.maxQueued) return true;
+    return part.queue.length > 0 && part.events + adding > this.maxQueuedEvents;
   }
 
   private waitForProgress(): Promise<void> {

@@ -100,22 +100,29 @@ export function keyOf(event: unknown): string {
 
 /**
  * Groups events into one batch per key, keeping their order within each key; `lines` (the text
- * of each event, aligned with `events`) are grouped with their events.
+ * of each event, aligned with `events`) are grouped with their events. With `maxEvents`, a key's
+ * events past it go to further batches of that key, in order.
  */
-export function batchByKey(events: unknown[], lines?: string[]): Batch[] {
+export function batchByKey(
+  events: unknown[],
+  lines?: string[],
+  maxEvents = Number.POSITIVE_INFINITY,
+): Batch[] {
   const byKey = new Map<string, Batch>();
+  const out: Batch[] = [];
   for (let i = 0; i < events.length; i++) {
     const e = events[i];
     const k = keyOf(e);
     let b = byKey.get(k);
-    if (!b) {
+    if (!b || b.events.length >= maxEvents) {
       b = lines ? { key: k, events: [], lines: [] } : { key: k, events: [] };
       byKey.set(k, b);
+      out.push(b);
     }
     b.events.push(e);
     if (lines) b.lines!.push(lines[i]);
   }
-  return [...byKey.values()];
+  return out;
 }
 
 /** FNV-1a, the same partition for the same key on every run. */

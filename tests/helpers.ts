@@ -193,3 +193,13 @@ export function expectBuiltPipeline(output: string, source: string, sinks: RegEx
   expect(line).toContain(`pipeline: ${source} → ${DETECTORS.length} detectors (${names}) → store: `);
   expect(line!.split('→ store: ')[1].trim()).toMatch(sinks);
 }
+
+/** The reply of POST /v1/ingest to a body over `max` events (the text a client reads, written out). */
+export const refusedForEvents = (max: number) => ({
+  statusCode: 413,
+  error: 'Payload Too Large',
+  code: 'RANKWATCH_ERR_INGEST_TOO_LARGE',
+  accepted: 0,
+  rejected: 0,
+  message: `body holds more than ${max} events, the most one request may send: split it into batches of at most ${max}; nothing of it was accepted`,
+});

@@ -186,6 +186,13 @@ export function errorHandler(bodyLimit: number, o: { storeRoutes?: boolean } = {
       // On the read routes the store is the only thing that can be away (or closed, while stopping).
       if (o.storeRoutes && (err.retriable || err.code === 'RANKWATCH_ERR_STOPPED'))
         return send(503, `store unavailable: ${err.message}; retry later`, err.code);
+      // A transient failure elsewhere (the write-ahead log's disk full, the bus away): nothing was
+      // accepted, and the sender should keep its events and try again, not count them as refused.
+      if (err.retriable) {
+        req.log.warn({ err }, 'request held: transient failure');
+        reply.header('retry-after', '1');
+        return send(503, `${err.message}; nothing was accepted, retry later`, err.code);
+      }
       req.log.error({ err }, 'request failed');
       return send(500, err.message, err.code);
     }

@@ -5,23 +5,42 @@
  * (ingest scope, api/auth.ts) is required when tokens are configured. The reply waits for the bus,
  * so a busy pipeline slows producers down instead of dropping their events. A 2xx means the events
  * are durable (in `rankwatch up`: fsynced to its write-ahead log); a failed publish is a 500 with its code.
+ * The body is read as a stream within bounds (stream/ingest-limits.ts): past a request's limits a
+ * 413, past what all requests may hold at once a 429 with Retry-After; either way nothing of it
+ * is accepted.
  */
+
+import { STATUS_CODES } from 'node:http';
+import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { inflateText } from '../../stream/codec.js';
-import { checkIngestText } from '../../stream/ingest-body.js';
+import { readIngestBody } from '../../stream/ingest-body.js';
+import { DEFAULT_INGEST_LIMITS, IngestBudget } from '../../stream/ingest-limits.js';
 import { batchByKey, type Publisher } from '../../stream/transport.js';
 import { DEFAULT_INGEST_RATE, limitRate } from './rate-limit.js';
 
 /** Rejected lines listed in a reply; the count covers them all. */
 const MAX_REASONS = 50;
 
+/**
+ * Events per batch on the bus. The pipeline handles a batch (detectors, the store's insert body)
+ * in one turn of the event loop: as many as a collector sends keep each turn short, whatever the
+ * size of the request.
+ */
+const DELIVERY_EVENTS = 5_000;
+
 export interface IngestOptions {
   publisher: Publisher;
   /** Requests per second per client (token name and address); 0 turns the limit off. */
   ratePerSecond?: number;
-  /** Largest size a gzip body may inflate to (default MAX_INFLATED_BYTES, 256 MiB); past it: 413. */
+  /** Largest body as sent, bytes (the app's bodyLimit); past it: 413. */
+  maxBodyBytes?: number;
+  /** Bytes of JSON lines a request may hold once inflated (default 16 MiB); past it: 413. */
   maxInflatedBytes?: number;
+  /** Events (lines) a request may hold (default 50,000); past it: 413. */
+  maxEvents?: number;
+  /** What all requests being read or logged may hold at once (default 64 MiB of JSON lines); past it: 429. */
+  budget?: IngestBudget;
 }
 
 const Rejection = Type.Object({ line: Type.Integer(), reason: Type.String() });
@@ -32,7 +51,7 @@ const IngestReply = Type.Object({
   message: Type.Optional(Type.String()),
 });
 
-/** 413 comes from fastify itself (body over the limit) or from here (gzip inflating past its limit). */
+/** 401/403 from the auth hook, 429 from the rate limit or the ingest budget, 413 from the limits. */
 const TooLarge = Type.Object({
   accepted: Type.Optional(Type.Integer()),
   rejected: Type.Optional(Type.Integer()),
@@ -43,10 +62,16 @@ const TooLarge = Type.Object({
 });
 
 export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts) => {
-  // Bodies stay raw bytes whatever their declared type: gzip and JSON lines are decoded here.
+  // Bodies stay a stream whatever their declared type: gzip and JSON lines are read here.
   await limitRate(app, opts.ratePerSecond ?? DEFAULT_INGEST_RATE);
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  app.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+  const budget = opts.budget ?? new IngestBudget();
+  const limits = {
+    maxBodyBytes: opts.maxBodyBytes ?? DEFAULT_INGEST_LIMITS.maxBodyBytes,
+    maxInflatedBytes: opts.maxInflatedBytes ?? DEFAULT_INGEST_LIMITS.maxInflatedBytes,
+    maxEvents: opts.maxEvents ?? DEFAULT_INGEST_LIMITS.maxEvents,
+  };
 
   app.post(
     '/v1/ingest',
@@ -67,22 +92,40 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
       },
     },
     async (req, reply) => {
-      const raw = req.body;
-      if (!Buffer.isBuffer(raw)) return empty(reply);
-      const body = inflateText(raw, opts.maxInflatedBytes);
-      if ('error' in body)
-        return reply
-          .code(body.tooLarge ? 413 : 400)
-          .send({ accepted: 0, rejected: 1, message: `body: ${body.error}` });
-      const { good, lines, errors, rejected } = checkIngestText(body.text, MAX_REASONS);
-      if (good.length > 0) await opts.publisher.publish(batchByKey(good, lines));
-      if (rejected === 0) return { accepted: good.length, rejected: 0 };
-      return reply.code(400).send({
-        accepted: good.length,
-        rejected,
-        errors,
-        message: `${rejected} line(s) rejected, ${good.length} event(s) accepted`,
+      const stream = req.body;
+      if (!(stream instanceof Readable)) return empty(reply);
+      const declared = Number(req.headers['content-length']);
+      const body = await readIngestBody(stream, {
+        limits,
+        budget,
+        maxReasons: MAX_REASONS,
+        declaredBytes: Number.isFinite(declared) ? declared : undefined,
       });
+      if (!body.ok) {
+        if (body.retryAfterS) reply.header('retry-after', String(body.retryAfterS));
+        if (body.close) reply.header('connection', 'close');
+        return reply.code(body.status).send({
+          statusCode: body.status,
+          error: STATUS_CODES[body.status],
+          message: body.message,
+          ...(body.code ? { code: body.code } : {}),
+          accepted: 0,
+          rejected: 0,
+        });
+      }
+      try {
+        const { good, lines, errors, rejected } = body;
+        if (good.length > 0) await opts.publisher.publish(batchByKey(good, lines, DELIVERY_EVENTS));
+        if (rejected === 0) return { accepted: good.length, rejected: 0 };
+        return reply.code(400).send({
+          accepted: good.length,
+          rejected,
+          errors,
+          message: `${rejected} line(s) rejected, ${good.length} event(s) accepted`,
+        });
+      } finally {
+        body.release();
+      }
     },
   );
 };

@@ -1,6 +1,7 @@
 import { join, resolve } from 'node:path';
 import { CORDON_FLAGS, CORDON_FLAGS_HELP, repairLoopFrom } from '../../actions/cli-options.js';
 import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
+import { RankwatchError } from '../../core/errors.js';
 import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
 import { consoleSink } from '../../pipeline/sinks.js';
@@ -26,6 +27,10 @@ SIGHUP re-reads the --auth file (so does a change to it).
                    (default: $RANKWATCH_AUTH_FILE); with neither, every route is open. Re-read on
                    SIGHUP and when it changes; a bad file keeps the tokens in force
   --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
+  --ingest-max-events N  events one ingest request may send before 413, nothing of it taken (default 50000)
+  --ingest-max-mb N  MiB of JSON lines one ingest request may hold once gunzipped before 413 (default 16)
+  --ingest-memory-mb N  MiB of JSON lines all ingest requests being read at once may hold before 429
+                   with Retry-After (default 64; at least --ingest-max-mb)
   --rebuild-minutes N  at start, replay the last N minutes of stored events into the detectors
                    (output dropped) so open findings carry on after a restart (default 60; 0: off)
   --wal DIR        write-ahead log: ingest is answered 2xx only once its events are fsynced here,
@@ -44,6 +49,9 @@ ${STORE_FLAGS_HELP}`,
       token: { type: 'string' },
       auth: { type: 'string' },
       'ingest-rate': { type: 'string' },
+      'ingest-max-events': { type: 'string' },
+      'ingest-max-mb': { type: 'string' },
+      'ingest-memory-mb': { type: 'string' },
       wal: { type: 'string' },
       'rebuild-minutes': { type: 'string' },
       ...STORE_FLAGS,
@@ -68,6 +76,17 @@ ${STORE_FLAGS_HELP}`,
       log.warn(
         'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
+    const ingestMaxMb = num(values['ingest-max-mb'], 'ingest-max-mb', 16, { min: 0, exclusiveMin: true });
+    const ingestMemoryMb = num(values['ingest-memory-mb'], 'ingest-memory-mb', Math.max(64, ingestMaxMb));
+    if (ingestMemoryMb < ingestMaxMb)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `--ingest-memory-mb ${ingestMemoryMb} is below --ingest-max-mb ${ingestMaxMb}: a request that large could never be taken; raise the first or lower the second`,
+      );
+    const ingestMaxEvents = num(values['ingest-max-events'], 'ingest-max-events', 50_000, {
+      min: 1,
+      integer: true,
+    });
     const { store, where } = await openStore(values, (m) => log.warn(m));
     const alerting = alertingFrom(
       values,
@@ -87,6 +106,9 @@ ${STORE_FLAGS_HELP}`,
       token: token || undefined,
       tokens,
       ingestRate: num(values['ingest-rate'], 'ingest-rate', 200),
+      ingestMaxEvents,
+      ingestMaxBytes: Math.floor(ingestMaxMb * 2 ** 20),
+      ingestInFlightBytes: Math.floor(ingestMemoryMb * 2 ** 20),
       walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
       logger: log,
       rebuildMinutes: num(values['rebuild-minutes'], 'rebuild-minutes', 60),

@@ -288,7 +288,7 @@ export class ClusterSim {
     const hostCount = Math.ceil(n / this.layout.gpusPerHost);
     const spikeProb = o.spikeProb ?? Math.min(SPIKE_PROB_PER_RANK, o.spikesPerStep / n);
     const offsets = this.drawSpeeds(noiseRng);
-    const fleet = this.fleetSpeeds();
+    const silicon = this.siliconSpeeds();
     const gph = this.layout.gpusPerHost;
     // Compute so that the costliest stage plus exposed comm fills the step.
     const unit =
@@ -430,7 +430,7 @@ export class ClusterSim {
       const t1 = Math.round(t0 + stepMs);
       this.accumulateCost(step, compute, clean, stepMs, commExtra - commExtraClean, costSums);
 
-      if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng, fleet);
+      if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng, silicon);
       for (const f of this.faults) {
         if (step === f.spec.at) f.startTs = t0;
         // A drift is a fault once it passes DRIFT_VISIBLE: its time to detect counts from there.
@@ -594,20 +594,27 @@ export class ClusterSim {
     const o = this.opts;
     const n = o.ranks;
     const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
-    const gph = this.layout.gpusPerHost;
-    for (const g of o.gpuOffsets ?? []) offsets[(g.host * gph + g.gpu) % n] *= 1 + g.pct / 100;
-    const fleet = this.fleetSpeeds();
-    if (fleet) for (let i = 0; i < n; i++) offsets[i] *= fleet[i];
+    const silicon = this.siliconSpeeds();
+    if (silicon) for (let i = 0; i < n; i++) offsets[i] *= silicon[i];
     return offsets;
   }
 
-  /** The fleet's part of each GPU's multiplier (gpuOffsetSigma), by host slot; undefined without one. */
-  private fleetSpeeds(): Float64Array | undefined {
+  /**
+   * The chosen part of each GPU's multiplier (gpuOffsets, gpuOffsetSigma), by host slot; undefined
+   * without either. It shows in the GPU's telemetry (a slower bin runs at its power cap).
+   */
+  private siliconSpeeds(): Float64Array | undefined {
     const o = this.opts;
-    if (!o.gpuOffsetSigma) return undefined;
+    if (!o.gpuOffsetSigma && !o.gpuOffsets?.length) return undefined;
+    const n = o.ranks;
+    const speeds = new Float64Array(n).fill(1);
+    const gph = this.layout.gpusPerHost;
+    for (const g of o.gpuOffsets ?? []) speeds[(g.host * gph + g.gpu) % n] *= 1 + g.pct / 100;
     // Its own generator: the fleet's draw leaves every other draw of the job as it was.
     const rng = new Random(o.seed ^ 0x2545f491);
-    return Float64Array.from({ length: o.ranks }, () => Math.max(0.5, 1 + o.gpuOffsetSigma! * rng.normal()));
+    if (o.gpuOffsetSigma)
+      for (let i = 0; i < n; i++) speeds[i] *= Math.max(0.5, 1 + o.gpuOffsetSigma * rng.normal());
+    return speeds;
   }
 
   /** Product of every active fault's compute multiplier on rank r at `step`. */
@@ -680,8 +687,8 @@ export class ClusterSim {
     step: number,
     idleMs: number,
     rng: Random,
-    /** The fleet's per-GPU multipliers (gpuOffsetSigma), by host slot. */
-    fleet: Float64Array | undefined,
+    /** The GPUs' chosen multipliers (gpuOffsets, gpuOffsetSigma), by host slot. */
+    silicon: Float64Array | undefined,
   ): Generator<RankwatchEvent> {
     const o = this.opts;
     const every = o.telemetryEveryMs ?? 1000;
@@ -710,7 +717,7 @@ export class ClusterSim {
         // same-SKU variation comes from power management): at the cap on every busy sample, drawing
         // what its peers draw, at the clock that makes its compute as slow as it is. Faster ones
         // run at their top clock: never above it.
-        const m = fleet?.[(p.hostIndex * this.layout.gpusPerHost + p.gpu) % fleet.length] ?? 1;
+        const m = silicon?.[(p.hostIndex * this.layout.gpusPerHost + p.gpu) % silicon.length] ?? 1;
         if (!idle && m > 1.005) {
           reasons = (reasons & ~0x4) | 0x4;
           clock = Math.min(clock, Math.round(this.maxClock * (1 - clockDropFor(m))));

@@ -145,9 +145,12 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   fastK: 2,
   fastCap: 4,
   fastH: 10,
+  // 12, not 11.5: with the rank's own noise as the unit and no gate on where the rank sits among its
+  // peers, 11.5 crossed ~2.6·10⁻⁹ per rank-step (Monte Carlo, docs/detectors.md), most of the design
+  // target; 12 crosses ~1·10⁻⁹, at ~1 step more for a 3% shift (the eval's worst 3% job: 26 steps).
   levelK: 0.75,
   levelCap: 3,
-  levelH: 11.5,
+  levelH: 12,
   chronicPct: 5,
   chronicResolve: 0.5,
   chronicLambda: 0.01,
@@ -270,6 +273,7 @@ export class StragglerDetector {
     let topLog = Number.NEGATIVE_INFINITY;
     let secondLog = Number.NEGATIVE_INFINITY;
     let topMed = 0;
+    let topUnit = 0;
 
     for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
       const members = this.ranks.stageMembers[stage];
@@ -321,12 +325,13 @@ export class StragglerDetector {
         if (fold) this.foldBaseline(r, pool);
         // Chronic: a step counts at most chronicClip units above the rank's own level, once it has one.
         const hasLevel = b.n[r] >= LEVEL_BLOCK;
-        const v = med + (hasLevel ? Math.min(lr, own + cfg.chronicClip * unit) : lr);
+        const v = med + (hasLevel ? Math.min(lr, this.levelNow(r) + cfg.chronicClip * unit) : lr);
         if (v > topLog) {
           secondLog = topLog;
           topLog = v;
           top = hasLevel ? r : -1;
           topMed = med;
+          topUnit = unit;
         } else if (v > secondLog) secondLog = v;
         const oldest = this.snaps[refSlot * this.cap + r];
         const ref = Number.isNaN(oldest) ? this.firstSnap[r] : oldest;
@@ -345,7 +350,10 @@ export class StragglerDetector {
         const after = this.s[r];
         const shifted = this.fast[r] >= cfg.fastH;
         const leveled = this.level[r] >= cfg.levelH;
-        const driftRel = ready && ew - own >= relThr;
+        // The relative test compares the EWMA with a level that has its own error while young:
+        // it fires at relThr, and never within 6 standard deviations of the difference.
+        const diffSd = unit * Math.sqrt(ewSd * ewSd + LEVEL_VAR / Math.max(1, b.n[r]));
+        const driftRel = ready && ew - own >= Math.max(relThr, 6 * diffSd);
         const drifted = driftRel || (ready && ew - ref >= cfg.driftWindow * driftThr);
         let periodic = false;
         if (ready && z >= cfg.periodicHit) {
@@ -374,7 +382,7 @@ export class StragglerDetector {
         }
       }
     }
-    this.judgeChronic(f, stepMs, top, topLog, secondLog, topMed);
+    this.judgeChronic(f, stepMs, top, topLog, secondLog, topMed, topUnit);
     if (this.frames % cfg.rankingEvery === 0) this.rank();
     this.decidePending(f);
     this.updateIncidents(f);
@@ -402,7 +410,11 @@ export class StragglerDetector {
   /**
    * The chronic question for this step: what the job would have saved without its slowest rank
    * (its lead over the next, and never below its own stage's median), capped as savedMs caps it.
-   * Only the slowest rank's share can rise, so only it is judged.
+   * Only the slowest rank's share can rise, so only it is judged: it opens a finding when its share
+   * is above chronicPct by two standard errors. A step's saving varies by about the rank's noise
+   * (`unit`, a share of its compute, which is most of the step), so the share's standard error is
+   * at most 100·unit/√n over the n steps its window holds: a GPU costing 25% opens after
+   * chronicMinSteps, one near the threshold only once the estimate has firmed up.
    */
   private judgeChronic(
     f: StepFrame,
@@ -411,6 +423,7 @@ export class StragglerDetector {
     topLog: number,
     secondLog: number,
     topMed: number,
+    unit: number,
   ): void {
     if (top < 0) return;
     const peerMs = Math.exp(topMed);
@@ -421,10 +434,11 @@ export class StragglerDetector {
     }
     this.chronic.step(stepMs, top, saved);
     const { cfg } = this;
+    const n = Math.min(this.chronic.steps, (2 - cfg.chronicLambda) / cfg.chronicLambda);
     if (
       this.flagged[top] ||
-      this.chronic.steps < cfg.chronicMinSteps ||
-      this.chronic.sharePct(top) < cfg.chronicPct
+      n < cfg.chronicMinSteps ||
+      this.chronic.sharePct(top) - (200 * unit) / Math.sqrt(n) < cfg.chronicPct
     )
       return;
     this.trigger[top] = CHRONIC;
@@ -461,6 +475,16 @@ export class StragglerDetector {
     this.clear[r] = Math.max(0, this.clear[r] + ref - zc);
   }
 
+  /**
+   * Where the rank runs now against its peers (log ratio): its level, or for a changed rank (its
+   * level frozen at what it was before) its mean since the change.
+   */
+  private levelNow(r: number): number {
+    return this.flagged[r] && this.trigger[r] !== CHRONIC && this.n[r] > 0
+      ? this.sumLog[r] / this.n[r]
+      : this.base.level[r];
+  }
+
   /** Folds a rank's pending block into its baseline, and resets what depends on it. */
   private foldBaseline(r: number, pool: number): void {
     const first = this.base.fold(r);
@@ -472,44 +496,50 @@ export class StragglerDetector {
   }
 
   /**
-   * The slowest-GPUs ranking: the GPUs with their own level, by cost (what replacing each would buy
-   * the job), then by how much slower than its stage peers each runs.
+   * The slowest-GPUs ranking: the GPUs with a level of their own, by cost (what replacing each
+   * would buy the job), then by how much slower than its stage peers each runs now (levelNow).
    */
   private rank(): void {
     const { cfg } = this;
     const b = this.base;
     const top: number[] = [];
-    const costs: number[] = [];
+    const keys: number[] = [];
+    const levels: number[] = [];
     for (let r = 0; r < this.ranks.size && r < this.cap; r++) {
       if (b.n[r] < LEVEL_BLOCK) continue;
       // Costs within 0.1 point are alike: a GPU that led the job on a few noisy steps is not ranked
       // above a much slower one.
-      const cost = round(this.chronic.sharePct(r), 1);
+      const key = round(this.chronic.sharePct(r), 1);
+      const level = this.levelNow(r);
       // Insertion into a short sorted list: one pass over the ranks.
       let i = top.length;
-      while (i > 0 && (costs[i - 1] < cost || (costs[i - 1] === cost && b.level[top[i - 1]] < b.level[r])))
-        i--;
+      while (i > 0 && (keys[i - 1] < key || (keys[i - 1] === key && levels[i - 1] < level))) i--;
       if (i >= cfg.rankingSize) continue;
       top.splice(i, 0, r);
-      costs.splice(i, 0, cost);
+      keys.splice(i, 0, key);
+      levels.splice(i, 0, level);
       if (top.length > cfg.rankingSize) {
         top.pop();
-        costs.pop();
+        keys.pop();
+        levels.pop();
       }
     }
-    this.ranking = top.map((r, i) => ({
-      job: this.job,
-      ts: this.lastTs,
-      step: this.lastStep,
-      rank: r,
-      host: this.ranks.host[r],
-      gpu: this.ranks.gpu[r],
-      stage: this.ranks.stage[r],
-      slowdown_pct: round(100 * (Math.exp(b.level[r]) - 1), 2),
-      cost_pct: round(costs[i], 2),
-      gpu_hours_per_day: round((costs[i] / 100) * this.ranks.size * 24, 1),
-      steps: b.n[r],
-    }));
+    this.ranking = top.map((r, i) => {
+      const cost = this.chronic.sharePct(r);
+      return {
+        job: this.job,
+        ts: this.lastTs,
+        step: this.lastStep,
+        rank: r,
+        host: this.ranks.host[r],
+        gpu: this.ranks.gpu[r],
+        stage: this.ranks.stage[r],
+        slowdown_pct: round(100 * (Math.exp(levels[i]) - 1), 2),
+        cost_pct: round(cost, 2),
+        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+        steps: b.n[r],
+      };
+    });
   }
 
   /** Hands out the slowest-GPUs ranking computed since the last call (none when there is none new). */
@@ -693,8 +723,7 @@ export class StragglerDetector {
       ` and costs the job ~${round(total, 1)}% of its throughput.`;
     const summary = chronic
       ? `${where} has computed ${round(100 * (Math.exp(own) - 1), 1)}% slower than its stage peers from the start ` +
-        `and is the rank the job waits for: replacing its GPU would buy ~${round(total, 1)}% of the job's throughput ` +
-        `(${round(compute, 0)} vs ${round(peer, 0)} ms).`
+        `and is the rank the job waits for: replacing its GPU would buy ~${round(total, 1)}% of the job's throughput.`
       : `${where} computes ${round(slowdown, 1)}% slower than its stage peers ${figures}`;
     return {
       type: 'straggler',

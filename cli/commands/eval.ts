@@ -125,6 +125,10 @@ event time, cost-estimate error against the simulator's true cost, and false fin
       for (const f of r.falseFindings)
         console.log(`false finding (${r.family}, ${r.ranks} ranks, seed ${r.seed}): ${f.summary}`);
       if (r.faulty && !r.detected) console.log(`missed: ${r.family}, ${r.ranks} ranks, seed ${r.seed}`);
+      if (r.resolvedWhileActive)
+        console.log(
+          `resolved ${r.resolvedWhileActive}x while the fault persisted: ${r.family}, ${r.ranks} ranks, seed ${r.seed}`,
+        );
     }
     if (values['update-docs']) {
       const block = blockOf(name);

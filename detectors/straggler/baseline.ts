@@ -3,14 +3,15 @@
  * level and its noise, so that a change is judged against the rank's own past in units of its own
  * noise, and a GPU's fixed offset from its peers (silicon, cooling) cancels.
  *
- * Steps are taken in blocks of LEVEL_BLOCK. A block's trimmed mean (its highest and lowest value
- * left out: a spike, a checkpoint written inside rank 0's step, cannot move it; for Gaussian noise it
- * is 97% as efficient as the mean) and its MAD are folded in one block late, so a shift under test is
- * not in its own reference for 16–32 steps. The level is the running mean of the blocks' trimmed
- * means, then a slow EWMA (weight `lambda` per step); the noise is the same mean of the blocks'
- * MAD-based σ. A block during which the rank rose well above its level (the detector
+ * Steps are taken in blocks of LEVEL_BLOCK. A block's trimmed mean and standard deviation (its
+ * highest and lowest value left out: a spike, a checkpoint written inside rank 0's step, cannot move
+ * them; for Gaussian noise the mean is 97% as efficient as the plain one) are folded in one block
+ * late, so a shift under test is not in its own reference for 16–32 steps. The level is the running
+ * mean of the blocks' trimmed means, then a slow EWMA (weight `lambda` per step); the noise is the
+ * same mean of the blocks' trimmed standard deviations. A block during which the rank rose well above its level (the detector
  * says so: `hold`), or any block while the rank is flagged, is left out: a fault never becomes the
- * reference it is measured against. O(1) state per rank: LEVEL_BLOCK values and a dozen figures.
+ * reference it is measured against. O(1) state per rank: a block's running sums, least and most,
+ * and a dozen figures (no values kept).
  */
 import { grown } from '../arrays.js';
 
@@ -22,17 +23,22 @@ export const LEVEL_BLOCK = 16;
  * steps would.
  */
 export const LEVEL_VAR = 1.033;
-/** E[MAD] of 16 normal values about their upper median is 0.6945 σ (Monte Carlo, 2·10⁵ blocks). */
-const MAD_TO_SIGMA = 1 / 0.6945;
-/** One block's MAD-based σ is off by 29% of itself (one standard deviation; same Monte Carlo). */
-const BLOCK_NOISE_SD = 0.29;
+/**
+ * E[trimmed standard deviation] of 16 normal values (highest and lowest left out, 13 degrees of
+ * freedom) is 0.781 σ, and one block's is off by 20.7% of itself (Monte Carlo, 4·10⁵ blocks).
+ */
+const TRIMMED_SD_TO_SIGMA = 1 / 0.781;
+const BLOCK_NOISE_SD = 0.207;
 /** A block with fewer values than this (a rank that missed steps) moves the level, not the noise. */
 const MIN_NOISE_VALUES = 8;
 
 export class RankBaselines {
   private cap = 0;
-  /** The block being filled, slot-major (vals[slot * cap + r]): one step's writes are contiguous. */
-  private vals = new Float32Array(0);
+  /** The block being filled: its sum, sum of squares, least and most value, and count. */
+  private blockSum = new Float64Array(0);
+  private blockSq = new Float64Array(0);
+  private blockMin = new Float32Array(0);
+  private blockMax = new Float32Array(0);
   private blockN = new Uint8Array(0);
   private blockHeld = new Uint8Array(0);
   /** The last complete block, waiting one block to be folded in. */
@@ -45,16 +51,15 @@ export class RankBaselines {
   level = new Float64Array(0);
   noise = new Float64Array(0);
   private noiseBlocks = new Int32Array(0);
-  private readonly block = new Float64Array(LEVEL_BLOCK);
 
   constructor(private readonly lambda: number) {}
 
   ensure(capacity: number): void {
     if (capacity <= this.cap) return;
-    const vals = new Float32Array(LEVEL_BLOCK * capacity);
-    for (let k = 0; k < LEVEL_BLOCK; k++)
-      vals.set(this.vals.subarray(k * this.cap, (k + 1) * this.cap), k * capacity);
-    this.vals = vals;
+    this.blockSum = grown(this.blockSum, capacity);
+    this.blockSq = grown(this.blockSq, capacity);
+    this.blockMin = grown(this.blockMin, capacity);
+    this.blockMax = grown(this.blockMax, capacity);
     this.blockN = grown(this.blockN, capacity);
     this.blockHeld = grown(this.blockHeld, capacity);
     this.pendMean = grown(this.pendMean, capacity);
@@ -77,7 +82,17 @@ export class RankBaselines {
   add(r: number, x: number, hold: boolean): void {
     const i = this.blockN[r];
     if (i >= LEVEL_BLOCK) return; // a frame the fold did not close (cannot happen at one value per frame)
-    this.vals[i * this.cap + r] = x;
+    if (i === 0) {
+      this.blockSum[r] = x;
+      this.blockSq[r] = x * x;
+      this.blockMin[r] = x;
+      this.blockMax[r] = x;
+    } else {
+      this.blockSum[r] += x;
+      this.blockSq[r] += x * x;
+      if (x < this.blockMin[r]) this.blockMin[r] = x;
+      if (x > this.blockMax[r]) this.blockMax[r] = x;
+    }
     this.blockN[r] = i + 1;
     if (hold) this.blockHeld[r] = 1;
   }
@@ -105,18 +120,15 @@ export class RankBaselines {
     const k = this.blockN[r];
     let mean = Number.NaN;
     if (k > 0) {
-      const a = this.block;
-      for (let i = 0; i < k; i++) a[i] = this.vals[i * this.cap + r];
-      sortFirst(a, k);
-      const t = k >= 3 ? 1 : 0;
-      let sum = 0;
-      for (let i = t; i < k - t; i++) sum += a[i];
-      mean = sum / (k - 2 * t);
-      const med = a[k >> 1];
-      for (let i = 0; i < k; i++) a[i] = Math.abs(a[i] - med);
-      sortFirst(a, k);
+      // Trimmed: the least and most value left out (not with fewer than 3 values).
+      const lo = this.blockMin[r];
+      const hi = this.blockMax[r];
+      const t = k >= 3;
+      const m = t ? k - 2 : k;
+      mean = (t ? this.blockSum[r] - lo - hi : this.blockSum[r]) / m;
+      const ss = (t ? this.blockSq[r] - lo * lo - hi * hi : this.blockSq[r]) - m * mean * mean;
       this.pendMean[r] = mean;
-      this.pendNoise[r] = MAD_TO_SIGMA * a[k >> 1];
+      this.pendNoise[r] = m > 1 ? TRIMMED_SD_TO_SIGMA * Math.sqrt(Math.max(0, ss) / (m - 1)) : 0;
     }
     this.pendN[r] = k;
     this.pendHeld[r] = this.blockHeld[r];
@@ -166,18 +178,5 @@ export class RankBaselines {
     this.level.fill(0);
     this.noise.fill(0);
     this.noiseBlocks.fill(0);
-  }
-}
-
-/** Sorts a[0..k), k ≤ LEVEL_BLOCK, by insertion (k is 16: cheaper than a general sort). */
-function sortFirst(a: Float64Array, k: number): void {
-  for (let i = 1; i < k; i++) {
-    const x = a[i];
-    let j = i - 1;
-    while (j >= 0 && a[j] > x) {
-      a[j + 1] = a[j];
-      j--;
-    }
-    a[j + 1] = x;
   }
 }

@@ -43,7 +43,7 @@ export interface StragglerConfig extends CusumConfig {
   driftMin: number;
   /** Drift EWMA: its tests' threshold is at least this many of its own standard deviations. */
   driftL: number;
-  /** Drift EWMA: each step moves it by at most this many noise units (a spike barely moves it). */
+  /** Drift EWMA: each step is taken at most this many noise units from the rank's level (a spike barely moves it). */
   driftClip: number;
   /** The rank's level: weight of the newest step after its first 1/driftBaseLambda steps (a running mean before). */
   driftBaseLambda: number;
@@ -488,7 +488,7 @@ export class StragglerDetector {
   /** Folds a rank's pending block into its baseline, and resets what depends on it. */
   private foldBaseline(r: number, pool: number): void {
     const first = this.base.fold(r);
-    // The EWMA starts at the rank's first block's median, not at its peers' (0): a GPU slow from
+    // The EWMA starts at the rank's first block's mean, not at its peers' (0): a GPU slow from
     // its first step is not a ramp.
     if (!Number.isNaN(first)) this.ewma[r] = first;
     this.levelK[r] = levelRef(this.base.n[r], this.cfg);

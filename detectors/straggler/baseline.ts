@@ -141,9 +141,11 @@ export class RankBaselines {
   }
 
   /**
-   * The rank's own noise when it is clearly above `pool` (its stage's noise): above it by two of
-   * the estimate's standard errors. Otherwise 0, and the stage's noise is the rank's unit: a young
-   * estimate that came out low must not shrink the unit and inflate the rank's scores.
+   * The rank's own noise when it is clearly above `pool` (its stage's noise): above it by three of
+   * the estimate's standard errors. With two, one rank in 40 took a noisy draw of its first blocks
+   * for its noise at each fold and was judged in units too large. Otherwise 0, and the stage's
+   * noise is the rank's unit: a young estimate that came out low must not shrink the unit and
+   * inflate the rank's scores.
    */
   ownNoiseAbove(r: number, pool: number): number {
     const b = this.noiseBlocks[r];
@@ -152,7 +154,7 @@ export class RankBaselines {
     const w = 1 - (1 - this.lambda) ** LEVEL_BLOCK;
     const blocks = Math.min(b, (2 - w) / w);
     const own = this.noise[r];
-    return own * (1 - (2 * BLOCK_NOISE_SD) / Math.sqrt(blocks)) > pool ? own : 0;
+    return own * (1 - (3 * BLOCK_NOISE_SD) / Math.sqrt(blocks)) > pool ? own : 0;
   }
 
   /** Sets a rank's level and noise (a GPU's, carried across a restart); `n` steps, `blocks` of noise. */

@@ -38,7 +38,7 @@ function dataset() {
     checkpointEvery: 25,
     faults: [
       parseFault('slow_rank:rank=3,at=5,slowdown=0.5'),
-      parseFault('throttle:rank=9,at=10'),
+      parseFault('throttle:rank=9,at=40'),
       parseFault('xid:rank=12,at=40'),
     ],
   });

@@ -73,6 +73,11 @@ export class RankBaselines {
     this.cap = capacity;
   }
 
+  /** Whether the rank has a level: folded in, or its first block's, until that is folded in. */
+  hasLevel(r: number): boolean {
+    return this.n[r] > 0 || this.pendN[r] > 0;
+  }
+
   /** Steps seen since the level started: in it, pending, and in the block being filled. */
   seen(r: number): number {
     return this.n[r] + this.pendN[r] + this.blockN[r];

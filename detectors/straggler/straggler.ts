@@ -154,7 +154,7 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   chronicPct: 5,
   chronicResolve: 0.5,
   chronicLambda: 0.01,
-  chronicMinSteps: 16,
+  chronicMinSteps: 8,
   chronicClip: 3,
   rankingEvery: 64,
   rankingSize: 16,
@@ -323,8 +323,9 @@ export class StragglerDetector {
         // A block during which the rank rose well above its level, or was flagged, stays out of it.
         b.add(r, lr, this.flagged[r] === 1 || (settled && ew - own > 0.5 * relThr));
         if (fold) this.foldBaseline(r, pool);
-        // Chronic: a step counts at most chronicClip units above the rank's own level, once it has one.
-        const hasLevel = b.n[r] >= LEVEL_BLOCK;
+        // Chronic: a step counts at most chronicClip units above the rank's own level, once it has
+        // one (its first block's will do: a GPU slow from the start is judged from step 16).
+        const hasLevel = b.hasLevel(r);
         const v = med + (hasLevel ? Math.min(lr, this.levelNow(r) + cfg.chronicClip * unit) : lr);
         if (v > topLog) {
           secondLog = topLog;

@@ -92,6 +92,8 @@ describe('scopes', () => {
     ['GET', '/v1/jobs/apijob/mfu', 'read'],
     ['GET', '/v1/jobs/apijob/steps', 'read'],
     ['GET', '/v1/jobs/apijob/heatmap', 'read'],
+    ['GET', '/v1/jobs/apijob/slow-gpus', 'read'],
+    ['GET', '/v1/slow-gpus', 'read'],
     ['GET', '/v1/findings', 'read'],
     ['GET', '/v1/findings/x', 'read'],
     ['POST', '/v1/findings/x/ack', 'admin'],
@@ -290,8 +292,31 @@ describe('jobs', () => {
     expect(top.rel_compute).toBeGreaterThan(1.05);
   });
 
+  it("lists the job's slowest GPUs, the throttled one first with what it costs, and the fleet's", async () => {
+    const r = await get('/v1/jobs/apijob/slow-gpus');
+    expect(r.statusCode).toBe(200);
+    const { job, gpus } = r.json() as { job: string; gpus: Record<string, number | string>[] };
+    expect(job).toBe('apijob');
+    expect(gpus.length).toBeGreaterThan(1);
+    // Rank 5 runs ~20% slow from step 40 (its clock held down): the rank the job waits for.
+    expect(gpus[0]).toMatchObject({ rank: 5, host: throttledHost(), gpu: 5 });
+    expect(gpus[0].slowdown_pct as number).toBeGreaterThan(10);
+    expect(gpus[0].cost_pct as number).toBeGreaterThan(1);
+    for (const g of gpus.slice(1)) expect(g.cost_pct as number).toBeLessThan(gpus[0].cost_pct as number);
+    expect((await get('/v1/jobs/apijob/slow-gpus?limit=1')).json().gpus).toHaveLength(1);
+    const fleet = (await get(`/v1/slow-gpus?from=${Date.now() - 7_200_000}`)).json().gpus as {
+      host: string;
+      gpu: number;
+      job: string;
+      jobs: number;
+    }[];
+    expect(fleet[0]).toMatchObject({ host: throttledHost(), gpu: 5, job: 'apijob', jobs: 1 });
+    expect((await get('/v1/slow-gpus?from=0&to=1000')).json().gpus).toEqual([]);
+    expect((await get('/v1/slow-gpus?limit=0')).statusCode).toBe(400);
+  });
+
   it('an unknown job is a 404 that names it; a bad step or time is a 400 naming the field', async () => {
-    for (const path of ['', '/mfu', '/steps', '/heatmap']) {
+    for (const path of ['', '/mfu', '/steps', '/heatmap', '/slow-gpus']) {
       const r = await get(`/v1/jobs/nojob${path}`);
       expect(r.statusCode).toBe(404);
       expect(r.json().message).toContain('"nojob"');
@@ -523,6 +548,8 @@ describe('documents and errors', () => {
     for (const p of [
       '/v1/jobs',
       '/v1/jobs/{job}/heatmap',
+      '/v1/jobs/{job}/slow-gpus',
+      '/v1/slow-gpus',
       '/v1/findings/{id}/silence',
       '/v1/cordon',
       '/v1/checkpoints',

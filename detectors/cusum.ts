@@ -1,8 +1,9 @@
 /**
- * The change detection the straggler and slow-link detectors share: a score in robust units
- * (distance from the peers' median over their smoothed, floored spread) fed to a one-sided CUSUM
- * with bounded increments, and a second CUSUM that decides when the condition has cleared.
- * The reasoning and the false-alarm design are in docs/detectors.md.
+ * The slow-link detector's change detection: a score in robust units (distance from the peers'
+ * median over their smoothed, floored spread) fed to a one-sided CUSUM with bounded increments,
+ * and a second CUSUM that decides when the condition has cleared. The straggler detector shares
+ * the settings (CusumConfig) and scores each rank about its own level instead. The reasoning and
+ * the false-alarm design are in docs/detectors.md.
  */
 
 export interface CusumConfig {

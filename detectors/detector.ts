@@ -7,7 +7,7 @@
 
 import type { FlopConvention } from '../mfu/flops.js';
 import type { JobEvent, JobLifecycleEvent, RankwatchEvent } from '../schema/events.js';
-import type { MfuPoint } from '../schema/output.js';
+import type { DetectorOutput, MfuPoint } from '../schema/output.js';
 import type { CheckpointAdvisorConfig } from './checkpoint/advisor.js';
 import type { TriageConfig } from './faults/xid.js';
 import type { FindingLog, LifecycleConfig } from './findings.js';
@@ -64,6 +64,8 @@ export interface JobDetector extends Detector {
   mfu?(point: MfuPoint): void;
   /** The job restarted: baselines from before the restart no longer hold. */
   restart?(): void;
+  /** Hands out per-rank figures besides findings (the slowest-GPUs ranking), after steps and flushes. */
+  figures?(out: DetectorOutput): void;
 }
 
 export interface FleetEntry<D extends Detector = Detector> {

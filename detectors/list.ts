@@ -40,10 +40,22 @@ const job = <T>(
   create: (j: { id: string; ranks: RankTable }, ctx: DetectorContext) => Made<T, JobDetector>,
 ): JobEntry<Made<T, JobDetector>> => ({ name, scope: 'job', reads, create });
 
-/** A rank slower than its peers (step-change CUSUM and slow-ramp tests on peer-relative compute). */
+/**
+ * A rank slower than its own past (change tests on peer-relative compute), or chronically slower
+ * than its peers at a cost worth a finding; and the job's slowest-GPUs ranking.
+ */
 export const STRAGGLER = job('straggler', [], (j, ctx) => {
   const d = new StragglerDetector(j.id, j.ranks, ctx.log, ctx.config.straggler);
-  return { detector: d, step: (f) => d.process(f), restart: () => d.restart() };
+  return {
+    detector: d,
+    step: (f) => d.process(f),
+    restart: () => d.restart(),
+    flush: () => d.flush(),
+    figures: (out) => {
+      out.slowGpus ??= [];
+      d.takeRanking(out.slowGpus);
+    },
+  };
 });
 
 /** A slow network or NVLink path, from collectives compared across communicators and rails. */

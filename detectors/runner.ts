@@ -68,7 +68,7 @@ export class DetectorRunner {
   private readonly jobOfGpu = new Map<string, { jobs: (string | undefined)[]; ranks: number[] }>();
   /** Final MFU of finished jobs, most recent last, bounded. */
   private readonly finishedMfu = new Map<string, number | undefined>();
-  private out: DetectorOutput = { findings: [], mfu: [], rollups: [] };
+  private out: DetectorOutput = { findings: [], mfu: [], rollups: [], slowGpus: [] };
   private readonly log: FindingLog;
   private readonly ctx: DetectorContext;
   /** The fleet detectors, one per fleet entry of the list, and which read each event kind. */
@@ -210,7 +210,7 @@ export class DetectorRunner {
   /** Takes what the detectors produced since the last call. */
   take(): DetectorOutput {
     const o = this.out;
-    this.out = { findings: [], mfu: [], rollups: [] };
+    this.out = { findings: [], mfu: [], rollups: [], slowGpus: [] };
     this.log.retarget(this.out.findings);
     return o;
   }
@@ -327,6 +327,7 @@ export class DetectorRunner {
       const point = j.mfu.process(f, stepMs);
       if (point) this.emitMfu(j, point);
       this.noteMfu(j, point, f.ts);
+      for (const d of j.detectors) d.figures?.(this.out);
       j.assembler.release(f);
     }
     this.closed.length = 0;
@@ -366,7 +367,10 @@ export class DetectorRunner {
       j.mfuNoted = true;
       noteMfu(this.log, j.id, 'mfu_unavailable', j.lastTs, why);
     }
-    for (const d of j.detectors) d.flush?.(j.lastTs);
+    for (const d of j.detectors) {
+      d.flush?.(j.lastTs);
+      d.figures?.(this.out);
+    }
   }
 
   private finishJob(id: string, ts: number): void {

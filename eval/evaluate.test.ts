@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DetectorRunner } from '../detectors/runner.js';
+import { DETECTOR_DEFAULTS, DetectorRunner } from '../detectors/runner.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { type FamilySummary, type RunResult, runCase, summarise } from './evaluate.js';
@@ -155,5 +155,39 @@ describe('evaluate a tiny matrix', () => {
     // And from the raw run, not only the summary: the throttle row shows its TTD in seconds.
     expect(cells(lines[3])[HEAD.indexOf('TTD median (s)')]).toBe((throttled.ttdMs! / 1000).toFixed(1));
     expect(cells(lines[3])[HEAD.indexOf('recall')]).toBe('1/1 (100%)');
+  });
+});
+
+describe('a finding that resolves while its fault persists', () => {
+  /** A 64-rank job whose rank 9 runs 30% slow on one step in three from step 50 (to `until`, or to the end). */
+  const slowCase = (until?: number): EvalCase => ({
+    family: 'intermittent',
+    ranks: 64,
+    seed: 2,
+    sim: {
+      ranks: 64,
+      steps: 160,
+      seed: 2,
+      telemetry: false,
+      faults: [{ type: 'intermittent', rank: 9, at: 50, until, slowdown: 0.3, every: 3 }],
+    },
+  });
+
+  it('is counted: a straggler that resolves after two healthy steps flaps while the rank stays slow', () => {
+    // Resolving on the two healthy steps between slow ones (the detector's default waits for ~20),
+    // the finding resolves and opens again while the fault goes on.
+    const flappy = { straggler: { ...DETECTOR_DEFAULTS.straggler, resolveH: 2 } };
+    const r = runCase(slowCase(), flappy);
+    expect(r.detected).toBe(true);
+    expect(r.resolvedWhileActive).toBeGreaterThan(0);
+  });
+
+  it('is not counted by default, nor once the fault has ended', () => {
+    const persists = runCase(slowCase());
+    expect(persists.detected).toBe(true);
+    expect(persists.resolvedWhileActive).toBe(0);
+    const ends = runCase(slowCase(100));
+    expect(ends.detected).toBe(true);
+    expect(ends.resolvedWhileActive).toBe(0);
   });
 });

@@ -3,7 +3,7 @@ import type { DetectorConfig } from '../detectors/detector.js';
 import { DetectorRunner } from '../detectors/runner.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
-import { scoreRun } from '../sim/score.js';
+import { matches, scoreRun } from '../sim/score.js';
 import type { EvalCase } from './matrix.js';
 
 export interface RunResult {
@@ -18,6 +18,11 @@ export interface RunResult {
   estCostPct?: number;
   trueCostPct?: number;
   falseFindings: Finding[];
+  /**
+   * Times a finding that caught the fault resolved while the fault went on (not because the job
+   * ended): a finding whose cause persists must stay open.
+   */
+  resolvedWhileActive?: number;
   rankHours: number;
   events: number;
 }
@@ -42,6 +47,20 @@ export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): R
   findings.push(...runner.take().findings);
   const score = scoreRun(findings, sim.faults);
   const f = score.faults[0];
+  // The fault's last active step ends at this event time (the job's end when it has no `until`).
+  const until = f?.fault.spec.until;
+  const activeUntil =
+    until === undefined ? Number.POSITIVE_INFINITY : (stepTs[until] ?? Number.POSITIVE_INFINITY);
+  const caught = new Set(
+    findings.filter((x) => x.state === 'open' && f && matches(x, f.fault)).map((x) => x.id),
+  );
+  const resolvedWhileActive = findings.filter(
+    (x) =>
+      x.state === 'resolved' &&
+      caught.has(x.id) &&
+      x.ts <= activeUntil &&
+      x.evidence.resolved_reason === undefined,
+  ).length;
   return {
     family: c.family,
     ranks: c.ranks,
@@ -56,6 +75,7 @@ export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): R
     estCostPct: f?.estCostPct,
     trueCostPct: f?.fault.trueCostPct,
     falseFindings: score.falseFindings,
+    resolvedWhileActive: f ? resolvedWhileActive : undefined,
     rankHours: (c.ranks * (last - first)) / 3.6e6,
     events,
   };

@@ -4,7 +4,7 @@
  * the seed, so every run is reproducible and no case is hand-picked.
  */
 import { Random } from '../core/random.js';
-import type { SimOptions } from '../sim/cluster.js';
+import { ClusterSim, type SimOptions } from '../sim/cluster.js';
 import type { FaultSpec } from '../sim/faults.js';
 import { defaultLayout } from '../sim/topology.js';
 
@@ -18,7 +18,7 @@ export interface EvalCase {
 export interface Family {
   name: string;
   /** Builds the fault for a job of `ranks` ranks, placed and timed by `rng`; none for clean jobs. */
-  fault?: (ranks: number, rng: Random) => FaultSpec;
+  fault?: (ranks: number, rng: Random, seed: number) => FaultSpec;
   /** Extra simulator options (e.g. a costlier last stage). */
   sim?: (seed: number, ranks: number) => Partial<SimOptions>;
   /** Job sizes and seeds of its own, instead of the matrix's (the scale family). */
@@ -103,6 +103,33 @@ export const FAMILIES: Family[] = [
     name: 'nvlink /2 (tp 2 pair)',
     fault: (n, rng) => ({ type: 'nvlink', rank: rng.int(n), at: onset(rng), factor: 2 }),
     sim: (_seed, ranks) => ({ layout: { tp: 2, pp: 4, dp: ranks / 8 } }),
+  },
+];
+
+/**
+ * Fleets whose GPUs are not equally fast (issue 29): each GPU's own fixed speed offset drawn from
+ * N(0, σ), 512-rank jobs. Clean, a GPU's offset is silicon, not a finding (the slowest GPUs are in
+ * the job's ranking); a GPU that turns 4% slower than its own past is a change, found at its rank
+ * however fast it was. Its GPU is drawn from the fastest quarter of the job's: a fast GPU that
+ * slows stays at or below its peers' median, where a test against the peers cannot see it.
+ */
+const offsetFleet = (sigma: number) => () => ({ gpuOffsetSigma: sigma });
+const OFFSET_SEEDS = [{ ranks: 512, seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }];
+export const OFFSET_FAMILIES: Family[] = [
+  ...[0.01, 0.025, 0.04].map((sigma) => ({
+    name: `clean, GPU offsets ${sigma * 100}%`,
+    sim: offsetFleet(sigma),
+    sizes: OFFSET_SEEDS,
+  })),
+  {
+    name: 'slow_rank 4%, fast GPU, offsets 2.5%',
+    fault: (n, rng, seed) => {
+      const speeds = new ClusterSim({ ranks: n, seed, steps: 1, gpuOffsetSigma: 0.025 }).gpuSpeeds();
+      const fastest = [...speeds.keys()].sort((a, b) => speeds[a] - speeds[b]).slice(0, Math.max(1, n >> 2));
+      return { type: 'slow_rank', rank: fastest[rng.int(fastest.length)], at: onset(rng), slowdown: 0.04 };
+    },
+    sim: offsetFleet(0.025),
+    sizes: OFFSET_SEEDS,
   },
 ];
 
@@ -192,6 +219,7 @@ export const MATRICES: Record<string, MatrixSpec> = {
             ? { ...f, sizes: [{ ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }] }
             : f,
       ),
+      ...OFFSET_FAMILIES,
     ],
   },
   /** Every clean job: the default's clean families, then the long ones (the false-finding rates). */
@@ -201,7 +229,11 @@ export const MATRICES: Record<string, MatrixSpec> = {
       { ranks: 1024, seeds: [4] },
     ],
     steps: 240,
-    families: [...FAMILIES.filter((f) => f.fault === undefined), CLEAN_LONG],
+    families: [
+      ...FAMILIES.filter((f) => f.fault === undefined),
+      ...OFFSET_FAMILIES.filter((f) => f.fault === undefined),
+      CLEAN_LONG,
+    ],
   },
   scale: { sizes: [], steps: 140, families: [SCALE_BASE, SCALE_FAMILY] },
   quick: { sizes: [{ ranks: 256, seeds: [1] }], steps: 200, families: FAMILIES },
@@ -222,7 +254,7 @@ export function expand(m: MatrixSpec, extra: Partial<SimOptions> = {}): EvalCase
     for (const { ranks, seeds } of fam.sizes ?? m.sizes) {
       for (const seed of seeds) {
         const rng = new Random(seed * 7919 + ranks);
-        const fault = fam.fault?.(ranks, rng);
+        const fault = fam.fault?.(ranks, rng, seed);
         cases.push({
           family: fam.name,
           ranks,

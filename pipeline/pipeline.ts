@@ -170,7 +170,7 @@ export class Pipeline {
     if (since < idleMs || this.eventTime === 0 || this.stopping) return;
     this.runner.advance(this.eventTime + since);
     const out = this.runner.take();
-    if (out.findings.length + out.mfu.length + out.rollups.length === 0) return;
+    if (out.findings.length + out.mfu.length + out.rollups.length + (out.slowGpus?.length ?? 0) === 0) return;
     // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
     const p = this.write([], [], out)
       .then(() => this.sink(out.findings, [], undefined))

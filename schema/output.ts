@@ -30,9 +30,33 @@ export interface StepRollup {
   comm_wait_p50_ms: number;
 }
 
+/**
+ * One GPU of a job's slowest-GPUs ranking (the straggler detector's chronic question): how much
+ * slower than its stage peers it runs as its own level, and what replacing it would buy the job.
+ */
+export interface SlowGpu {
+  job: string;
+  /** Event time and step of the ranking. */
+  ts: number;
+  step: number;
+  rank: number;
+  host: string;
+  gpu: number;
+  stage: number;
+  /** Its own level against its stage peers' median, percent (negative: faster). */
+  slowdown_pct: number;
+  /** Share of the job's throughput replacing it with a typical GPU would buy, percent. */
+  cost_pct: number;
+  gpu_hours_per_day: number;
+  /** Steps its level was measured over. */
+  steps: number;
+}
+
 /** What the detectors produced since the last take. */
 export interface DetectorOutput {
   findings: Finding[];
   mfu: MfuPoint[];
   rollups: StepRollup[];
+  /** The straggler detector's slowest-GPUs rankings (each a job's latest, a few GPUs). */
+  slowGpus?: SlowGpu[];
 }

@@ -12,7 +12,15 @@ import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
 import { findGpu } from '../mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
-import { checkFault, clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
+import {
+  checkFault,
+  clockDropFor,
+  clockSlowdown,
+  driftSlowdown,
+  type FaultSpec,
+  flapSlow,
+  isActive,
+} from './faults.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -90,6 +98,12 @@ export interface SimOptions {
    * GPU (host index, GPU index) across an elastic restart.
    */
   gpuOffsets?: { host: number; gpu: number; pct: number }[];
+  /**
+   * A fleet property: each GPU's own fixed speed offset, drawn once per GPU (host index, GPU
+   * index) from a seeded N(0, gpuOffsetSigma), e.g. 0.025 for silicon and cooling variation of
+   * 2.5%. It multiplies the compute time and stays with the GPU across an elastic restart.
+   */
+  gpuOffsetSigma?: number;
 }
 
 /** What was injected, where, and what it really cost: the ground truth the evaluation scores against. */
@@ -273,11 +287,9 @@ export class ClusterSim {
     const extraRng = new Random(o.seed ^ 0x3c6ef372);
     const hostCount = Math.ceil(n / this.layout.gpusPerHost);
     const spikeProb = o.spikeProb ?? Math.min(SPIKE_PROB_PER_RANK, o.spikesPerStep / n);
-    // Each physical GPU's own speed (silicon, power management), by host slot: it stays with the
-    // GPU when an elastic restart moves ranks to other hosts.
-    const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
+    const offsets = this.drawSpeeds(noiseRng);
+    const silicon = this.siliconSpeeds();
     const gph = this.layout.gpusPerHost;
-    for (const g of o.gpuOffsets ?? []) offsets[(g.host * gph + g.gpu) % n] *= 1 + g.pct / 100;
     // Compute so that the costliest stage plus exposed comm fills the step.
     const unit =
       (o.stepMs * (1 - EXPOSED_COMM_SHARE)) /
@@ -418,7 +430,7 @@ export class ClusterSim {
       const t1 = Math.round(t0 + stepMs);
       this.accumulateCost(step, compute, clean, stepMs, commExtra - commExtraClean, costSums);
 
-      if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
+      if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng, silicon);
       for (const f of this.faults) {
         if (step === f.spec.at) f.startTs = t0;
         // A drift is a fault once it passes DRIFT_VISIBLE: its time to detect counts from there.
@@ -568,6 +580,43 @@ export class ClusterSim {
     });
   }
 
+  /**
+   * Each physical GPU's compute-time multiplier (silicon, power management), by host slot
+   * (host index x GPUs per host + GPU index): it stays with the GPU when an elastic restart moves
+   * ranks to other hosts. Above 1 is slower. What the slowest-GPUs ranking should find.
+   */
+  gpuSpeeds(): Float64Array {
+    return this.drawSpeeds(new Random(this.opts.seed));
+  }
+
+  /** Draws the GPUs' multipliers: the first draws of the job's noise generator, then the fleet's own. */
+  private drawSpeeds(noiseRng: Random): Float64Array {
+    const o = this.opts;
+    const n = o.ranks;
+    const offsets = Float64Array.from({ length: n }, () => 1 + 0.004 * noiseRng.normal());
+    const silicon = this.siliconSpeeds();
+    if (silicon) for (let i = 0; i < n; i++) offsets[i] *= silicon[i];
+    return offsets;
+  }
+
+  /**
+   * The chosen part of each GPU's multiplier (gpuOffsets, gpuOffsetSigma), by host slot; undefined
+   * without either. It shows in the GPU's telemetry (a slower bin runs at its power cap).
+   */
+  private siliconSpeeds(): Float64Array | undefined {
+    const o = this.opts;
+    if (!o.gpuOffsetSigma && !o.gpuOffsets?.length) return undefined;
+    const n = o.ranks;
+    const speeds = new Float64Array(n).fill(1);
+    const gph = this.layout.gpusPerHost;
+    for (const g of o.gpuOffsets ?? []) speeds[(g.host * gph + g.gpu) % n] *= 1 + g.pct / 100;
+    // Its own generator: the fleet's draw leaves every other draw of the job as it was.
+    const rng = new Random(o.seed ^ 0x2545f491);
+    if (o.gpuOffsetSigma)
+      for (let i = 0; i < n; i++) speeds[i] *= Math.max(0.5, 1 + o.gpuOffsetSigma * rng.normal());
+    return speeds;
+  }
+
   /** Product of every active fault's compute multiplier on rank r at `step`. */
   private computeFactor(r: number, step: number, skip?: InjectedFault): number {
     let f = 1;
@@ -638,6 +687,8 @@ export class ClusterSim {
     step: number,
     idleMs: number,
     rng: Random,
+    /** The GPUs' chosen multipliers (gpuOffsets, gpuOffsetSigma), by host slot. */
+    silicon: Float64Array | undefined,
   ): Generator<RankwatchEvent> {
     const o = this.opts;
     const every = o.telemetryEveryMs ?? 1000;
@@ -661,6 +712,16 @@ export class ClusterSim {
         } else if (rng.chance(0.0005)) {
           reasons = 0x40; // a lone thermal blip: one sample must not fire
           clock = Math.round(this.maxClock * 0.85);
+        }
+        // A slower bin of silicon reaches the power limit before its top clock (Sinha et al., SC22:
+        // same-SKU variation comes from power management): at the cap on every busy sample, drawing
+        // what its peers draw, at the clock that makes its compute as slow as it is. Faster ones
+        // run at their top clock: never above it.
+        const m = silicon?.[(p.hostIndex * this.layout.gpusPerHost + p.gpu) % silicon.length] ?? 1;
+        if (!idle && m > 1.005) {
+          reasons = (reasons & ~0x4) | 0x4;
+          clock = Math.min(clock, Math.round(this.maxClock * (1 - clockDropFor(m))));
+          power = 690 + 10 * rng.next();
         }
         for (const f of this.faults) {
           if (idle || !isActive(f.spec, step) || !f.ranks.includes(p.rank)) continue;

@@ -135,6 +135,11 @@ export function clockSlowdown(depth: number): number {
   return 1 + (1 / (1 - depth) - 1) * CLOCK_BOUND_SHARE;
 }
 
+/** The SM clock drop (fraction) that makes compute `multiplier` times as long: clockSlowdown's inverse. */
+export function clockDropFor(multiplier: number): number {
+  return 1 - 1 / (1 + (multiplier - 1) / CLOCK_BOUND_SHARE);
+}
+
 /** The job a fault is checked against. */
 export interface FaultJob {
   ranks: number;

@@ -149,6 +149,7 @@ export function outputRows(out: DetectorOutput): InsertBatch[] {
     { table: 'findings', rows: out.findings.map(findingRow) },
     { table: 'mfu', rows: out.mfu.map((p) => JSON.stringify({ ...p, ts: ms(p.ts) })) },
     { table: 'step_rollups', rows: out.rollups.map((r) => JSON.stringify({ ...r, ts: ms(r.ts) })) },
+    { table: 'slow_gpus', rows: (out.slowGpus ?? []).map((r) => JSON.stringify({ ...r, ts: ms(r.ts) })) },
   ];
 }
 

@@ -59,6 +59,7 @@ export const SCHEMA_OBJECTS = [
   'findings',
   'finding_acks',
   'dead_letters',
+  'slow_gpus',
   'schema_migrations',
 ] as const;
 
@@ -75,7 +76,7 @@ export function ttlTargets(opts: SchemaOptions): { table: string; ttl: string }[
       table,
       ttl: `minute + toIntervalDay(${roll})`,
     })),
-    ...['faults', 'checkpoints', 'job_events'].map((table) => ({
+    ...['faults', 'checkpoints', 'job_events', 'slow_gpus'].map((table) => ({
       table,
       ttl: `toDateTime(ts) + toIntervalDay(${roll})`,
     })),
@@ -414,6 +415,30 @@ export const MIGRATIONS: Migration[] = [
       ORDER BY (scope, epoch, kind, at)
       TTL toDateTime(at) + INTERVAL 7 DAY
       SETTINGS non_replicated_deduplication_window = 1000`,
+    ],
+  },
+  {
+    version: 7,
+    name: "slow_gpus: each job's slowest-GPUs ranking (the straggler's chronic question), as the detector hands it out",
+    statements: ({ rollupTtlDays }) => [
+      // A few rows per job every rankingEvery steps: each GPU's own level against its stage peers
+      // and what replacing it would buy the job. The latest ranking of a job is its rows at max(ts).
+      `CREATE TABLE IF NOT EXISTS slow_gpus (
+        ts ${TS},
+        job LowCardinality(String),
+        step UInt64,
+        rank UInt32,
+        host LowCardinality(String),
+        gpu Int16,
+        stage Int16,
+        slowdown_pct Float64,
+        cost_pct Float64,
+        gpu_hours_per_day Float64,
+        steps UInt32
+      ) ENGINE = ReplacingMergeTree
+      PARTITION BY toYYYYMMDD(ts)
+      ORDER BY (job, ts, rank)
+      TTL toDateTime(ts) + INTERVAL ${days(rollupTtlDays)} DAY`,
     ],
   },
 ];

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { SlowGpu } from '../schema/output.js';
 import { validateEvent } from '../schema/validate.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
@@ -20,6 +21,7 @@ import { applyMigrations } from './migrate.js';
 import { findings, findingsOf, jobs, mfuOverTime, rankHeatmap, tableCounts } from './queries.js';
 import { eventRows, findingRow, outputRows } from './rows.js';
 import { MIGRATIONS, SCHEMA_DEFAULTS, SCHEMA_OBJECTS } from './schema.js';
+import { fleetSlowGpus, jobSlowGpus } from './slow-gpu-queries.js';
 import type { Store } from './store.js';
 
 const NASTY = `x'); DROP TABLE findings; -- \\ "quoted" \\' \t{tab} \n line ?? $1 %s`;
@@ -36,7 +38,7 @@ function dataset() {
     checkpointEvery: 25,
     faults: [
       parseFault('slow_rank:rank=3,at=5,slowdown=0.5'),
-      parseFault('throttle:rank=9,at=10'),
+      parseFault('throttle:rank=9,at=40'),
       parseFault('xid:rank=12,at=40'),
     ],
   });
@@ -491,6 +493,75 @@ export function storeSuite(name: string, make: () => Promise<Store>): void {
       expect(await status(live.last_ts + 300_001)).toBe('stale');
       expect(await status(live.last_ts + 360_000, 600_000)).toBe('running');
       expect(await status(live.last_ts + 60_001, 60_000)).toBe('stale');
+    });
+
+    it("keeps each job's latest slowest-GPUs ranking, and ranks the fleet's GPUs by the GPU-hours they cost", async () => {
+      const s = await make();
+      const { sim, out, batches } = data();
+      const job = sim.opts.job;
+      // Inserted twice (a redelivery): one copy.
+      await s.insert(batches);
+      await s.insert(outputRows(out));
+      const rankings = out.slowGpus ?? [];
+      const last = Math.max(...rankings.map((r) => r.ts));
+      const latest = rankings.filter((r) => r.ts === last);
+      expect(latest.length).toBeGreaterThan(0);
+      const mine = await jobSlowGpus(s, job);
+      expect(mine.map((r) => r.rank).sort((a, b) => a - b)).toEqual(
+        latest.map((r) => r.rank).sort((a, b) => a - b),
+      );
+      // The slow rank 3 (50% slower from step 5) is what the job waits for: first, with its cost.
+      expect(mine[0]).toMatchObject({ rank: 3, host: sim.places[3].host, gpu: sim.places[3].gpu, ts: last });
+      expect(mine[0].cost_pct).toBeGreaterThan(5);
+      expect(mine[0]).toEqual(latest.find((r) => r.rank === 3));
+
+      // Two more jobs, one of them named to break SQL: a GPU ranked in both counts two jobs and
+      // shows its latest figures; a bigger job's cost weighs more in GPU-hours.
+      const row = (over: Partial<SlowGpu>): SlowGpu => ({
+        job: NASTY,
+        ts: last + 60_000,
+        step: 100,
+        rank: 0,
+        host: 'gpu-0900',
+        gpu: 1,
+        stage: 0,
+        slowdown_pct: 4,
+        cost_pct: 1,
+        gpu_hours_per_day: 1,
+        steps: 96,
+        ...over,
+      });
+      await s.insert(
+        outputRows({
+          findings: [],
+          mfu: [],
+          rollups: [],
+          slowGpus: [
+            row({ ts: last + 1_000, slowdown_pct: 9, cost_pct: 9, gpu_hours_per_day: 99 }), // superseded
+            row({ host: 'gpu-0900', gpu: 1, slowdown_pct: 6, cost_pct: 2, gpu_hours_per_day: 480 }),
+            row({ rank: 1, host: 'gpu-0900', gpu: 2, slowdown_pct: 7, cost_pct: 0, gpu_hours_per_day: 0 }),
+            row({ job: 'j-old', ts: last - 60_000, host: 'gpu-0900', gpu: 1, slowdown_pct: 5.5 }),
+          ],
+        }),
+      );
+      const nasty = await jobSlowGpus(s, NASTY);
+      expect(nasty.map((r) => [r.host, r.gpu, r.cost_pct])).toEqual([
+        ['gpu-0900', 1, 2],
+        ['gpu-0900', 2, 0],
+      ]);
+      const fleet = await fleetSlowGpus(s, { from: last - 3_600_000, to: last + 3_600_000 });
+      expect(fleet[0]).toMatchObject({ host: 'gpu-0900', gpu: 1, job: NASTY, slowdown_pct: 6, jobs: 2 });
+      // GPU-hours first (480 a day beats the small job's), then slowdown among those costing nothing.
+      for (let i = 1; i < fleet.length; i++) {
+        const [a, b] = [fleet[i - 1], fleet[i]];
+        expect(
+          a.gpu_hours_per_day > b.gpu_hours_per_day ||
+            (Math.abs(a.gpu_hours_per_day - b.gpu_hours_per_day) < 0.1 && a.slowdown_pct >= b.slowdown_pct),
+        ).toBe(true);
+      }
+      expect(fleet.filter((r) => r.host === 'gpu-0900' && r.gpu === 2)).toHaveLength(1);
+      expect(await jobSlowGpus(s, 'no-such-job')).toEqual([]);
+      expect(await fleetSlowGpus(s, { from: last + 7_200_000 })).toEqual([]);
     });
 
     it('keeps the latest state of an incident', async () => {

@@ -204,6 +204,14 @@ describe('the web page in Chromium', { timeout: 150_000 }, () => {
     expect(listed).toContainEqual(expect.objectContaining({ type: 'throttle', host: throttle?.host }));
     expect(listed).toContainEqual(expect.objectContaining({ type: 'slow_link', host: nic?.host }));
     expect(listed.find((f) => f.type === 'slow_link')?.text).toMatch(/% of throughput/);
+
+    // The slowest GPUs: the throttled one first, with what replacing it would buy.
+    const ranked = await page.$$eval('#slow-gpus tr[data-rank]', (els) =>
+      els.map((e) => ({ rank: Number(e.getAttribute('data-rank')), host: e.getAttribute('data-host') })),
+    );
+    expect(ranked.length).toBeGreaterThan(1);
+    expect(ranked[0]).toEqual({ rank: throttle?.rank, host: throttle?.host });
+    expect(await page.textContent('#slow-gpus .note')).toMatch(/would buy the job ~\d/);
     await page.screenshot({ path: join(SHOTS, 'job-light.png'), fullPage: true });
     await page.close();
   });
@@ -220,6 +228,9 @@ describe('the web page in Chromium', { timeout: 150_000 }, () => {
     expect(await page.textContent('#cordon')).toContain(
       demo.truth.find((t) => t.spec.type === 'throttle')?.host,
     );
+    // The fleet's slowest GPUs link to the job that ranked them.
+    await page.waitForSelector('#slow-gpus tr[data-rank]');
+    expect(await page.getAttribute('#slow-gpus tr[data-rank] a', 'href')).toBe(`#/job/${DEMO.job}`);
     await page.screenshot({ path: join(SHOTS, 'fleet-dark.png'), fullPage: true });
     await page.close();
   });

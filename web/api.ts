@@ -146,6 +146,21 @@ export interface CheckpointStats {
   [k: string]: unknown;
 }
 
+/** A row of GET /v1/jobs/{job}/slow-gpus and GET /v1/slow-gpus (which adds `jobs`). */
+export interface SlowGpu {
+  job: string;
+  ts: number;
+  rank: number;
+  host: string;
+  gpu: number;
+  stage: number;
+  slowdown_pct: number;
+  cost_pct: number;
+  gpu_hours_per_day: number;
+  steps: number;
+  jobs?: number;
+}
+
 /** GET /v1/jobs/{job}/timeline: what the MFU chart marks. */
 export interface Timeline {
   saves: { ts: number; step: number; dur_ms: number; ok: boolean }[];

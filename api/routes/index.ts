@@ -9,6 +9,7 @@ import { failureRoutes } from './failures.js';
 import { findingRoutes } from './findings.js';
 import { jobRoutes } from './jobs.js';
 import { nodeRoutes } from './nodes.js';
+import { slowGpuRoutes } from './slow-gpus.js';
 import { timelineRoutes } from './timeline.js';
 
 export const readRoutes: FastifyPluginAsync<{ store: Store; automation?: Automation }> = async (
@@ -23,4 +24,5 @@ export const readRoutes: FastifyPluginAsync<{ store: Store; automation?: Automat
   await app.register(failureRoutes, { store });
   await app.register(actionRoutes, { store, automation });
   await app.register(timelineRoutes, { store });
+  await app.register(slowGpuRoutes, { store });
 };

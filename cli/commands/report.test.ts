@@ -25,6 +25,7 @@ const base = (over: Partial<JobReport['summary']> = {}): JobReport => ({
   },
   mfu: [0.4, 0.42, 0.38].map((mfu, i) => ({ ts: i * 60_000, mfu, step_ms: 1000, tokens_per_s: null })),
   steps: [],
+  slowGpus: [],
 });
 
 describe('renderReport', () => {
@@ -64,6 +65,35 @@ describe('renderReport', () => {
     );
     expect(text.indexOf('│ b ')).toBeLessThan(text.indexOf('│ a '));
     expect(text).toContain('throttle b/3: sm_clock_mhz=1500');
+  });
+});
+
+describe('the slowest GPUs section', () => {
+  const gpu = (rank: number, host: string, slowdown: number, cost: number) => ({
+    job: 'j',
+    ts: 0,
+    step: 96,
+    rank,
+    host,
+    gpu: rank % 8,
+    stage: 3,
+    slowdown_pct: slowdown,
+    cost_pct: cost,
+    gpu_hours_per_day: (cost / 100) * 8 * 24,
+    steps: 80,
+  });
+
+  it('lists the GPU the job waits for first, and what replacing it would buy', () => {
+    const text = renderReport({ ...base(), slowGpus: [gpu(5, 'b', 7.2, 1.4), gpu(2, 'a', 6.1, 0)] });
+    expect(text).toContain("Slowest GPUs (the job's latest ranking, at step 96)");
+    expect(text.indexOf('│ b/5 ')).toBeLessThan(text.indexOf('│ a/2 '));
+    expect(text).toMatch(/│ b\/5 +│ 5 +│ 3 +│ \+7\.2% +│ 1\.40% +│ 2\.7 +│/);
+    expect(text).toContain("replacing b/5 would buy ~1.4% of the job's throughput");
+  });
+
+  it('says when no GPU sets the pace, and when the job has no ranking yet', () => {
+    expect(renderReport({ ...base(), slowGpus: [gpu(2, 'a', 1.1, 0)] })).toContain('None sets the pace');
+    expect(renderReport(base())).toContain('Slowest GPUs: no ranking yet');
   });
 });
 

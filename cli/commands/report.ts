@@ -1,4 +1,5 @@
 import type { Finding } from '../../schema/finding.js';
+import type { SlowGpu } from '../../schema/output.js';
 import type { Store } from '../../store/store.js';
 import { type Command, parse } from '../args.js';
 import { sparkline } from '../chart.js';
@@ -47,6 +48,8 @@ export interface JobReport {
   step_s: number;
   mfu: MfuPoint[];
   steps: StepPoint[];
+  /** The job's slowest GPUs (its latest ranking), the one it waits for first. */
+  slowGpus: SlowGpu[];
 }
 
 export const pct = (v: number | null | undefined) =>
@@ -74,11 +77,49 @@ export async function fetchReport(s: ReadSource, job: string, stepArg?: string):
   const summary = await s.get<Summary>(`/v1/jobs/${j}`);
   // By default about 60 buckets over the job's life: one per chart column.
   const step = stepArg ?? String(Math.max(10, Math.ceil((summary.last_ts - summary.first_ts) / 60_000)));
-  const [mfu, steps] = await Promise.all([
+  const [mfu, steps, slow] = await Promise.all([
     s.get<{ step_s: number; points: MfuPoint[] }>(`/v1/jobs/${j}/mfu?step=${step}`),
     s.get<{ points: StepPoint[] }>(`/v1/jobs/${j}/steps?step=${step}`),
+    // A server older than the ranking has no such route: the report goes on without it.
+    s
+      .get<{ gpus: SlowGpu[] }>(`/v1/jobs/${j}/slow-gpus?limit=${SLOW_GPUS_SHOWN}`)
+      .catch((err: { code?: string }) => {
+        if (err.code === 'RANKWATCH_ERR_NOT_FOUND') return { gpus: [] };
+        throw err;
+      }),
   ]);
-  return { summary, step_s: mfu.step_s, mfu: mfu.points, steps: steps.points };
+  return { summary, step_s: mfu.step_s, mfu: mfu.points, steps: steps.points, slowGpus: slow.gpus };
+}
+
+/** GPUs the report's slowest-GPUs section lists. */
+const SLOW_GPUS_SHOWN = 8;
+
+/** The slowest GPUs: the one the job waits for first, with what replacing each would buy. */
+function slowGpuSection(gpus: SlowGpu[], out: string[]): void {
+  if (gpus.length === 0) {
+    out.push('Slowest GPUs: no ranking yet (a job is ranked once it has run ~80 steps).');
+    return;
+  }
+  out.push(`Slowest GPUs (the job's latest ranking, at step ${gpus[0].step})`);
+  out.push(
+    table(
+      ['gpu', 'rank', 'stage', 'vs stage peers', 'cost', 'GPU-h/day'],
+      gpus.map((g) => [
+        `${g.host}/${g.gpu}`,
+        String(g.rank),
+        String(g.stage),
+        `${g.slowdown_pct > 0 ? '+' : ''}${g.slowdown_pct.toFixed(1)}%`,
+        `${g.cost_pct.toFixed(2)}%`,
+        g.gpu_hours_per_day.toFixed(1),
+      ]),
+    ),
+  );
+  const top = gpus[0];
+  out.push(
+    top.cost_pct > 0
+      ? `  The step waits for its slowest GPU: replacing ${top.host}/${top.gpu} would buy ~${top.cost_pct.toFixed(1)}% of the job's throughput; the others cost nothing while it remains.`
+      : '  None sets the pace: replacing one would buy nothing while the slowest remains.',
+  );
 }
 
 /** Evidence as `key=value` pairs, numbers rounded, nested values as compact JSON. */
@@ -160,6 +201,8 @@ export function renderReport(r: JobReport): string {
     for (const f of s.findings) out.push(`  ${f.type} ${place(f)}: ${evidence(f.evidence)}`);
   }
   out.push('');
+  slowGpuSection(r.slowGpus ?? [], out);
+  out.push('');
   const flagged = new Map<string, Finding[]>();
   for (const f of s.findings)
     for (const h of [f.host, f.peer_host]) if (h) flagged.set(h, [...(flagged.get(h) ?? []), f]);
@@ -194,7 +237,8 @@ export const report: Command = {
   usage: `rankwatch report JOB [options]
 
 One job: MFU and tokens/s (now, average, and a text chart over time), step time, the open
-findings ranked by what they cost with their evidence, and the hosts involved.
+findings ranked by what they cost with their evidence, the slowest GPUs (the one the job waits
+for first, with what replacing each would buy), and the hosts involved.
 
   --step S                  chart bucket: seconds, or 30s, 5m, 1h (default: about 60 over the job)
 ${SOURCE_FLAGS_HELP}`,

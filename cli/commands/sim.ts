@@ -19,6 +19,7 @@ export const simOptions = {
   'no-telemetry': { type: 'boolean' },
   'no-collectives': { type: 'boolean' },
   start: { type: 'string' },
+  'gpu-offsets': { type: 'string' },
 } as const;
 
 export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1 to 8, or a multiple of 8 (default ${SIM_DEFAULTS.ranks})
@@ -33,6 +34,9 @@ export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1
                        keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code,
                        peer (link: the other end)
                        e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
+  --gpu-offsets SIGMA  give each GPU its own fixed speed offset, drawn from N(0, SIGMA) (seeded), e.g.
+                       0.025 for 2.5%: silicon and cooling variation, not a fault (a slower GPU runs
+                       at its power cap, at a lower clock)
   --no-telemetry       leave out the 1 Hz gpu samples
   --no-collectives     leave out collective events
   --start ISO|MS       event time of the first event (default: now, to the minute, so a store keeps
@@ -77,6 +81,7 @@ export function simFromFlags(v: Record<string, unknown>): ClusterSim {
     telemetry: !v['no-telemetry'],
     collectives: !v['no-collectives'],
     startTs: startFrom(s('start')),
+    gpuOffsetSigma: num(s('gpu-offsets'), 'gpu-offsets', 0, { min: 0, max: 0.2 }) || undefined,
   });
 }
 

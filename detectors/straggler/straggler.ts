@@ -1,118 +1,120 @@
 /**
- * Straggler detection: per rank, the log ratio of its compute time to the median of its peers
- * (same job, same step, same pipeline stage), in units of the stage's robust spread, fed to a
- * one-sided CUSUM with bounded increments.
+ * Straggler detection asks two questions of each rank's peer-relative log ratio (log compute minus
+ * the median of its peers: same job, same step, same pipeline stage).
  *
- * - Peer-relative: a job-wide stall or slowdown moves every peer alike and cancels out.
- * - Same stage only: first/last pipeline stages cost more and are never compared with the rest.
- * - Bounded increments (`cap`): one spike adds at most cap-k < h, so it cannot fire; a rank
- *   slow on one step in three adds cap-k and loses 2k per cycle, a net gain when cap > 3k.
- * - k and h set the false-alarm rate (see docs/detectors.md for the trade-off curve).
+ * - **Change**: is the rank slower than its own recent past? Each rank keeps its own baseline (its
+ *   level and its noise, detectors/straggler/baseline.ts), so a GPU's fixed offset from its peers
+ *   (silicon, cooling: same-SKU GPUs differ by several percent) cancels, and scores are in units of
+ *   the rank's own noise, not of the stage's spread (which holds every GPU's offset). Sequential
+ *   tests on that score open a finding fast: a CUSUM with bounded increments (k, cap, h), a shift
+ *   CUSUM for ~4%+ steps, a level CUSUM for small shifts, a periodic test for a rank slow on one
+ *   step in N, and an EWMA's drift tests for slow ramps. A job-wide stall moves every peer alike and
+ *   cancels; one spike adds at most cap − k and cannot fire.
+ * - **Chronic**: is the rank slower than its peers from the start, and does it matter? The step
+ *   waits for its slowest rank, so a GPU costs the job only its lead over the next slowest
+ *   (detectors/straggler/chronic.ts). Only when replacing it would buy `chronicPct` of the job's
+ *   throughput is that a finding; every GPU's level and cost go to the job's slowest-GPUs ranking.
  *
- * Beside the CUSUM, each rank's long-run level (a slow mean of the same figure, taken in blocks one
- * block late) lets a GPU's own offset cancel: a level CUSUM on the score above it finds a small
- * sustained shift (a 3% slow rank) in ~10-35 steps. A slow drift (a fan, thermal paste, a sagging
- * clock) is watched by an EWMA of the same peer-relative log ratio (each step clipped to driftClip
- * robust units, so spikes and a 1-in-3 fault barely move it): it fires when it rises 0.8 x the
- * threshold (driftMin, 3%, or driftL of its own deviations) above the level, 0.9 x above its own
- * value ~128 steps back, or passes driftAbs x the threshold (4%) outright (a rank slow from its
- * first step; a GPU persistently ~2% slower than its peers is silicon, not a finding). The level
- * and EWMA belong to the GPU: a restart carries them by host and GPU.
- *
- * Several ranks of one host crossing together (a node-wide power brake) become one host-level
- * finding. Pure: no I/O, no clock; event time comes from the frames.
+ * A finding stays open while its cause persists: a change resolves only when the rank has come
+ * back below half the shift it showed (a CUSUM against that reference, so a rank that stays slow
+ * never resolves), a chronic finding when its cost falls below half its threshold. Its baseline is
+ * frozen while it is flagged, so the fault never becomes its own reference. Several ranks of one
+ * host crossing together (a node-wide power brake) become one host-level finding. Pure: no I/O, no
+ * clock; event time comes from the frames. The thresholds and their false-alarm rates are derived
+ * in docs/detectors.md.
  */
 
 import { round } from '../../core/round.js';
+import type { SlowGpu } from '../../schema/output.js';
 import { grown } from '../arrays.js';
-import { type CusumConfig, fall, rise, score, smoothSpread } from '../cusum.js';
+import type { CusumConfig } from '../cusum.js';
 import { type FindingLog, findingId, severityForCost } from '../findings.js';
-import { madSigmaInPlace, medianInPlace } from '../robust.js';
+import { medianInPlace } from '../robust.js';
 import type { RankTable, StepFrame } from '../steps.js';
+import { LEVEL_BLOCK, LEVEL_VAR, RankBaselines } from './baseline.js';
+import { ChronicCost } from './chronic.js';
 
 export interface StragglerConfig extends CusumConfig {
   /** Steps to wait for other ranks of the same host before deciding rank- or host-level. */
   groupWaitSteps: number;
   /** Drift EWMA: weight of the newest step. */
   driftLambda: number;
-  /** Drift EWMA: smallest smoothed slowdown (log ratio) that fires. */
+  /** Drift EWMA: smallest rise (log ratio) its tests judge against. */
   driftMin: number;
-  /**
-   * Drift EWMA, absolute test: the EWMA itself past this multiple of the threshold (driftMin or
-   * driftL deviations) fires, with no reference to the rank's own level: for a rank slow from its
-   * first step, or a ramp that began before its level settled. Above 1 so that a GPU persistently
-   * ~2% slower than its peers (silicon and power management: same-SKU GPUs differ by several
-   * percent in the field) sits ≥ 6 of the EWMA's deviations below it.
-   */
-  driftAbs: number;
-  /** Drift EWMA: fires past this many of its own standard deviations, when that is more than driftMin. */
+  /** Drift EWMA: its tests' threshold is at least this many of its own standard deviations. */
   driftL: number;
-  /** Drift EWMA: each step's log ratio is clipped to this many robust units. */
+  /** Drift EWMA: each step is taken at most this many noise units from the rank's level (a spike barely moves it). */
   driftClip: number;
-  /** Long-run level: weight of the newest step after its first 1/driftBaseLambda steps (a running mean before). */
+  /** The rank's level: weight of the newest step after its first 1/driftBaseLambda steps (a running mean before). */
   driftBaseLambda: number;
-  /** A rise above the long-run level fires only once the rank is this close to the median (log ratio) or slower. */
-  driftFloor: number;
-  /**
-   * The rise above the long-run level that fires, as a share of the EWMA's threshold: the long-run
-   * level removes the rank's own offset, so its test can be tighter.
-   */
+  /** Relative test: the EWMA this share of its threshold above the rank's own level fires. */
   driftRelative: number;
   /**
    * Ramp test: a rise of the EWMA above its own value driftWindowSteps steps ago (or its first
-   * settled value, when that is more recent) by this share of the EWMA's threshold fires, once
-   * the rank is within driftFloor of the median or slower. A ramp that began early in the job
-   * drags the long-run level up with it; the EWMA's own past does not move.
+   * settled value, when that is more recent) by this share of its threshold fires. A ramp that
+   * began early in the job drags the level up with it; the EWMA's own past does not move.
    */
   driftWindow: number;
   /** Ramp test: the window, in steps (a multiple of DRIFT_SNAP_EVERY). */
   driftWindowSteps: number;
   /**
-   * Periodic test: a step at least this many robust units slow is a hit; `periodicHits` hits in a
-   * row spaced by the same gap of at most `periodicMaxGap` steps fire. A rank slow on one step in
-   * three fires at its fourth slow step; random spikes almost never line up (8p^4 per rank-step
-   * at spike rate p).
+   * Periodic test: a step at least this many noise units above the rank's level is a hit;
+   * `periodicHits` hits in a row spaced by the same gap of at most `periodicMaxGap` steps fire. A
+   * rank slow on one step in three fires at its fourth slow step; random spikes almost never line
+   * up (8p^4 per rank-step at spike rate p).
    */
   periodicHit: number;
   periodicHits: number;
   periodicMaxGap: number;
   /**
-   * Shift CUSUM beside the main one, for sustained slowdowns of ~4% and more: a larger reference
-   * (fastK) and a tight cap (fastCap), so one step adds at most fastCap - fastK and only a run of
-   * slow steps reaches fastH. A 6% slow rank fires in ~6 steps instead of ~10; five spikes in a
-   * row would be needed to fire it.
+   * Shift CUSUM beside the main one, for sustained slowdowns of ~3 noise units and more: a larger
+   * reference (fastK) and a tight cap (fastCap), so one step adds at most fastCap − fastK and only
+   * a run of slow steps reaches fastH.
    */
   fastK: number;
   fastCap: number;
   fastH: number;
   /**
-   * Level CUSUM, for small sustained shifts (a 3% slow rank, ~2 robust units): a CUSUM on the
-   * rank's score above its own long-run level (so a GPU's fixed offset from its peers cancels),
-   * reference levelK plus (levelH + 1.166 - 1/levelK) / n for a level estimated from n steps (see
-   * levelRef), each step's score capped at levelCap so a spike adds at most levelCap - levelK. Fires at levelH,
-   * once the level has settled and the rank is within driftFloor of its peers' median or slower.
+   * Level CUSUM, for small sustained shifts (a 3% slow rank, ~2 noise units): reference levelK plus
+   * (levelH + 1.166 − 1/levelK) / n for a level worth n steps (see levelRef), each step's score
+   * capped at levelCap so a spike adds at most levelCap − levelK. Fires at levelH.
    */
   levelK: number;
   levelCap: number;
   levelH: number;
+  /**
+   * Chronic test: a rank whose GPU, replaced by a typical one, would buy the job at least this
+   * share of its throughput (percent) opens a finding; below, it is in the slowest-GPUs ranking.
+   */
+  chronicPct: number;
+  /** Chronic test: it resolves below this share of chronicPct (hysteresis). */
+  chronicResolve: number;
+  /** Chronic cost: weight of the newest step in each GPU's share of the job's time. */
+  chronicLambda: number;
+  /** Chronic test: steps measured before it may open a finding. */
+  chronicMinSteps: number;
+  /** Chronic cost: a step counts at most this many noise units above the rank's own level (spikes, rank 0's checkpoints). */
+  chronicClip: number;
+  /** The slowest-GPUs ranking: emitted every this many steps (and when the job's steps close). */
+  rankingEvery: number;
+  /** The slowest-GPUs ranking: GPUs per job. */
+  rankingSize: number;
 }
 
 /** The test that flagged a rank, named in `evidence.trigger`. */
-const TRIGGERS = ['cusum', 'shift', 'periodic', 'drift', 'drift_level', 'drift_ramp', 'level'] as const;
-
-/** The long-run level takes in steps in blocks of this many, the newest block one block late. */
-const LEVEL_BLOCK = 16;
+const TRIGGERS = ['cusum', 'shift', 'periodic', 'drift_level', 'drift_ramp', 'level', 'chronic'] as const;
+const CHRONIC = TRIGGERS.indexOf('chronic');
 
 /**
- * The level CUSUM's reference for a level estimated from n steps: levelK plus (b - 1/levelK)/n,
- * b = levelH + 1.166. An error e in the level (variance 1/n, robust units) acts as Δ = levelK + e on
- * the reference; Siegmund's rate ≈ 2Δ²e^{-2Δb} falls by b - 1/Δ in its log per unit of Δ, so
- * averaged over e it grows by about e^{2(b - 1/k)²/n}, which (b - 1/k)/n more on k takes back: a
- * young level is as safe as a settled one, at the price of a few steps. The numerical check and
- * the Monte Carlo of the test as coded are in docs/detectors.md (false-alarm design).
+ * The level CUSUM's reference for a level worth n steps: levelK plus (b − 1/levelK)/n', b = levelH
+ * + 1.166, n' = n / LEVEL_VAR (the level is a mean of blocks' trimmed means). An error e in the level
+ * (variance 1/n', noise units) acts as Δ = levelK + e on the reference; Siegmund's rate ≈
+ * 2Δ²e^{−2Δb} falls by b − 1/Δ in its log per unit of Δ, so averaged over e it grows by about
+ * e^{2(b − 1/k)²/n'}, which (b − 1/k)/n' more on k takes back: a young level is as safe as a settled
+ * one, at the price of a few steps (docs/detectors.md, false-alarm design).
  */
 function levelRef(n: number, cfg: StragglerConfig): number {
-  const nEff = Math.min(n, (2 - cfg.driftBaseLambda) / cfg.driftBaseLambda);
+  const nEff = Math.min(n, (2 - cfg.driftBaseLambda) / cfg.driftBaseLambda) / LEVEL_VAR;
   const b = cfg.levelH + 1.166;
   return cfg.levelK + Math.max(0, b - 1 / cfg.levelK) / nEff;
 }
@@ -131,11 +133,9 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   minPeers: 4,
   driftLambda: 0.08,
   driftMin: 0.03,
-  driftAbs: 4 / 3,
   driftL: 8,
   driftClip: 3,
   driftBaseLambda: 0.005,
-  driftFloor: -0.01,
   driftRelative: 0.8,
   driftWindow: 0.9,
   driftWindowSteps: 128,
@@ -145,13 +145,19 @@ export const STRAGGLER_DEFAULTS: StragglerConfig = {
   fastK: 2,
   fastCap: 4,
   fastH: 10,
+  // 12, not 11.5: with the rank's own noise as the unit and no gate on where the rank sits among its
+  // peers, 11.5 crossed ~2.6·10⁻⁹ per rank-step (Monte Carlo, docs/detectors.md), most of the design
+  // target; 12 crosses ~1·10⁻⁹, at ~1 step more for a 3% shift (the eval's worst 3% job: 26 steps).
   levelK: 0.75,
   levelCap: 3,
-  // 11.5, not 13: a 3% slow rank whose onset meets a young level and low noise (the eval's
-  // 4,096-rank seed 8: realised shift 2.2%, 3.9 standard errors low) took 97 s at 13, 39 s at 11.5.
-  // The price: ~1.2·10⁻⁹ false crossings per rank-step (Monte Carlo, 2 in 1.7·10⁹; ~2·10⁻¹⁰ at 13),
-  // 40% of the 3·10⁻⁹ the whole detector is designed for (docs/detectors.md, false-alarm design).
-  levelH: 11.5,
+  levelH: 12,
+  chronicPct: 5,
+  chronicResolve: 0.5,
+  chronicLambda: 0.01,
+  chronicMinSteps: 8,
+  chronicClip: 3,
+  rankingEvery: 64,
+  rankingSize: 16,
 };
 
 interface Pending {
@@ -168,13 +174,22 @@ interface Incident {
 
 export class StragglerDetector {
   private cap = 0;
+  /** The change tests' statistics: main, shift and level CUSUMs. */
   private s = new Float64Array(0);
   private fast = new Float64Array(0);
-  /** The level CUSUM: each rank's score above its own long-run level. */
   private level = new Float64Array(0);
-  /** Its reference for each rank's level as it now stands (levelRef). */
+  /** The level CUSUM's reference for each rank's level as it now stands (levelRef). */
   private levelK = new Float64Array(0);
+  /** Each rank's own baseline: level and noise. */
+  private readonly base: RankBaselines;
+  /** The rank's own noise where it is clearly above its stage's (else 0): its unit, set at each fold. */
+  private ownUnit = new Float64Array(0);
+  /** Log compute of each rank this step (computed once, read by both passes). */
+  private logs = new Float64Array(0);
+  /** The resolve CUSUM, and the capped scores since the rank was flagged (its shift). */
   private clear = new Float64Array(0);
+  private flagZ = new Float64Array(0);
+  private flagN = new Int32Array(0);
   private onsetStep = new Int32Array(0);
   private onsetTs = new Float64Array(0);
   private sumLog = new Float64Array(0);
@@ -188,20 +203,8 @@ export class StragglerDetector {
   private flagged = new Uint8Array(0);
   /** Which test flagged each rank (a TRIGGERS index), for the finding's evidence. */
   private trigger = new Uint8Array(0);
-  /** EWMA of each rank's clipped log ratio to its stage median (the drift test). */
+  /** EWMA of each rank's log ratio (innovations clipped to driftClip noise units): the drift tests. */
   private ewma = new Float64Array(0);
-  private stageDriftThr: number[] = [];
-  /** Long-run level of the same ratio, and steps it has seen. */
-  private base = new Float64Array(0);
-  private baseN = new Int32Array(0);
-  private held = new Int32Array(0);
-  /** The level's input, in blocks: the block being filled and the one waiting to be folded in. */
-  private blockSum = new Float64Array(0);
-  private blockN = new Uint8Array(0);
-  private blockHeld = new Uint8Array(0);
-  private pendSum = new Float64Array(0);
-  private pendN = new Uint8Array(0);
-  private pendHeld = new Uint8Array(0);
   /** The ramp test's snapshots of each settled EWMA (slot-major, NaN before), its first, and the frame count. */
   private snaps = new Float32Array(0);
   private firstSnap = new Float64Array(0);
@@ -210,15 +213,29 @@ export class StragglerDetector {
   private lastHit = new Int32Array(0);
   private hitGap = new Int32Array(0);
   private hitRun = new Int32Array(0);
+  /** Each stage's noise: the smoothed spread of its ranks' log ratios about their own levels. */
   private stageSigma: number[] = [];
+  /** Steps in that mean, and whether most of the stage's ranks had a level when it started. */
+  private stageSteps: number[] = [];
+  private stageLeveled: boolean[] = [];
   private scratch = new Float64Array(0);
   private scratch2 = new Float64Array(0);
   private stageMedian: number[] = [];
   private stageWaitMedian: number[] = [];
   private cumStepMs = 0;
+  /** Each GPU's share of the job's time as the rank it waits for: the chronic question. */
+  private readonly chronic: ChronicCost;
+  private chronicStartStep = -1;
+  private chronicStartTs = 0;
+  /** The latest slowest-GPUs ranking not yet handed out, and the last frame seen. */
+  private ranking: SlowGpu[] = [];
+  private lastStep = -1;
+  private lastTs = 0;
   private readonly pending = new Map<string, Pending>();
-  /** Drift figures by host/GPU, from a restart until the first frame after it. */
-  private carried: Map<string, { ewma: number; base: number; baseN: number }> | undefined;
+  /** Baselines by host/GPU, from a restart until the first frame after it. */
+  private carried:
+    | Map<string, { ewma: number; level: number; n: number; noise: number; blocks: number }>
+    | undefined;
   private readonly incidents = new Map<string, Incident>();
   private readonly incidentOfRank = new Map<number, Incident>();
 
@@ -227,12 +244,16 @@ export class StragglerDetector {
     private readonly ranks: RankTable,
     private readonly log: FindingLog,
     private readonly cfg: StragglerConfig = STRAGGLER_DEFAULTS,
-  ) {}
+  ) {
+    this.base = new RankBaselines(cfg.driftBaseLambda);
+    this.chronic = new ChronicCost(cfg.chronicLambda);
+  }
 
   process(f: StepFrame): void {
     this.ensure(this.ranks.gpu.length);
     if (this.carried) this.takeCarried();
     const { cfg } = this;
+    const b = this.base;
     const stepMs = maxPresent(f.stepMs, f.seen, this.ranks.size);
     this.cumStepMs += stepMs;
     const hostTop = this.hostMaxima(f);
@@ -243,6 +264,16 @@ export class StragglerDetector {
     const refSlot = (Math.floor(this.frames / DRIFT_SNAP_EVERY) + 1) % slots;
     const fold = this.frames % LEVEL_BLOCK === LEVEL_BLOCK - 1;
     this.frames++;
+    this.lastStep = f.step;
+    this.lastTs = f.ts;
+    const lam = cfg.driftLambda;
+    const ewSd = Math.sqrt(lam / (2 - lam));
+    // The chronic question: the job's slowest rank this step by de-spiked log compute, and the next.
+    let top = -1;
+    let topLog = Number.NEGATIVE_INFINITY;
+    let secondLog = Number.NEGATIVE_INFINITY;
+    let topMed = 0;
+    let topUnit = 0;
 
     for (let stage = 0; stage < this.ranks.stageMembers.length; stage++) {
       const members = this.ranks.stageMembers[stage];
@@ -250,67 +281,83 @@ export class StragglerDetector {
       let w = 0;
       for (const r of members) {
         if (!f.seen[r] || !(f.compute[r] > 0)) continue;
-        this.scratch[m++] = Math.log(f.compute[r]);
+        const l = Math.log(f.compute[r]);
+        this.logs[r] = l;
+        this.scratch[m++] = l;
         if (f.commWait[r] >= 0) this.scratch2[w++] = f.commWait[r];
       }
       if (m < cfg.minPeers) continue;
       const med = medianInPlace(this.scratch, m);
-      const spread = madSigmaInPlace(this.scratch, m, med);
-      const sigma = smoothSpread(this.stageSigma[stage], spread, cfg);
-      this.stageSigma[stage] = sigma;
+      // The stage's noise: the spread of its ranks' log ratios about each one's own level, so the
+      // GPUs' offsets are not in it (before levels exist, about the median: offsets included).
+      m = 0;
+      let withLevel = 0;
+      for (const r of members) {
+        if (!f.seen[r] || !(f.compute[r] > 0)) continue;
+        this.scratch[m++] = Math.abs(this.logs[r] - med - b.level[r]);
+        if (b.n[r] > 0) withLevel++;
+      }
+      const sigma = this.stageNoise(stage, 1.4826 * medianInPlace(this.scratch, m), 2 * withLevel >= m);
       this.stageMedian[stage] = med;
       this.stageWaitMedian[stage] = w > 0 ? medianInPlace(this.scratch2, w) : Number.NaN;
+      const pool = Math.max(sigma, cfg.minSigma);
       const peerMs = Math.exp(med);
-      const lam = cfg.driftLambda;
-      const clip = cfg.driftClip * Math.max(sigma, cfg.minSigma);
-      const invSigma = 1 / Math.max(sigma, cfg.minSigma);
-      const driftThr = Math.max(cfg.driftMin, cfg.driftL * sigma * Math.sqrt(lam / (2 - lam)));
-      this.stageDriftThr[stage] = driftThr;
 
       for (const r of members) {
         if (!f.seen[r] || !(f.compute[r] > 0)) continue;
-        const lr = Math.log(f.compute[r]) - med;
-        const x = score(lr, sigma, cfg);
-        const before = this.s[r];
-        const after = rise(before, x, cfg);
-        this.s[r] = after;
-        this.fast[r] = Math.max(0, this.fast[r] + Math.min(x, cfg.fastCap) - cfg.fastK);
-        const shifted = this.fast[r] >= cfg.fastH;
-        const clipped = Math.min(clip, Math.max(-clip, lr));
-        this.ewma[r] += lam * (clipped - this.ewma[r]);
-        const ew = this.ewma[r];
+        const lr = this.logs[r] - med;
+        const unit = Math.max(pool, this.ownUnit[r]);
+        const own = b.level[r];
+        const z = (lr - own) / unit;
+        // The EWMA takes each step at most driftClip units from the rank's level: spikes and a
+        // 1-in-3 fault barely move it, and it comes back within ~1/λ steps of a recovery.
+        const clip = cfg.driftClip * unit;
+        const ew = this.ewma[r] + lam * (Math.min(own + clip, Math.max(own - clip, lr)) - this.ewma[r]);
+        this.ewma[r] = ew;
+        const driftThr = Math.max(cfg.driftMin, cfg.driftL * unit * ewSd);
         const relThr = cfg.driftRelative * driftThr;
-        // The relative tests wait until the EWMA, started at 0, has settled (3/λ steps).
-        const settled = (this.baseN[r] + this.pendN[r] + this.blockN[r]) * lam >= 3;
-        // The long-run level: a running mean, then a slow EWMA, of steps at least LEVEL_BLOCK
-        // steps old (folded in blocks), so a shift being tested does not drag its own reference up
-        // at once; a block during which the rank rose well above it (for up to 2/λ steps) is left out.
-        if (settled && ew - this.base[r] > 0.5 * relThr && this.held[r] < 2 / lam) {
-          this.held[r]++;
-          this.blockHeld[r] = 1;
-        } else this.held[r] = 0;
-        this.blockSum[r] += clipped;
-        this.blockN[r]++;
-        if (fold) this.foldLevel(r);
-        // Level CUSUM: the score above the rank's own level, against k plus what the level's own
-        // error costs (see levelRef).
-        if (settled && this.baseN[r] >= 16 && ew >= cfg.driftFloor) {
-          const z = Math.min((lr - this.base[r]) * invSigma, cfg.levelCap);
-          this.level[r] = Math.max(0, this.level[r] + z - this.levelK[r]);
-        } else this.level[r] = 0;
-        const leveled = this.level[r] >= cfg.levelH;
+        // The relative tests wait until the EWMA has settled (3/λ steps); the change tests until the
+        // rank also has a level of its own.
+        const settled = b.seen(r) * lam >= 3;
+        const ready = settled && b.n[r] >= LEVEL_BLOCK;
+        // A block during which the rank rose well above its level, or was flagged, stays out of it.
+        b.add(r, lr, this.flagged[r] === 1 || (settled && ew - own > 0.5 * relThr));
+        if (fold) this.foldBaseline(r, pool);
+        // Chronic: a step counts at most chronicClip units above the rank's own level, once it has
+        // one (its first block's will do: a GPU slow from the start is judged from step 16).
+        const hasLevel = b.hasLevel(r);
+        const v = med + (hasLevel ? Math.min(lr, this.levelNow(r) + cfg.chronicClip * unit) : lr);
+        if (v > topLog) {
+          secondLog = topLog;
+          topLog = v;
+          top = hasLevel ? r : -1;
+          topMed = med;
+          topUnit = unit;
+        } else if (v > secondLog) secondLog = v;
         const oldest = this.snaps[refSlot * this.cap + r];
         const ref = Number.isNaN(oldest) ? this.firstSnap[r] : oldest;
         if (snapSlot >= 0 && settled) {
           this.snaps[snapSlot * this.cap + r] = ew;
           if (Number.isNaN(this.firstSnap[r])) this.firstSnap[r] = ew;
         }
-        const driftAbs = ew >= cfg.driftAbs * driftThr;
-        const driftRel = !driftAbs && ew >= cfg.driftFloor && settled && ew - this.base[r] >= relThr;
-        const drifted =
-          driftAbs || driftRel || (ew >= cfg.driftFloor && ew - ref >= cfg.driftWindow * driftThr);
+        const before = this.s[r];
+        if (!ready) {
+          if (!this.flagged[r]) continue;
+        } else {
+          this.s[r] = Math.max(0, before + Math.min(z, cfg.cap) - cfg.k);
+          this.fast[r] = Math.max(0, this.fast[r] + Math.min(z, cfg.fastCap) - cfg.fastK);
+          this.level[r] = Math.max(0, this.level[r] + Math.min(z, cfg.levelCap) - this.levelK[r]);
+        }
+        const after = this.s[r];
+        const shifted = this.fast[r] >= cfg.fastH;
+        const leveled = this.level[r] >= cfg.levelH;
+        // The relative test compares the EWMA with a level that has its own error while young:
+        // it fires at relThr, and never within 6 standard deviations of the difference.
+        const diffSd = unit * Math.sqrt(ewSd * ewSd + LEVEL_VAR / Math.max(1, b.n[r]));
+        const driftRel = ready && ew - own >= Math.max(relThr, 6 * diffSd);
+        const drifted = driftRel || (ready && ew - ref >= cfg.driftWindow * driftThr);
         let periodic = false;
-        if (x >= cfg.periodicHit) {
+        if (ready && z >= cfg.periodicHit) {
           const gap = this.frames - this.lastHit[r];
           if (gap === this.hitGap[r] && gap <= cfg.periodicMaxGap) this.hitRun[r]++;
           else this.hitRun[r] = 2;
@@ -329,21 +376,182 @@ export class StragglerDetector {
         }
         this.accumulate(r, f, lr, peerMs, stage, hostTop);
         if (this.flagged[r]) {
-          this.clear[r] = fall(this.clear[r], x, cfg);
+          if (this.trigger[r] !== CHRONIC) this.judgeClear(r, z);
         } else if (after >= cfg.h || drifted || periodic || shifted || leveled) {
-          this.flagged[r] = 1;
-          this.trigger[r] =
-            after >= cfg.h ? 0 : shifted ? 1 : periodic ? 2 : leveled ? 6 : driftAbs ? 3 : driftRel ? 4 : 5;
-          this.clear[r] = 0;
-          const host = this.ranks.host[r];
-          const p = this.pending.get(host) ?? { host, firstStep: f.step, ranks: [] };
-          this.pending.set(host, p);
-          p.ranks.push(r);
+          this.trigger[r] = after >= cfg.h ? 0 : shifted ? 1 : periodic ? 2 : leveled ? 5 : driftRel ? 3 : 4;
+          this.flag(r, f.step);
         }
       }
     }
+    this.judgeChronic(f, stepMs, top, topLog, secondLog, topMed, topUnit);
+    if (this.frames % cfg.rankingEvery === 0) this.rank();
     this.decidePending(f);
     this.updateIncidents(f);
+  }
+
+  /**
+   * The stage's noise after this step's spread: smoothed over steps (a running mean for its first
+   * 1/sigmaAlpha steps). When most of its ranks first have a level, the spread loses the GPUs'
+   * offsets and drops at once: the mean starts afresh rather than taking 1/sigmaAlpha steps to forget.
+   */
+  private stageNoise(stage: number, spread: number, leveled: boolean): number {
+    if (leveled && !this.stageLeveled[stage]) {
+      this.stageLeveled[stage] = true;
+      this.stageSteps[stage] = 0;
+    }
+    const n = (this.stageSteps[stage] ?? 0) + 1;
+    this.stageSteps[stage] = n;
+    const prev = this.stageSigma[stage];
+    const w = Math.max(this.cfg.sigmaAlpha, 1 / n);
+    const sigma = prev === undefined ? spread : prev + w * (spread - prev);
+    this.stageSigma[stage] = sigma;
+    return sigma;
+  }
+
+  /**
+   * The chronic question for this step: what the job would have saved without its slowest rank
+   * (its lead over the next, and never below its own stage's median), capped as savedMs caps it.
+   * Only the slowest rank's share can rise, so only it is judged: it opens a finding when its share
+   * is above chronicPct by two standard errors. A step's saving varies by about the rank's noise
+   * (`unit`, a share of its compute, which is most of the step), so the share's standard error is
+   * at most 100·unit/√n over the n steps its window holds: a GPU costing 25% opens after
+   * chronicMinSteps, one near the threshold only once the estimate has firmed up.
+   */
+  private judgeChronic(
+    f: StepFrame,
+    stepMs: number,
+    top: number,
+    topLog: number,
+    secondLog: number,
+    topMed: number,
+    unit: number,
+  ): void {
+    if (top < 0) return;
+    const peerMs = Math.exp(topMed);
+    const saved = Math.min(Math.exp(topLog) - Math.max(Math.exp(secondLog), peerMs), stepMs - peerMs);
+    if (this.chronicStartStep < 0) {
+      this.chronicStartStep = f.step;
+      this.chronicStartTs = f.ts - stepMs;
+    }
+    this.chronic.step(stepMs, top, saved);
+    const { cfg } = this;
+    const n = Math.min(this.chronic.steps, (2 - cfg.chronicLambda) / cfg.chronicLambda);
+    if (
+      this.flagged[top] ||
+      n < cfg.chronicMinSteps ||
+      this.chronic.sharePct(top) - (200 * unit) / Math.sqrt(n) < cfg.chronicPct
+    )
+      return;
+    this.trigger[top] = CHRONIC;
+    this.onsetStep[top] = this.chronicStartStep;
+    this.onsetTs[top] = this.chronicStartTs;
+    this.resetSums(top, stepMs);
+    this.flag(top, f.step);
+  }
+
+  /** Flags a rank (its finding opens once its host's other ranks have had their say). */
+  private flag(r: number, step: number): void {
+    this.flagged[r] = 1;
+    this.clear[r] = 0;
+    this.flagZ[r] = 0;
+    this.flagN[r] = 0;
+    const host = this.ranks.host[r];
+    const p = this.pending.get(host) ?? { host, firstStep: step, ranks: [] };
+    this.pending.set(host, p);
+    p.ranks.push(r);
+  }
+
+  /**
+   * The resolve CUSUM of a changed rank: its reference is half the shift it has shown since it was
+   * flagged (the mean capped score), so while it stays as slow it loses at least half the shift per
+   * step on average and never resolves; back at its level, it gains the reference per step. The
+   * reference is at most k, so even a large fault needs resolveH / k steps of health (20) to resolve.
+   */
+  private judgeClear(r: number, z: number): void {
+    const { cfg } = this;
+    const zc = Math.min(z, cfg.cap);
+    this.flagZ[r] += zc;
+    this.flagN[r]++;
+    const ref = Math.min(cfg.k, Math.max(cfg.levelK, (0.5 * this.flagZ[r]) / this.flagN[r]));
+    this.clear[r] = Math.max(0, this.clear[r] + ref - zc);
+  }
+
+  /**
+   * Where the rank runs now against its peers (log ratio): its level, or for a changed rank (its
+   * level frozen at what it was before) its mean since the change.
+   */
+  private levelNow(r: number): number {
+    return this.flagged[r] && this.trigger[r] !== CHRONIC && this.n[r] > 0
+      ? this.sumLog[r] / this.n[r]
+      : this.base.level[r];
+  }
+
+  /** Folds a rank's pending block into its baseline, and resets what depends on it. */
+  private foldBaseline(r: number, pool: number): void {
+    const first = this.base.fold(r);
+    // The EWMA starts at the rank's first block's mean, not at its peers' (0): a GPU slow from
+    // its first step is not a ramp.
+    if (!Number.isNaN(first)) this.ewma[r] = first;
+    this.levelK[r] = levelRef(this.base.n[r], this.cfg);
+    this.ownUnit[r] = this.base.ownNoiseAbove(r, pool);
+  }
+
+  /**
+   * The slowest-GPUs ranking: the GPUs with a level of their own, by cost (what replacing each
+   * would buy the job), then by how much slower than its stage peers each runs now (levelNow).
+   */
+  private rank(): void {
+    const { cfg } = this;
+    const b = this.base;
+    const top: number[] = [];
+    const keys: number[] = [];
+    const levels: number[] = [];
+    for (let r = 0; r < this.ranks.size && r < this.cap; r++) {
+      if (b.n[r] < LEVEL_BLOCK) continue;
+      // Costs within 0.1 point are alike: a GPU that led the job on a few noisy steps is not ranked
+      // above a much slower one.
+      const key = round(this.chronic.sharePct(r), 1);
+      const level = this.levelNow(r);
+      // Insertion into a short sorted list: one pass over the ranks.
+      let i = top.length;
+      while (i > 0 && (keys[i - 1] < key || (keys[i - 1] === key && levels[i - 1] < level))) i--;
+      if (i >= cfg.rankingSize) continue;
+      top.splice(i, 0, r);
+      keys.splice(i, 0, key);
+      levels.splice(i, 0, level);
+      if (top.length > cfg.rankingSize) {
+        top.pop();
+        keys.pop();
+        levels.pop();
+      }
+    }
+    this.ranking = top.map((r, i) => {
+      const cost = this.chronic.sharePct(r);
+      return {
+        job: this.job,
+        ts: this.lastTs,
+        step: this.lastStep,
+        rank: r,
+        host: this.ranks.host[r],
+        gpu: this.ranks.gpu[r],
+        stage: this.ranks.stage[r],
+        slowdown_pct: round(100 * (Math.exp(levels[i]) - 1), 2),
+        cost_pct: round(cost, 2),
+        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+        steps: b.n[r],
+      };
+    });
+  }
+
+  /** Hands out the slowest-GPUs ranking computed since the last call (none when there is none new). */
+  takeRanking(out: SlowGpu[]): void {
+    for (const row of this.ranking) out.push(row);
+    this.ranking = [];
+  }
+
+  /** The job's steps closed (end of input, or of the job): its ranking as it stands. */
+  flush(): void {
+    if (this.lastStep >= 0) this.rank();
   }
 
   /** Max compute per host this step, and the top two hosts, for the cost estimate. */
@@ -385,7 +593,7 @@ export class StragglerDetector {
     return { top, topMs, secondMs, hosts: byHost.size, topRank, topRankMs, secondRankMs, stepMs: 0 };
   }
 
-  /** After a restart: each rank takes the drift figures of the GPU it now runs on, if the job had it. */
+  /** After a restart: each rank takes the baseline of the GPU it now runs on, if the job had it. */
   private takeCarried(): void {
     const carried = this.carried!;
     this.carried = undefined;
@@ -393,32 +601,11 @@ export class StragglerDetector {
       const c = carried.get(`${this.ranks.host[r]}/${this.ranks.gpu[r]}`);
       if (!c) continue;
       this.ewma[r] = c.ewma;
-      this.base[r] = c.base;
-      this.baseN[r] = c.baseN;
-      this.levelK[r] = levelRef(c.baseN, this.cfg);
+      this.base.set(r, c.level, c.n, c.noise, c.blocks);
+      this.levelK[r] = levelRef(c.n, this.cfg);
+      const sigma = this.stageSigma[this.ranks.stage[r]];
+      this.ownUnit[r] = this.base.ownNoiseAbove(r, Math.max(sigma ?? 0, this.cfg.minSigma));
     }
-  }
-
-  /**
-   * Folds the pending block (the steps LEVEL_BLOCK to 2·LEVEL_BLOCK ago) into the rank's long-run
-   * level, unless the rank rose well above the level during it; the current block becomes pending.
-   */
-  private foldLevel(r: number): void {
-    const m = this.pendN[r];
-    if (m > 0 && !this.pendHeld[r]) {
-      this.baseN[r] += m;
-      const n = this.baseN[r];
-      const lb = this.cfg.driftBaseLambda;
-      const w = n * lb <= 1 ? m / n : 1 - (1 - lb) ** m;
-      this.base[r] += w * (this.pendSum[r] / m - this.base[r]);
-      this.levelK[r] = levelRef(n, this.cfg);
-    }
-    this.pendSum[r] = this.blockSum[r];
-    this.pendN[r] = this.blockN[r];
-    this.pendHeld[r] = this.blockHeld[r];
-    this.blockSum[r] = 0;
-    this.blockN[r] = 0;
-    this.blockHeld[r] = 0;
   }
 
   /** Starts the since-onset sums at the current step (whose wall time is already in cumStepMs). */
@@ -515,27 +702,40 @@ export class StragglerDetector {
 
   private draft(inc: Incident) {
     const rs = inc.ranks;
-    const lead = rs.reduce((a, b) => (this.costPct(a) >= this.costPct(b) ? a : b));
+    const cost = (r: number) => (this.trigger[r] === CHRONIC ? this.chronic.sharePct(r) : this.costPct(r));
+    const lead = rs.reduce((a, b) => (cost(a) >= cost(b) ? a : b));
     const single = rs.length === 1;
+    const chronic = this.trigger[lead] === CHRONIC;
     const n = Math.max(1, this.n[lead]);
     const slowdown = 100 * (Math.exp(this.sumLog[lead] / n) - 1);
-    const cost = Math.max(...rs.map((r) => this.costPct(r)));
+    const total = Math.min(MAX_COST_PCT, Math.max(...rs.map(cost)));
     const compute = this.sumCompute[lead] / n;
     const peer = this.sumPeer[lead] / n;
     const wait = this.sumWait[lead] / n;
     const peerWait = this.sumPeerWait[lead] / n;
     const gpu = single ? this.ranks.gpu[lead] : undefined;
     const where = single ? `rank ${lead} on ${inc.host}/${gpu}` : `${rs.length} ranks on ${inc.host}`;
+    // How far the rank is from its own level, where that level differs from its peers'.
+    const own = this.base.level[lead];
+    const change = 100 * (Math.exp(this.sumLog[lead] / n - own) - 1);
+    const past = Math.abs(own) >= 0.01 ? `${round(change, 1)}% slower than its own past; ` : '';
+    const figures =
+      `(${past}${round(compute, 0)} vs ${round(peer, 0)} ms, waits ${round(wait, 0)} vs ${round(peerWait, 0)} ms in collectives)` +
+      ` and costs the job ~${round(total, 1)}% of its throughput.`;
+    const summary = chronic
+      ? `${where} has computed ${round(100 * (Math.exp(own) - 1), 1)}% slower than its stage peers from the start ` +
+        `and is the rank the job waits for: replacing its GPU would buy ~${round(total, 1)}% of the job's throughput.`
+      : `${where} computes ${round(slowdown, 1)}% slower than its stage peers ${figures}`;
     return {
       type: 'straggler',
       job: this.job,
       host: inc.host,
       gpu,
       rank: single ? lead : undefined,
-      severity: severityForCost(cost),
+      severity: severityForCost(total),
       onset_ts: Math.min(...rs.map((r) => this.onsetTs[r])),
-      est_cost_pct: round(cost, 2),
-      action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
+      est_cost_pct: round(total, 2),
+      action: total >= 2 ? ('cordon' as const) : ('watch' as const),
       evidence: {
         onset_step: Math.min(...rs.map((r) => this.onsetStep[r])),
         slowdown_pct: round(slowdown, 1),
@@ -547,26 +747,30 @@ export class StragglerDetector {
         steps: this.n[lead],
         cusum: round(this.s[lead], 1),
         trigger: TRIGGERS[this.trigger[lead]],
+        // The rank's own level against its peers' median before the change, and the change itself.
+        own_level_pct: round(100 * (Math.exp(own) - 1), 2),
+        change_pct: round(change, 2),
         drift_pct: round(100 * (Math.exp(this.ewma[lead]) - 1), 2),
         ranks: rs.slice().sort((a, b) => a - b),
-        gpu_hours_per_day: round((cost / 100) * this.ranks.size * 24, 1),
+        gpu_hours_per_day: round((total / 100) * this.ranks.size * 24, 1),
       },
-      summary:
-        `${where} computes ${round(slowdown, 1)}% slower than its stage peers ` +
-        `(${round(compute, 0)} vs ${round(peer, 0)} ms, waits ${round(wait, 0)} vs ${round(peerWait, 0)} ms in collectives)` +
-        ` and costs the job ~${round(cost, 1)}% of its throughput.`,
+      summary,
     };
   }
 
   private updateIncidents(f: StepFrame): void {
+    const { cfg } = this;
     for (const [id, inc] of this.incidents) {
       const healthy = (r: number) =>
-        this.clear[r] >= this.cfg.resolveH &&
-        this.ewma[r] < 0.5 * (this.stageDriftThr[this.ranks.stage[r]] ?? 0);
+        this.trigger[r] === CHRONIC
+          ? this.chronic.sharePct(r) < cfg.chronicResolve * cfg.chronicPct
+          : this.clear[r] >= cfg.resolveH;
       if (inc.ranks.every(healthy)) {
         this.log.resolve(id, f.ts, { summary: `${inc.host}: compute back in line with stage peers.` });
         this.incidents.delete(id);
         for (const r of inc.ranks) {
+          // Back at its level: the EWMA, held high through the fault, starts from there again.
+          this.ewma[r] = this.base.level[r];
           this.flagged[r] = 0;
           this.s[r] = 0;
           this.fast[r] = 0;
@@ -581,35 +785,35 @@ export class StragglerDetector {
   }
 
   /**
-   * The job restarted (perhaps on other hosts, its ranks renumbered). A rank's drift figures (its
-   * EWMA and long-run level) belong to the GPU it ran on: they are kept by host and GPU, and the
-   * first frame after the restart gives each rank those of the GPU it now runs on, so a GPU the job
-   * ran on before keeps its settled level (a slow bin of silicon stays known, and the change tests
-   * stay armed); a GPU new to the job starts afresh.
+   * The job restarted (perhaps on other hosts, its ranks renumbered). A rank's baseline (its level,
+   * noise and EWMA) belongs to the GPU it ran on: they are kept by host and GPU, and the first frame
+   * after the restart gives each rank those of the GPU it now runs on, so a GPU the job ran on
+   * before keeps its settled level (a slow bin of silicon stays known, and the change tests stay
+   * armed); a GPU new to the job starts afresh. Which rank the job waits for starts afresh too.
    */
   restart(): void {
     this.carried = new Map();
+    const b = this.base;
     for (let r = 0; r < this.cap && r < this.ranks.gpu.length; r++) {
-      if (this.baseN[r] === 0) continue;
+      if (b.n[r] === 0) continue;
       this.carried.set(`${this.ranks.host[r]}/${this.ranks.gpu[r]}`, {
         ewma: this.ewma[r],
-        base: this.base[r],
-        baseN: this.baseN[r],
+        level: b.level[r],
+        n: b.n[r],
+        noise: b.noise[r],
+        blocks: b.blocks(r),
       });
     }
     this.ewma.fill(0);
     this.level.fill(0);
-    this.base.fill(0);
-    this.baseN.fill(0);
-    this.held.fill(0);
-    this.blockSum.fill(0);
-    this.blockN.fill(0);
-    this.blockHeld.fill(0);
-    this.pendSum.fill(0);
-    this.pendN.fill(0);
-    this.pendHeld.fill(0);
+    this.ownUnit.fill(0);
+    b.clear();
     this.snaps.fill(Number.NaN);
     this.firstSnap.fill(Number.NaN);
+    this.chronic.reset();
+    this.chronicStartStep = -1;
+    // Levels start afresh but for the GPUs carried: the stages' noise is measured afresh too.
+    this.stageLeveled = [];
   }
 
   /** Open incidents, for linking and the end-of-job summary. */
@@ -623,7 +827,11 @@ export class StragglerDetector {
     this.fast = grown(this.fast, capacity);
     this.level = grown(this.level, capacity);
     this.levelK = grown(this.levelK, capacity);
+    this.ownUnit = grown(this.ownUnit, capacity);
+    this.logs = grown(this.logs, capacity);
     this.clear = grown(this.clear, capacity);
+    this.flagZ = grown(this.flagZ, capacity);
+    this.flagN = grown(this.flagN, capacity);
     this.onsetTs = grown(this.onsetTs, capacity);
     this.sumLog = grown(this.sumLog, capacity);
     this.sumCompute = grown(this.sumCompute, capacity);
@@ -637,15 +845,8 @@ export class StragglerDetector {
     this.flagged = grown(this.flagged, capacity);
     this.trigger = grown(this.trigger, capacity);
     this.ewma = grown(this.ewma, capacity);
-    this.base = grown(this.base, capacity);
-    this.baseN = grown(this.baseN, capacity);
-    this.held = grown(this.held, capacity);
-    this.blockSum = grown(this.blockSum, capacity);
-    this.blockN = grown(this.blockN, capacity);
-    this.blockHeld = grown(this.blockHeld, capacity);
-    this.pendSum = grown(this.pendSum, capacity);
-    this.pendN = grown(this.pendN, capacity);
-    this.pendHeld = grown(this.pendHeld, capacity);
+    this.base.ensure(capacity);
+    this.chronic.ensure(capacity);
     // A first hit has no gap yet (far from any frame).
     this.lastHit = grown(this.lastHit, capacity, -1e9);
     this.hitGap = grown(this.hitGap, capacity);

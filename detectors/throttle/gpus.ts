@@ -29,6 +29,8 @@ export class GpuTable {
   maxClock = new Float64Array(0);
   /** EWMA of the share of busy samples at the software power cap. */
   powerCap = new Float64Array(0);
+  /** EWMA of the power drawn while busy, watts (0: no reading yet). */
+  power = new Float64Array(0);
 
   add(host: string, gpu: number, ts: number): number {
     if (this.size === this.gpu.length) this.grow(Math.max(64, this.size * 2));
@@ -60,5 +62,6 @@ export class GpuTable {
     this.reasons = grown(this.reasons, c);
     this.maxClock = grown(this.maxClock, c);
     this.powerCap = grown(this.powerCap, c);
+    this.power = grown(this.power, c);
   }
 }

@@ -77,7 +77,8 @@ describe('throttle detector', () => {
 });
 
 describe('software power cap alone', () => {
-  it('is a finding only when that GPU alone sits at the cap and a straggler names it', async () => {
+  /** A 64-rank job whose rank 9 turns 15% slower at step 40, its GPU at the cap drawing `watts` while busy. */
+  async function cappedJob(watts: number | undefined): Promise<{ fs: Finding[]; h: string; g: number }> {
     const { ClusterSim } = await import('../../sim/cluster.js');
     const { parseFault } = await import('../../sim/faults.js');
     const sim = new ClusterSim({
@@ -89,16 +90,29 @@ describe('software power cap alone', () => {
     const { host: h, gpu: g } = sim.faults[0];
     const events = [...sim.events()].map((e) =>
       e.kind === 'gpu' && e.host === h && e.gpu === g && e.util_pct! > 50
-        ? { ...e, sm_clock_mhz: 1650, throttle_reasons: 0x4 }
+        ? { ...e, sm_clock_mhz: 1650, throttle_reasons: 0x4, ...(watts ? { power_w: watts } : {}) }
         : e,
     );
-    const fs = run(events);
+    return { fs: run(events), h, g: g! };
+  }
+
+  it('is a finding when that GPU alone sits at the cap, draws less than its peers, and a straggler names it', async () => {
+    const { fs, h, g } = await cappedJob(450);
     const straggler = fs.find((f) => f.type === 'straggler' && f.state === 'open');
     const cap = fs.find((f) => f.type === 'throttle' && f.state === 'open');
     expect(straggler).toMatchObject({ host: h, gpu: g });
     expect(cap).toMatchObject({ host: h, gpu: g, action: 'watch' });
     expect(cap!.evidence.reasons).toEqual(['sw_power_cap']);
+    expect(cap!.evidence.power_w).toBe(450);
+    // The simulator's busy GPUs draw 640-680 W.
+    expect(cap!.evidence.peer_median_power_w).toBeGreaterThan(640);
     expect(cap!.related).toContain(straggler!.id);
+  });
+
+  it('is no finding when the GPU at the cap draws what its peers draw: a slower bin, not a lower limit', async () => {
+    const { fs, h, g } = await cappedJob(660);
+    expect(fs.find((f) => f.type === 'straggler' && f.state === 'open')).toMatchObject({ host: h, gpu: g });
+    expect(fs.filter((f) => f.type === 'throttle')).toEqual([]);
   });
 });
 

@@ -26,6 +26,11 @@ export interface ThrottleConfig {
   hostWideShare: number;
   /** Event time to wait for the host's other GPUs before deciding GPU- or host-level. */
   groupWaitMs: number;
+  /**
+   * A GPU at its power cap that draws at least this share less than its job's median is held back
+   * by a lower power limit; one drawing as much as its peers is a slower bin of silicon.
+   */
+  lowerLimitShare: number;
 }
 
 export const THROTTLE_DEFAULTS: ThrottleConfig = {
@@ -36,6 +41,7 @@ export const THROTTLE_DEFAULTS: ThrottleConfig = {
   resolveCleanSamples: 30,
   hostWideShare: 0.75,
   groupWaitMs: 2_000,
+  lowerLimitShare: 0.05,
 };
 
 interface HostState {
@@ -86,6 +92,8 @@ export class ThrottleDetector {
     const bad =
       !idle && e.sm_clock_mhz < this.cfg.clockFraction * max && (e.throttle_reasons & FAULT_REASONS) !== 0;
     if (!idle) t.powerCap[g] += 0.05 * ((e.throttle_reasons & REASONS.sw_power_cap ? 1 : 0) - t.powerCap[g]);
+    if (!idle && e.power_w !== undefined && e.power_w > 0)
+      t.power[g] = t.power[g] === 0 ? e.power_w : t.power[g] + 0.05 * (e.power_w - t.power[g]);
 
     if (bad) {
       if (t.score[g] === 0) t.runStartTs[g] = e.ts;
@@ -143,19 +151,31 @@ export class ThrottleDetector {
   }
 
   /**
-   * SW power cap alone is no fault, unless this GPU alone of its job sits at the cap and is slow:
-   * called when a straggler is found on it. Opens a linked throttle finding in that case.
+   * SW power cap alone is no fault, unless this GPU alone of its job sits at the cap, is slow (a
+   * straggler finding names it: this is called then), and draws less power than its peers: its
+   * power limit is set lower than theirs. A GPU at the cap drawing what its peers draw is a slower
+   * bin of silicon (same-SKU GPUs reach the same limit at different clocks), not a setting to fix:
+   * it belongs in the job's slowest-GPUs ranking, not in a throttle finding. Without power readings
+   * the two cannot be told apart, and nothing is said. Opens a linked throttle finding.
    */
   explainByPowerCap(host: string, gpu: number, ts: number, stragglerId: string): string | undefined {
     const t = this.t;
     const g = this.gpuId(host, gpu);
-    if (g === undefined || t.incident[g] || t.powerCap[g] < 0.5) return undefined;
+    if (g === undefined || t.incident[g] || t.powerCap[g] < 0.5 || t.power[g] === 0) return undefined;
     const job = t.job[g];
     const peers: number[] = [];
-    for (let p = 0; p < t.size; p++) if (t.job[p] === job && p !== g) peers.push(t.powerCap[p]);
+    const draws: number[] = [];
+    for (let p = 0; p < t.size; p++) {
+      if (t.job[p] !== job || p === g) continue;
+      peers.push(t.powerCap[p]);
+      if (t.power[p] > 0) draws.push(t.power[p]);
+    }
     peers.sort((a, b) => a - b);
+    draws.sort((a, b) => a - b);
     const peerMedian = peers.length ? peers[peers.length >> 1] : 0;
-    if (peerMedian > 0.25) return undefined;
+    if (peerMedian > 0.25 || draws.length === 0) return undefined;
+    const peerPower = draws[draws.length >> 1];
+    if (t.power[g] > (1 - this.cfg.lowerLimitShare) * peerPower) return undefined;
     const id = findingId('throttle', job, host, gpu, 'power_cap', ts);
     t.incident[g] = id;
     this.incidents.set(id, { host, gpus: [g] });
@@ -173,8 +193,12 @@ export class ThrottleDetector {
         reasons: ['sw_power_cap'],
         power_cap_share: round(t.powerCap[g], 2),
         peer_power_cap_share: round(peerMedian, 2),
+        power_w: Math.round(t.power[g]),
+        peer_median_power_w: Math.round(peerPower),
       },
-      summary: `${host}/${gpu} alone of its job sits at its software power cap and runs slow: check its power limit.`,
+      summary:
+        `${host}/${gpu} alone of its job sits at its software power cap, draws ${Math.round(t.power[g])} W ` +
+        `against its peers' ${Math.round(peerPower)} W and runs slow: check its power limit.`,
     });
     return id;
   }

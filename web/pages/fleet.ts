@@ -1,9 +1,13 @@
-/** The fleet: node health worst first, the cordon list, faults by source over time, checkpoints. */
+/**
+ * The fleet: node health worst first, the cordon list, the slowest GPUs, faults by source over
+ * time, checkpoints.
+ */
 import type uPlot from 'uplot';
-import { api, type CheckpointStats, type Fault, type Finding, type NodeRow } from '../api.js';
+import { api, type CheckpointStats, type Fault, type Finding, type NodeRow, type SlowGpu } from '../api.js';
 import { type Chart, lineChart } from '../charts.js';
 import { ago, esc, ms, num } from '../format.js';
 import type { View } from '../main.js';
+import { slowGpuTable } from '../slow-gpus.js';
 
 const HOUR = 3_600_000;
 
@@ -11,6 +15,7 @@ export function fleetPage(view: View): void {
   view.main.innerHTML = `
     <section class="card"><h1>Fleet</h1><div id="nodes"><p class="note pending">Loading nodes…</p></div></section>
     <section class="card"><h2>Cordon list</h2><div id="cordon"><p class="note pending">Loading…</p></div></section>
+    <section class="card"><h2>Slowest GPUs (last 7 days)</h2><div id="slow-gpus"><p class="note pending">Loading…</p></div></section>
     <section class="card"><h2>Faults by source, per hour (last 7 days)</h2><div id="fault-chart" class="chart"></div><p id="fault-note" class="note pending">Loading…</p></section>
     <section class="card"><h2>Checkpoints and failure rates</h2><div id="checkpoints"><p class="note pending">Loading…</p></div></section>`;
   const $ = (id: string) => view.main.querySelector(`#${id}`) as HTMLElement;
@@ -19,7 +24,7 @@ export function fleetPage(view: View): void {
 
   view.poll(async () => {
     const from = Date.now() - 7 * 24 * HOUR;
-    const [{ nodes }, cordon, { faults }, { checkpoints }, advice] = await Promise.all([
+    const [{ nodes }, cordon, { faults }, { checkpoints }, advice, slow] = await Promise.all([
       api<{ nodes: NodeRow[] }>('/v1/nodes', { from }),
       api<{ hosts: { host: string; action: string; active_findings: number; faults: number }[] }>(
         '/v1/cordon',
@@ -31,6 +36,7 @@ export function fleetPage(view: View): void {
         status: 'open',
         limit: 50,
       }),
+      api<{ gpus: SlowGpu[] }>('/v1/slow-gpus', { from, limit: 20 }).catch(() => ({ gpus: [] })),
     ]);
 
     $('nodes').innerHTML = nodes.length
@@ -48,6 +54,8 @@ export function fleetPage(view: View): void {
       ? `<p>Open findings ask to take these hosts out (<code>curl -H 'Accept: text/plain' …/v1/cordon | xargs -n1 kubectl cordon</code>):</p>
          <ul>${cordon.hosts.map((h) => `<li><b>${esc(h.host)}</b>: ${esc(h.action)} (${h.active_findings} findings, ${h.faults} faults)</li>`).join('')}</ul>`
       : '<p class="note">No host to cordon: no open finding asks for cordon, drain or RMA.</p>';
+
+    slowGpuTable($('slow-gpus'), slow.gpus, true);
 
     const note = $('fault-note');
     note.classList.remove('pending');

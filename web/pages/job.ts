@@ -1,7 +1,7 @@
 /**
  * One job: MFU and tokens/s over time with faults, findings, checkpoint saves and interruptions
- * marked, step time, the rank heatmap, links, and findings newest first with their evidence and
- * cost. Polls every 10 s.
+ * marked, step time, the rank heatmap, its slowest GPUs, links, and findings newest first with
+ * their evidence and cost. Polls every 10 s.
  */
 import type uPlot from 'uplot';
 import {
@@ -12,6 +12,7 @@ import {
   type Finding,
   type JobSummary,
   type MfuPoint,
+  type SlowGpu,
   type StepPoint,
   type Timeline,
 } from '../api.js';
@@ -19,6 +20,7 @@ import { type Chart, lineChart, type Marker } from '../charts.js';
 import { ago, bucketFor, esc, ms, msTick, num, pct, short, time } from '../format.js';
 import { drawHeatmap } from '../heatmap.js';
 import type { View } from '../main.js';
+import { slowGpuTable } from '../slow-gpus.js';
 import { hasMfu, noMfuReason } from './why.js';
 
 const LINK_TYPES = new Set(['slow_link', 'nccl_busbw_low', 'nccl_busbw_collapse', 'nccl_slow_host']);
@@ -32,6 +34,7 @@ export function jobPage(view: View, job: string): void {
     <section class="card"><h2>Ranks: compute vs stage peers</h2>
       <p class="legend"><span class="swatch fast"></span> faster <span class="swatch calm"></span> typical <span class="swatch hot"></span> 20%+ slower than the rank's pipeline-stage peers, per minute</p>
       <div class="heat"><canvas id="heatmap"></canvas></div><p id="heat-note" class="note pending">Loading…</p></section>
+    <section class="card"><h2>Slowest GPUs</h2><div id="slow-gpus"><p class="note pending">Loading…</p></div></section>
     <section class="card"><h2>Links</h2><div id="links"><p class="note pending">Loading…</p></div></section>
     <section class="card"><h2>Findings</h2><div id="findings"><p class="note pending">Loading…</p></div></section>`;
   const $ = (id: string) => view.main.querySelector(`#${id}`) as HTMLElement;
@@ -46,7 +49,7 @@ export function jobPage(view: View, job: string): void {
     const heatFrom = Math.max(s.first_ts, s.last_ts - 6 * 3_600_000);
     const columns = Math.min(150, Math.max(15, Math.floor(60_000 / Math.max(1, s.ranks))));
     const heatMinutes = Math.max(1, Math.ceil((s.last_ts - heatFrom) / 60_000 / columns));
-    const [mfu, steps, heat, fs, faults, cps, tl] = await Promise.all([
+    const [mfu, steps, heat, fs, faults, cps, tl, slow] = await Promise.all([
       api<{ points: MfuPoint[] }>(`${path}/mfu`, range),
       api<{ points: StepPoint[] }>(`${path}/steps`, range),
       api<{ cells: Cell[] }>(`${path}/heatmap`, {
@@ -60,6 +63,7 @@ export function jobPage(view: View, job: string): void {
       api<Timeline>(`${path}/timeline`).catch(
         () => ({ saves: [], interruptions: [], notes: [] }) as Timeline,
       ),
+      api<{ gpus: SlowGpu[] }>(`${path}/slow-gpus`).catch(() => ({ gpus: [] })),
     ]);
     summary($('summary'), s);
 
@@ -175,6 +179,7 @@ export function jobPage(view: View, job: string): void {
       heatNote.textContent = `${rows.length} ranks on ${new Set(rows.map((r) => r.host)).size} hosts, ${heatMinutes}-minute cells${heatFrom > s.first_ts ? ' (the last 6 hours)' : ''}. Slowest on average: rank ${worst.rank} on ${worst.host} GPU ${worst.gpu}, ${worst.mean_pct.toFixed(1)}% slower than its peers.`;
     }
 
+    slowGpuTable($('slow-gpus'), slow.gpus);
     links(
       $('links'),
       fs.findings.filter((f) => LINK_TYPES.has(f.type)),

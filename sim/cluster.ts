@@ -13,6 +13,7 @@ import { round } from '../core/round.js';
 import { findGpu } from '../mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
 import { checkFault, clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
+import { hangPhase, hangRandom, isHang, restartAfterHang } from './hang.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -187,6 +188,8 @@ export class ClusterSim {
     const rank = spec.rank ?? onHost.find((p) => p.gpu === (spec.gpu ?? 0))?.rank;
     if (rank === undefined || !this.places[rank]) throw new Error(`fault ${spec.type}: rank not in the job`);
     const p = this.places[rank];
+    if (spec.type === 'hang_allreduce' && this.layout.dp < 2)
+      throw new Error('fault hang_allreduce needs data parallelism (dp ≥ 2)');
     const peerHost = spec.type === 'link' ? this.places[spec.peer ?? -1]?.host : undefined;
     if (spec.type === 'link' && peerHost === undefined)
       throw new Error('fault link needs peer= (a rank in the job)');
@@ -306,6 +309,10 @@ export class ClusterSim {
     const compute = new Float64Array(n);
     const clean = new Float64Array(n);
     const costSums = this.faults.map(() => ({ actual: 0, without: 0 }));
+    // One hang per run, at its step (a restart after it does not hang again).
+    const hang = this.faults.find((f) => isHang(f.spec.type));
+    let hangDone = false;
+    const hangRng = hangRandom(o.seed);
     let ts = o.startTs;
     yield this.jobEvent(ts);
     yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'start' };
@@ -336,6 +343,25 @@ export class ClusterSim {
           ok: true,
         };
       }
+      // A hang at the top of this step: nothing of it runs until the culprit resumes, if it does.
+      let heldMs = 0;
+      if (hang && !hangDone && step === hang.spec.at && hang.spec.type === 'hang') {
+        hangDone = true;
+        const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, ts, ts, compute, hangRng);
+        hang.startTs = hang.onsetTs = out.stopTs;
+        if (out.resumeTs === undefined) {
+          ts = yield* restartAfterHang(o.job, out.endTs, step, hangRng);
+          continue;
+        }
+        heldMs = out.resumeTs - ts;
+        ts = out.resumeTs;
+      }
+      // A hang before the data-parallel all-reduce: that group's reports of this step wait for it.
+      const holdGroup =
+        hang && !hangDone && step === hang.spec.at && hang.spec.type === 'hang_allreduce'
+          ? this.dpGroupOf(hang.rank!)
+          : undefined;
+      const held: RankwatchEvent[] = [];
       const t0 = ts;
       const warmup = o.restartAt !== undefined && step >= o.restartAt && step < o.restartAt + 3 ? 1.5 : 1;
       const jobFactor = Math.exp(o.jobJitter * jobRng.normal()) * warmup;
@@ -420,11 +446,11 @@ export class ClusterSim {
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng);
       for (const f of this.faults) {
-        if (step === f.spec.at) f.startTs = t0;
+        if (step === f.spec.at && !isHang(f.spec.type)) f.startTs = t0;
         // A drift is a fault once it passes DRIFT_VISIBLE: its time to detect counts from there.
         if (f.spec.type === 'drift') {
           if (f.onsetTs === undefined && driftSlowdown(f.spec, step) >= DRIFT_VISIBLE) f.onsetTs = t0;
-        } else if (step === f.spec.at) f.onsetTs = t0;
+        } else if (step === f.spec.at && !isHang(f.spec.type)) f.onsetTs = t0;
         // A degraded NVLink may also log an XID (74) a couple of steps in, when its spec gives a code.
         const nvlinkXid = f.spec.type === 'nvlink' && f.spec.code !== undefined && step === f.spec.at + 2;
         if ((f.spec.type === 'xid' && step === f.spec.at) || nvlinkXid) {
@@ -447,7 +473,7 @@ export class ClusterSim {
         for (let r = 0; r < n; r++) {
           const p = this.places[r];
           if (dp > 1) {
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -464,11 +490,13 @@ export class ClusterSim {
                 arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal()) +
                   late(r, arArrive[p.stage * tp + p.tp]),
               ),
-            };
+              // The communicator's sequence number (one operation a step here), as NCCL Inspector counts.
+              seq: step + 1,
+            });
           }
           if (intra) {
             const g = p.stage * dp + p.dp;
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -482,11 +510,12 @@ export class ClusterSim {
               nranks: tp,
               bytes: Math.round(tpBytes),
               dur_ms: ms3(tpDurs[g] * (1 + 0.002 * tpRng.normal()) + late(r, tpArrive[g])),
-            };
+              seq: step + 1,
+            });
           }
           if (p.stage < pp - 1) {
             const peer = rankOf(p.tp, p.dp, p.stage + 1, this.layout);
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -502,11 +531,12 @@ export class ClusterSim {
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
               dur_ms: ms3(p2pDurs[r] + late(r, Math.max(compute[r], compute[peer]))),
-            };
+              seq: step + 1,
+            });
           }
           if (p.stage > 0) {
             const peer = rankOf(p.tp, p.dp, p.stage - 1, this.layout);
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -522,14 +552,17 @@ export class ClusterSim {
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
               dur_ms: ms3(p2pDurs[peer] + late(r, Math.max(compute[r], compute[peer]))),
-            };
+              seq: step + 1,
+            });
           }
         }
       }
       const tokens = this.globalBatchTokens() / dp;
       for (let r = 0; r < n; r++) {
         const p = this.places[r];
-        yield {
+        // A hang the culprit came back from: it held the step, the others waited for it.
+        const culpritHeld = r === hang?.rank ? heldMs : 0;
+        yield* pass(held, holdGroup, {
           v: 1,
           kind: 'step',
           ts: t1,
@@ -539,11 +572,11 @@ export class ClusterSim {
           gpu: p.gpu,
           stage: p.stage,
           step,
-          step_ms: ms3(stepMs),
-          compute_ms: ms3(compute[r]),
-          comm_wait_ms: ms3(stepMs - compute[r] - stall - ckptMs),
+          step_ms: ms3(stepMs + heldMs),
+          compute_ms: ms3(compute[r] + culpritHeld),
+          comm_wait_ms: ms3(stepMs - compute[r] - stall - ckptMs + heldMs - culpritHeld),
           tokens, // the replica's tokens, on every rank of it (design.md)
-        };
+        });
       }
       if (checkpoint) {
         yield {
@@ -560,12 +593,50 @@ export class ClusterSim {
         };
       }
       ts = t1;
+      if (holdGroup && hang) {
+        hangDone = true;
+        const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, t0, t1, compute, hangRng);
+        hang.startTs = hang.onsetTs = out.stopTs;
+        if (out.resumeTs === undefined) {
+          ts = yield* restartAfterHang(o.job, out.endTs, step, hangRng);
+          continue;
+        }
+        // The culprit came back: its group finishes the step as late as it was held.
+        const late = out.resumeTs - out.stopTs;
+        for (const e of held) yield resumed(e, late, hang.rank!);
+        ts = t1 + late;
+      }
     }
     yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'finished' };
     this.faults.forEach((f, i) => {
       const c = costSums[i];
-      f.trueCostPct = c.actual > 0 ? (100 * (c.actual - c.without)) / c.actual : 0;
+      // A hang costs the job all of its throughput while it lasts.
+      f.trueCostPct = isHang(f.spec.type)
+        ? 100
+        : c.actual > 0
+          ? (100 * (c.actual - c.without)) / c.actual
+          : 0;
     });
+  }
+
+  /** What a hang needs of the job. */
+  private hangJob() {
+    const o = this.opts;
+    return {
+      job: o.job,
+      layout: this.layout,
+      places: this.places,
+      stepMs: o.stepMs,
+      maxClock: this.maxClock,
+      telemetry: o.telemetry,
+      telemetryEveryMs: o.telemetryEveryMs ?? 1000,
+    };
+  }
+
+  /** The ranks of a rank's data-parallel group (same stage and tensor-parallel index). */
+  private dpGroupOf(rank: number): Set<number> {
+    const c = this.places[rank];
+    return new Set(this.places.filter((p) => p.stage === c.stage && p.tp === c.tp).map((p) => p.rank));
   }
 
   /** Product of every active fault's compute multiplier on rank r at `step`. */
@@ -612,7 +683,7 @@ export class ClusterSim {
     sums: { actual: number; without: number }[],
   ): void {
     this.faults.forEach((fault, i) => {
-      if (!isActive(fault.spec, step)) return;
+      if (!isActive(fault.spec, step) || isHang(fault.spec.type)) return;
       let without: number;
       if (['nic', 'link', 'flap', 'nvlink'].includes(fault.spec.type)) {
         without = stepMs - commExtra;
@@ -720,6 +791,29 @@ function xidMessage(code: number): string {
     95: 'Uncontained ECC error.',
   };
   return known[code] ?? `Xid ${code}`;
+}
+
+/** An event of the step's reports, held back for a group that waits for a hung rank, or passed on. */
+function* pass<E extends RankwatchEvent>(
+  held: RankwatchEvent[],
+  hold: Set<number> | undefined,
+  e: E,
+): Generator<RankwatchEvent> {
+  if (hold?.has((e as { rank: number }).rank)) held.push(e);
+  else yield e;
+}
+
+/** A held report, `late` ms later: the step took that much longer, spent waiting (or hung, for the culprit). */
+function resumed(e: RankwatchEvent, late: number, culprit: number): RankwatchEvent {
+  if (e.kind !== 'step') return { ...e, ts: e.ts + late };
+  const own = e.rank === culprit;
+  return {
+    ...e,
+    ts: e.ts + late,
+    step_ms: ms3(e.step_ms + late),
+    compute_ms: ms3(e.compute_ms + (own ? late : 0)),
+    comm_wait_ms: ms3((e.comm_wait_ms ?? 0) + (own ? 0 : late)),
+  };
 }
 
 function maxOf(a: Float64Array): number {

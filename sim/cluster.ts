@@ -13,7 +13,7 @@ import { round } from '../core/round.js';
 import { findGpu } from '../mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
 import { checkFault, clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
-import { hangPhase, hangRandom, isHang, restartAfterHang } from './hang.js';
+import { hangPhase, hangRandom, hangStopTs, isHang, restartAfterHang } from './hang.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -347,8 +347,8 @@ export class ClusterSim {
       let heldMs = 0;
       if (hang && !hangDone && step === hang.spec.at && hang.spec.type === 'hang') {
         hangDone = true;
+        hang.startTs = hang.onsetTs = hangStopTs(hang.spec, hang.rank!, ts, compute);
         const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, ts, ts, compute, hangRng);
-        hang.startTs = hang.onsetTs = out.stopTs;
         if (out.resumeTs === undefined) {
           ts = yield* restartAfterHang(o.job, out.endTs, step, hangRng);
           continue;
@@ -595,8 +595,8 @@ export class ClusterSim {
       ts = t1;
       if (holdGroup && hang) {
         hangDone = true;
+        hang.startTs = hang.onsetTs = hangStopTs(hang.spec, hang.rank!, t0, compute);
         const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, t0, t1, compute, hangRng);
-        hang.startTs = hang.onsetTs = out.stopTs;
         if (out.resumeTs === undefined) {
           ts = yield* restartAfterHang(o.job, out.endTs, step, hangRng);
           continue;

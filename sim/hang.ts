@@ -67,7 +67,7 @@ export function* hangPhase(
   rng: Random,
 ): Generator<RankwatchEvent, HangOutcome> {
   const top = spec.type === 'hang';
-  const stopTs = top ? t0 : Math.round(t0 + compute[culprit]);
+  const stopTs = hangStopTs(spec, culprit, t0, compute);
   const from = top ? t0 : t1;
   const waits = j.places.map((p) => waitOf(j, p, j.places[culprit], top, step, t0, t1, compute, rng));
   const lasts = Math.round((spec.for ?? 660) * 1000);
@@ -101,6 +101,11 @@ export function* hangPhase(
   }
   while (next < timeouts.length) yield timeout(j, timeouts[next++], waits);
   return { stopTs, ...(fires ? {} : { resumeTs: endTs }), endTs };
+}
+
+/** When the culprit stops: at the step's start (`hang`), or when its own work of the step is done. */
+export function hangStopTs(spec: FaultSpec, culprit: number, t0: number, compute: Float64Array): number {
+  return spec.type === 'hang' ? t0 : Math.round(t0 + compute[culprit]);
 }
 
 /** The interruption after the watchdogs fired, and the restart from the last checkpoint; returns when steps resume. */

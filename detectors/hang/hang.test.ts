@@ -72,12 +72,16 @@ describe('NCCL watchdog timeouts judged', () => {
     const f = judge([...steps, ...collect('nccl-watchdog-pg-guid.log', twoHosts)]).filter((x) =>
       x.type.startsWith('nccl_'),
     );
-    expect(f.map((x) => [x.type, x.host, x.gpu, x.rank, x.action])).toEqual([['nccl_hang', 'node-b', 1, 3, 'watch']]);
+    expect(f.map((x) => [x.type, x.host, x.gpu, x.rank, x.action])).toEqual([
+      ['nccl_hang', 'node-b', 1, 3, 'watch'],
+    ]);
     expect(f[0].evidence).toMatchObject({
       signals: ['missing_from_timeouts'],
       timeouts: { timed_out: 3, culprit_timed_out: false, missing: [3] },
     });
-    expect(f[0].summary).toMatch(/rank 3 \(node-b GPU 1\).*ALLREDUCE of process group 0 \(default_pg\) \(SeqNum 808\)/);
+    expect(f[0].summary).toMatch(
+      /rank 3 \(node-b GPU 1\).*ALLREDUCE of process group 0 \(default_pg\) \(SeqNum 808\)/,
+    );
   });
 
   it('ranks at one SeqNum in different operations are a desync naming the odd rank; the hang names the rank behind', () => {
@@ -91,7 +95,10 @@ describe('NCCL watchdog timeouts judged', () => {
     expect(desync.evidence).toMatchObject({ pg: '0', pg_name: 'default_pg', pg_known: true, seq: 808 });
     expect(Object.keys(desync.evidence.ops as object).sort()).toEqual(['ALLREDUCE', '_ALLGATHER_BASE']);
     expect(desync.summary).toContain('rank 2 in _ALLGATHER_BASE');
-    expect(opened[1].evidence).toMatchObject({ signals: ['behind_in_process_group'], timeouts: { timed_out: 4 } });
+    expect(opened[1].evidence).toMatchObject({
+      signals: ['behind_in_process_group'],
+      timeouts: { timed_out: 4 },
+    });
   });
 
   it('names no rank behind when the group is not known, even when SeqNums differ (pytorch#118369)', () => {
@@ -99,7 +106,10 @@ describe('NCCL watchdog timeouts judged', () => {
     expect(f.map((x) => x.type)).toEqual(['nccl_hang']);
     expect(f[0].host).toBe('node-c');
     expect(f[0].rank).toBeUndefined(); // [Rank 0] is the group rank; the global rank was not printed
-    expect(f[0].evidence).toMatchObject({ culprit: 'unknown', timeouts: { first: { group_rank: 0, seq: 96120 } } });
+    expect(f[0].evidence).toMatchObject({
+      culprit: 'unknown',
+      timeouts: { first: { group_rank: 0, seq: 96120 } },
+    });
   });
 
   it('without the group, one rank in two operations at a SeqNum is two groups, not a desync', () => {
@@ -143,6 +153,8 @@ describe('NCCL watchdog timeouts judged', () => {
     const f = judge([...events, { v: 1, kind: 'job_event', ts: T0 + 10_000, job: 'llm', event: 'restart' }]);
     const resolved = f.filter((x) => x.state === 'resolved');
     expect(resolved.map((x) => x.type).sort()).toEqual(['nccl_desync', 'nccl_hang']);
-    expect(resolved.find((x) => x.type === 'nccl_hang')?.evidence).toMatchObject({ resolved_reason: 'job_restarted' });
+    expect(resolved.find((x) => x.type === 'nccl_hang')?.evidence).toMatchObject({
+      resolved_reason: 'job_restarted',
+    });
   });
 });

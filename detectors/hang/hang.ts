@@ -444,7 +444,9 @@ export class HangDetector {
       action: this.action(j, c),
       evidence: this.evidence(j, now),
       summary: this.summary(key, j, now),
+      ...(j.codeBug ? { related: [j.codeBug] } : {}),
     });
+    if (j.codeBug) j.incident.related = j.codeBug;
   }
 
   private action(j: JobHang, c: Culprit): Action {
@@ -558,19 +560,21 @@ export class HangDetector {
   /** The collective the peers wait in: what the timeouts, Flight Recorder or sequence numbers say. */
   private stuckText(j: JobHang): string {
     const fr = j.reports.find((r) => r.source === 'flight_recorder' && r.kind === 'not_joined');
+    const group = (pg?: string, name?: string) =>
+      pg !== undefined ? ` of process group ${pg}${name ? ` (${name})` : ''}` : '';
     if (fr)
-      return ` in ${fr.op ?? 'a collective'}${fr.pg !== undefined ? ` of process group ${fr.pg}${fr.pgName ? ` (${fr.pgName})` : ''}` : ''}${fr.seq !== undefined ? ` (seq ${fr.seq})` : ''}`;
-    const w = j.timeouts.firstWait();
-    if (w)
-      return ` in ${w.op}${w.pg !== undefined ? ` of process group ${w.pg}${w.pg_name ? ` (${w.pg_name})` : ''}` : ''} (SeqNum ${w.seq})`;
+      return ` in ${fr.op ?? 'a collective'}${group(fr.pg, fr.pgName)}${fr.seq !== undefined ? ` (seq ${fr.seq})` : ''}`;
     const r = j.incident!.culprit.rank;
+    // RAS names the communicator it found the rank behind in (or in error).
+    const ras = j.reports.find((x) => x.source === 'nccl_ras' && x.comm !== undefined && x.rank === r);
+    if (ras) return ` on communicator ${ras.comm}`;
+    const w = j.timeouts.firstWait();
+    if (w) return ` in ${w.op}${group(w.pg, w.pg_name)} (SeqNum ${w.seq})`;
     if (r === undefined) return '';
     const stuck = stuckIn(j.progress, r);
     if (stuck.length === 1)
       return ` in ${stuck[0].op} on communicator ${stuck[0].comm} (seq ${stuck[0].next_seq})`;
-    if (stuck.length > 1) return ` on communicator ${stuck.map((s) => s.comm).join(' or ')}`;
-    const ras = j.reports.find((x) => x.comm !== undefined);
-    return ras ? ` on communicator ${ras.comm}` : '';
+    return stuck.length > 1 ? ` on communicator ${stuck.map((s) => s.comm).join(' or ')}` : '';
   }
 
   private desync(key: string, j: JobHang, d: Desync, ts: number): void {

@@ -43,7 +43,7 @@ export interface HangConfig {
   rasConfirmMs: number;
   /** A sign names at most this many suspects (or 1% of the job's ranks) to single them out. */
   maxSuspects: number;
-  /** Communicators tracked per job (sequence numbers); more are counted and left out. */
+  /** Communicator-operations whose sequence numbers are tracked per job (at most 65,535); more are counted and left out. */
   maxComms: number;
   /** A job with no event at all for this long is forgotten (its open hang resolved). */
   forgetAfterMs: number;
@@ -55,7 +55,7 @@ export const HANG_DEFAULTS: HangConfig = {
   settleMs: 10_000,
   rasConfirmMs: 10_000,
   maxSuspects: 8,
-  maxComms: 65_536,
+  maxComms: 65_535,
   forgetAfterMs: 3_600_000,
 };
 

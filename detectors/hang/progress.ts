@@ -19,8 +19,13 @@ const GPU_IDLE_REASON = 0x1;
 /** Point-to-point operations: each rank counts its own, so their sequence numbers are not compared. */
 const P2P = new Set(['send', 'recv']);
 
-/** Communicator-operations a rank's sequence numbers are kept for; more are counted and left out. */
-export const SLOTS = 8;
+/**
+ * Communicator-operations a rank's sequence numbers are kept for (a Megatron rank's collectives:
+ * its data- and tensor-parallel groups' all-reduces, all-gathers, reduce-scatters); more are
+ * counted and left out. A slot holds an id below EMPTY_SLOT.
+ */
+export const SLOTS = 4;
+export const EMPTY_SLOT = 0xffff;
 
 /**
  * Idle when NVML says nothing ran (utilisation ≤ 10%, or no utilisation but the idle reason bit),
@@ -38,13 +43,13 @@ export class JobProgress {
   gpu = new Int16Array(0);
   /** Event time of each rank's last step or collective (0: none yet). */
   lastTs = new Float64Array(0);
-  lastStep = new Float64Array(0);
+  lastStep = new Int32Array(0);
   gpuTs = new Float64Array(0);
   gpuState = new Uint8Array(0);
   /** Start of the current run of idle samples (meaningful while gpuState is IDLE). */
   idleSince = new Float64Array(0);
-  util = new Float64Array(0);
-  power = new Float64Array(0);
+  util = new Float32Array(0);
+  power = new Float32Array(0);
   /** Latest report of any rank, the highest step reported and when it first came. */
   maxTs = 0;
   maxStep = -1;
@@ -63,12 +68,12 @@ export class JobProgress {
    * its highest sequence number and its member count; each rank has SLOTS slots of (id, its last
    * sequence number), so the cost per rank is fixed whatever the communicators are called.
    */
-  private readonly opIds = new Map<string, Map<string, number>>();
+  private readonly opIds = new Map<string, (string | number)[]>();
   readonly opComm: string[] = [];
   readonly opName: string[] = [];
   readonly opMax: number[] = [];
   readonly opMembers: number[] = [];
-  slotOp = new Int32Array(0);
+  slotOp = new Uint16Array(0);
   slotSeq = new Float64Array(0);
   /** Communicator-operations or rank slots left out (past `maxComms`, or SLOTS per rank). */
   dropped = 0;
@@ -121,13 +126,13 @@ export class JobProgress {
     const id = this.opId(e.comm, e.op, (e as { comm_name?: unknown }).comm_name);
     if (id < 0) return true;
     if (this.slotOp.length < this.capacity * SLOTS) {
-      this.slotOp = grown(this.slotOp, this.capacity * SLOTS, -1);
+      this.slotOp = grown(this.slotOp, this.capacity * SLOTS, EMPTY_SLOT);
       this.slotSeq = grown(this.slotSeq, this.capacity * SLOTS);
     }
     const base = r * SLOTS;
     for (let k = base; k < base + SLOTS; k++) {
       const at = this.slotOp[k];
-      if (at === -1) {
+      if (at === EMPTY_SLOT) {
         this.slotOp[k] = id;
         this.slotSeq[k] = seq;
         this.opMembers[id]++;
@@ -147,28 +152,27 @@ export class JobProgress {
   }
 
   private opId(comm: string, op: string, name: unknown): number {
+    // Per communicator, its few operations and their ids side by side: a scan beats a second Map.
     let ops = this.opIds.get(comm);
     if (!ops) {
-      if (this.opMax.length >= this.maxComms) {
+      if (this.opMax.length >= Math.min(this.maxComms, EMPTY_SLOT)) {
         this.dropped++;
         return -1;
       }
-      ops = new Map();
+      ops = [];
       this.opIds.set(comm, ops);
     }
-    let id = ops.get(op);
-    if (id === undefined) {
-      if (this.opMax.length >= this.maxComms) {
-        this.dropped++;
-        return -1;
-      }
-      id = this.opMax.length;
-      ops.set(op, id);
-      this.opComm.push(typeof name === 'string' && name !== '' ? `${comm} (${name})` : comm);
-      this.opName.push(op);
-      this.opMax.push(Number.NEGATIVE_INFINITY);
-      this.opMembers.push(0);
+    for (let i = 0; i < ops.length; i += 2) if (ops[i] === op) return ops[i + 1] as number;
+    if (this.opMax.length >= Math.min(this.maxComms, EMPTY_SLOT)) {
+      this.dropped++;
+      return -1;
     }
+    const id = this.opMax.length;
+    ops.push(op, id);
+    this.opComm.push(typeof name === 'string' && name !== '' ? `${comm} (${name})` : comm);
+    this.opName.push(op);
+    this.opMax.push(Number.NEGATIVE_INFINITY);
+    this.opMembers.push(0);
     return id;
   }
 

@@ -7,7 +7,7 @@
  * - its sequence number is behind its communicator peers' for some operation.
  * Each pass is O(ranks) and runs only while a job is stalled without a named culprit.
  */
-import { BUSY, IDLE, type JobProgress, SLOTS } from './progress.js';
+import { BUSY, EMPTY_SLOT, IDLE, type JobProgress, SLOTS } from './progress.js';
 
 export interface IdleSign {
   ranks: number[];
@@ -72,7 +72,7 @@ export function behindPeers(p: JobProgress): Map<number, BehindIn[]> {
     if (p.lastTs[r] > 0) active++;
     for (let k = r * SLOTS; k < (r + 1) * SLOTS && k < p.slotOp.length; k++) {
       const id = p.slotOp[k];
-      if (id < 0) break;
+      if (id === EMPTY_SLOT) break;
       if (p.opMembers[id] < 2 || p.slotSeq[k] >= p.opMax[id]) continue;
       const list = behind.get(r) ?? [];
       list.push({ comm: p.opComm[id], op: p.opName[id], seq: p.slotSeq[k], peers_seq: p.opMax[id] });
@@ -90,7 +90,7 @@ export function stuckIn(p: JobProgress, rank: number): { comm: string; op: strin
   const out: { comm: string; op: string; next_seq: number }[] = [];
   for (let k = rank * SLOTS; k < (rank + 1) * SLOTS && k < p.slotOp.length; k++) {
     const id = p.slotOp[k];
-    if (id < 0) break;
+    if (id === EMPTY_SLOT) break;
     if (p.opMembers[id] < 2 || p.slotSeq[k] < p.opMax[id]) continue;
     out.push({ comm: p.opComm[id], op: p.opName[id], next_seq: p.opMax[id] + 1 });
   }

@@ -31,8 +31,11 @@ export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1
   --fault SPEC         inject a fault, repeatable: TYPE:key=value,...
                        types: ${FAULT_TYPES.join(', ')}
                        keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code,
-                       peer (link: the other end)
-                       e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
+                       peer (link: the other end), for (hang: seconds hung, default 660; past
+                       600 the peers' NCCL watchdogs fire and the job restarts)
+                       e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3  hang:rank=301,at=50
+                       hang: the rank stops at the top of step 'at'; hang_allreduce: right before
+                       its data-parallel all-reduce; its peers spin in NCCL, its GPU goes idle
   --no-telemetry       leave out the 1 Hz gpu samples
   --no-collectives     leave out collective events
   --start ISO|MS       event time of the first event (default: now, to the minute, so a store keeps

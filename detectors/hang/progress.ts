@@ -69,6 +69,8 @@ export class JobProgress {
    * sequence number), so the cost per rank is fixed whatever the communicators are called.
    */
   private readonly opIds = new Map<string, (string | number)[]>();
+  /** The communicator as events name it, and as findings name it (with the source's name for it). */
+  readonly opKey: string[] = [];
   readonly opComm: string[] = [];
   readonly opName: string[] = [];
   readonly opMax: number[] = [];
@@ -123,26 +125,32 @@ export class JobProgress {
 
   /** Records a rank's sequence number; whether it moved (a first one counts as moved). */
   private seq(r: number, e: CollectiveEvent, seq: number): boolean {
-    const id = this.opId(e.comm, e.op, (e as { comm_name?: unknown }).comm_name);
-    if (id < 0) return true;
     if (this.slotOp.length < this.capacity * SLOTS) {
       this.slotOp = grown(this.slotOp, this.capacity * SLOTS, EMPTY_SLOT);
       this.slotSeq = grown(this.slotSeq, this.capacity * SLOTS);
     }
     const base = r * SLOTS;
-    for (let k = base; k < base + SLOTS; k++) {
+    // The rank's own slots first: comparing a few short strings beats hashing the event's new one.
+    let k = base;
+    for (; k < base + SLOTS; k++) {
       const at = this.slotOp[k];
-      if (at === EMPTY_SLOT) {
-        this.slotOp[k] = id;
-        this.slotSeq[k] = seq;
-        this.opMembers[id]++;
-      } else if (at !== id) continue;
-      else if (seq > this.slotSeq[k]) this.slotSeq[k] = seq;
-      else return false;
-      if (seq > this.opMax[id]) this.opMax[id] = seq;
+      if (at === EMPTY_SLOT) break;
+      if (this.opKey[at] !== e.comm || this.opName[at] !== e.op) continue;
+      if (seq <= this.slotSeq[k]) return false;
+      this.slotSeq[k] = seq;
+      if (seq > this.opMax[at]) this.opMax[at] = seq;
       return true;
     }
-    this.dropped++;
+    if (k === base + SLOTS) {
+      this.dropped++;
+      return true;
+    }
+    const id = this.opId(e.comm, e.op, (e as { comm_name?: unknown }).comm_name);
+    if (id < 0) return true;
+    this.slotOp[k] = id;
+    this.slotSeq[k] = seq;
+    this.opMembers[id]++;
+    if (seq > this.opMax[id]) this.opMax[id] = seq;
     return true;
   }
 
@@ -169,6 +177,7 @@ export class JobProgress {
     }
     const id = this.opMax.length;
     ops.push(op, id);
+    this.opKey.push(comm);
     this.opComm.push(typeof name === 'string' && name !== '' ? `${comm} (${name})` : comm);
     this.opName.push(op);
     this.opMax.push(Number.NEGATIVE_INFINITY);

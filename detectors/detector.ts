@@ -57,6 +57,8 @@ export interface Detector {
   jobChanged?(e: JobLifecycleEvent): void;
   /** End of input or of a job: close what the detector holds open. */
   flush?(ts: number): void;
+  /** Another process now owns the job's stream (DetectorRunner.forget): drop its state without a word. */
+  forgetJob?(job: string): void;
 }
 
 /** A detector of one job: one per job, dropped when the job ends. */

@@ -134,6 +134,7 @@ export const HANG = fleet('hang', ['step', 'collective', 'gpu', 'fault'], (ctx) 
     advance: (ts) => d.advance(ts),
     jobChanged: (e) => d.jobChanged(e),
     flush: (ts) => d.flush(ts),
+    forgetJob: (job) => d.forgetJob(job),
   };
 });
 

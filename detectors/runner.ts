@@ -388,6 +388,7 @@ export class DetectorRunner {
    * while it runs on. Events of the job that come later start it afresh.
    */
   forget(id: string): void {
+    for (const d of this.fleet.values()) d.forgetJob?.(id);
     const j = this.jobs.get(id);
     if (!j) return;
     for (const f of this.log.openFindings())

@@ -172,6 +172,15 @@ export class HangDetector {
     for (const id of j.desyncs) this.log.resolve(id, e.ts, { summary });
   }
 
+  /** Another process carries the job on: its open findings are dropped here, not resolved. */
+  forgetJob(job: string): void {
+    const j = this.jobs.get(job);
+    if (!j) return;
+    if (j.incident) this.log.forget(j.incident.id);
+    for (const id of j.desyncs) this.log.forget(id);
+    this.jobs.delete(job);
+  }
+
   private job(key: string): JobHang {
     let j = this.jobs.get(key);
     if (!j) {
@@ -210,6 +219,12 @@ export class HangDetector {
       if (p.frontStep > inc.stallStep || (p.stepsSeen === 0 && p.maxTs > inc.openedTs)) {
         const to = p.frontStep > inc.stallStep ? ` to step ${p.frontStep}` : '';
         this.resolve(j, now, `job ${key} moved on${to}: it stalled but did not hang.`, 'resumed');
+        // What was said about that stall says nothing about the next one.
+        j.timeouts = new JobTimeouts();
+        j.reports = [];
+        j.named.clear();
+        j.namedHosts.clear();
+        j.rasBehind.clear();
       } else if (
         !inc.timeoutsTold &&
         inc.timeoutsFrom !== undefined &&

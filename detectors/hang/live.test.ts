@@ -113,6 +113,30 @@ describe('a hung rank, named live', () => {
   });
 });
 
+describe('a hang another process took over', () => {
+  it('a job let go (a Kafka rebalance) drops its open hang without resolving it', () => {
+    const s = sim(64, 'hang:rank=21,at=30');
+    const runner = new DetectorRunner();
+    const out: Finding[] = [];
+    let forgot = 0;
+    for (const e of s.events()) {
+      runner.push(e);
+      out.push(...hangs(runner.take().findings));
+      if (out.length) {
+        runner.forget('j');
+        forgot = e.ts;
+        break; // its events now go to the other process
+      }
+    }
+    // Hours of other traffic later, nothing is resolved here: the other process carries it.
+    runner.push({ v: 1, kind: 'job_event', ts: forgot + 2 * 3_600_000, job: 'other', event: 'start' });
+    runner.push({ v: 1, kind: 'job_event', ts: forgot + 3 * 3_600_000, job: 'other', event: 'finished' });
+    runner.flush();
+    out.push(...hangs(runner.take().findings));
+    expect(out.map((x) => x.state)).toEqual(['open']);
+  });
+});
+
 describe('what is not a hang', () => {
   /** A clean job whose every GPU goes idle for `pauseMs` after step `at` (a checkpoint, a restart's wait), then runs on. */
   function pausedJob(ranks: number, at: number, pauseMs: number, resume: boolean): RankwatchEvent[] {

@@ -8,11 +8,20 @@
  * `compute_ms` and low `comm_wait_ms`. Seeded and deterministic: the same options give the same
  * events, and adding a fault does not change the noise any other rank sees.
  */
+import { RankwatchError } from '../core/errors.js';
 import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
 import { findGpu } from '../mfu/peaks.js';
 import type { ModelConfig, RankwatchEvent } from '../schema/events.js';
-import { checkFault, clockSlowdown, driftSlowdown, type FaultSpec, flapSlow, isActive } from './faults.js';
+import {
+  checkFault,
+  clockSlowdown,
+  driftSlowdown,
+  type FaultSpec,
+  flapSlow,
+  formatFault,
+  isActive,
+} from './faults.js';
 import { hangPhase, hangRandom, hangStopTs, isHang, restartAfterHang } from './hang.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
@@ -189,7 +198,10 @@ export class ClusterSim {
     if (rank === undefined || !this.places[rank]) throw new Error(`fault ${spec.type}: rank not in the job`);
     const p = this.places[rank];
     if (spec.type === 'hang_allreduce' && this.layout.dp < 2)
-      throw new Error('fault hang_allreduce needs data parallelism (dp ≥ 2)');
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `--fault ${formatFault(spec)}: needs data parallelism (dp ≥ 2; this job has ${this.layout.tp * this.layout.pp} rank(s) per replica and one replica): give the job more ranks, or use hang`,
+      );
     const peerHost = spec.type === 'link' ? this.places[spec.peer ?? -1]?.host : undefined;
     if (spec.type === 'link' && peerHost === undefined)
       throw new Error('fault link needs peer= (a rank in the job)');

@@ -359,14 +359,13 @@ export class ClusterSim {
       let heldMs = 0;
       if (hang && !hangDone && step === hang.spec.at && hang.spec.type === 'hang') {
         hangDone = true;
-        hang.startTs = hang.onsetTs = hangStopTs(hang.spec, hang.rank!, ts, compute);
-        const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, ts, ts, compute, hangRng);
-        if (out.resumeTs === undefined) {
-          ts = yield* restartAfterHang(o.job, out.endTs, step, hangRng);
+        const h = yield* this.hangEvents(hang, step, ts, ts, compute, hangRng);
+        if (h.resumeTs === undefined) {
+          ts = h.restartedAt;
           continue;
         }
-        heldMs = out.resumeTs - ts;
-        ts = out.resumeTs;
+        heldMs = h.resumeTs - ts;
+        ts = h.resumeTs;
       }
       // A hang before the data-parallel all-reduce: that group's reports of this step wait for it.
       const holdGroup =
@@ -607,14 +606,13 @@ export class ClusterSim {
       ts = t1;
       if (holdGroup && hang) {
         hangDone = true;
-        hang.startTs = hang.onsetTs = hangStopTs(hang.spec, hang.rank!, t0, compute);
-        const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, t0, t1, compute, hangRng);
-        if (out.resumeTs === undefined) {
-          ts = yield* restartAfterHang(o.job, out.endTs, step, hangRng);
+        const h = yield* this.hangEvents(hang, step, t0, t1, compute, hangRng);
+        if (h.resumeTs === undefined) {
+          ts = h.restartedAt;
           continue;
         }
         // The culprit came back: its group finishes the step as late as it was held.
-        const late = out.resumeTs - out.stopTs;
+        const late = h.resumeTs - h.stopTs;
         for (const e of held) yield resumed(e, late, hang.rank!);
         ts = t1 + late;
       }
@@ -629,6 +627,27 @@ export class ClusterSim {
           ? (100 * (c.actual - c.without)) / c.actual
           : 0;
     });
+  }
+
+  /**
+   * A hang's events (sim/hang.ts), its onset recorded first; then, if it outlasted the watchdog,
+   * the interruption and restart, and when steps resume.
+   */
+  private *hangEvents(
+    hang: InjectedFault,
+    step: number,
+    t0: number,
+    t1: number,
+    compute: Float64Array,
+    rng: Random,
+  ): Generator<
+    RankwatchEvent,
+    { resumeTs: number; stopTs: number } | { resumeTs: undefined; restartedAt: number }
+  > {
+    hang.startTs = hang.onsetTs = hangStopTs(hang.spec, hang.rank!, t0, compute);
+    const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, t0, t1, compute, rng);
+    if (out.resumeTs !== undefined) return { resumeTs: out.resumeTs, stopTs: out.stopTs };
+    return { resumeTs: undefined, restartedAt: yield* restartAfterHang(this.opts.job, out.endTs, step, rng) };
   }
 
   /** What a hang needs of the job. */

@@ -146,39 +146,23 @@ function waitOf(
   const jitter = 1 + 0.02 * rng.normal();
   const inGroup = p.stage === c.stage && p.tp === c.tp;
   if (!top && inGroup) return { ...dpComm(p), seq: step + 1, since: t0 + compute[p.rank] };
-  const waitStep = top ? step : step + 1;
-  const start = top ? t0 : t1;
-  const seq = waitStep + 1;
-  if (tp > 1 && p.stage === c.stage && p.dp === c.dp)
-    return {
-      comm: `tp.s${p.stage}.d${p.dp}`,
-      op: 'ALLREDUCE',
-      seq,
-      groupRank: p.tp,
-      since: start + 0.05 * j.stepMs * jitter,
-    };
+  const seq = (top ? step : step + 1) + 1;
+  const after = (share: number) => (top ? t0 : t1) + share * j.stepMs * jitter;
+  if (tp > 1 && p.stage === c.stage && p.dp === c.dp) return { ...tpComm(p), seq, since: after(0.05) };
   if (p.tp === c.tp && p.dp === c.dp && Math.abs(p.stage - c.stage) === 1)
-    return {
-      comm: `pp.d${p.dp}.t${p.tp}`,
-      op: 'RECV',
-      seq,
-      groupRank: p.stage,
-      since: start + 0.1 * j.stepMs * jitter,
-    };
-  if (dp > 1) return { ...dpComm(p), seq, since: start + 0.93 * j.stepMs * jitter };
-  return {
-    comm: `tp.s${p.stage}.d${p.dp}`,
-    op: 'ALLREDUCE',
-    seq,
-    groupRank: p.tp,
-    since: start + 0.05 * j.stepMs * jitter,
-  };
+    return { comm: `pp.d${p.dp}.t${p.tp}`, op: 'RECV', groupRank: p.stage, seq, since: after(0.1) };
+  return dp > 1 ? { ...dpComm(p), seq, since: after(0.93) } : { ...tpComm(p), seq, since: after(0.05) };
 }
 
 const dpComm = (p: RankPlace) => ({
   comm: `dp.s${p.stage}.t${p.tp}`,
   op: 'ALLREDUCE' as const,
   groupRank: p.dp,
+});
+const tpComm = (p: RankPlace) => ({
+  comm: `tp.s${p.stage}.d${p.dp}`,
+  op: 'ALLREDUCE' as const,
+  groupRank: p.tp,
 });
 
 /** A stable process-group id per communicator, as PyTorch numbers its groups (0 is the default group). */

@@ -9,19 +9,13 @@
  * collectives: a send and a recv at one SeqNum are a pair, not a divergence, and each rank counts
  * its own point-to-point operations.
  */
+import type { WatchdogTimeout } from '../../collectors/parsers/nccl_watchdog.js';
 import type { FaultEvent } from '../../schema/events.js';
 
-export interface Timeout {
+/** A timeout as the parser read it, where and when it was reported; `ran_ms` is optional on the wire. */
+export interface Timeout extends Omit<WatchdogTimeout, 'ranMs'> {
   ts: number;
   host: string;
-  rank?: number;
-  groupRank: number;
-  pg?: string;
-  pgName?: string;
-  seq: number;
-  op: string;
-  lastCompleted?: number;
-  timeoutMs?: number;
   ranMs?: number;
 }
 

@@ -101,6 +101,19 @@ describe('a hung rank, named live', () => {
     expect(open[0].evidence.signals).toEqual(['missing_from_timeouts', 'seq_behind', 'stopped_first']);
   });
 
+  it("a hung rank's GPU that drains queued work for a few seconds before it idles is still named", () => {
+    const s = sim(64, 'hang:rank=21,at=30');
+    const runner = new DetectorRunner();
+    for (const e of s.events()) {
+      const onset = s.faults[0].onsetTs;
+      const draining = e.kind === 'gpu' && e.rank === 21 && onset !== undefined && e.ts < onset + 5_000;
+      runner.push(draining ? { ...e, util_pct: 100, throttle_reasons: 0, power_w: 600 } : e);
+    }
+    runner.flush();
+    const open = hangs(runner.take().findings).filter((x) => x.state === 'open');
+    expect(open.map((x) => [x.rank, x.evidence.signals])).toEqual([[21, ['gpu_idle']]]);
+  });
+
   it('a rank that stalls 45 s and comes back opens, then resolves when the job moves on', () => {
     const s = sim(64, 'hang:rank=21,at=30,for=45');
     const f = hangs(run(s));

@@ -28,13 +28,14 @@ export function suspectLimit(ranks: number, maxSuspects: number): number {
 }
 
 /**
- * GPUs idle since about `stallTs` (within two sample gaps) and still idle at their latest recent
- * sample, while at least half of the job's recently sampled GPUs are busy.
+ * GPUs idle for most of the stall (since two sample gaps after it began, or its first half: a hung
+ * rank's GPU may drain queued work for a few seconds) and still idle at their latest recent sample,
+ * while at least half of the job's recently sampled GPUs are busy.
  */
 export function idleWhilePeersBusy(p: JobProgress, now: number, stallTs: number, limit: number): IdleSign {
   const gap = Math.max(p.sampleGapMs, 1_000);
   const recent = now - Math.max(3 * gap, 5_000);
-  const idleBy = stallTs + 2 * gap;
+  const idleBy = Math.max(stallTs + 2 * gap, stallTs + (now - stallTs) / 2);
   let sampled = 0;
   let busy = 0;
   const ranks: number[] = [];

@@ -338,7 +338,10 @@ export class HangDetector {
     const p = j.progress;
     const limit = suspectLimit(p.size, this.cfg.maxSuspects);
     const signs: [string, number[]][] = [['reported', [...j.named.keys()]]];
-    if (this.stalled(p, now)) signs.push(['gpu_idle', idleWhilePeersBusy(p, now, p.maxTs, limit).ranks]);
+    if (this.stalled(p, now)) {
+      const gpus = idleWhilePeersBusy(p, now, p.maxTs, limit);
+      signs.push(['gpu_idle', gpus.ranks], ['gpu_silent', gpus.silent]);
+    }
     signs.push(['missing_from_timeouts', this.missingFromTimeouts(j, limit)]);
     const behindPg = j.timeouts.behind()?.t.rank;
     signs.push(['behind_in_process_group', behindPg !== undefined ? [behindPg] : []]);
@@ -660,6 +663,7 @@ export class HangDetector {
 function signalText(s: string): string {
   const texts: Record<string, string> = {
     gpu_idle: 'its GPU idle while its peers spin in NCCL',
+    gpu_silent: 'its GPU samples stopped while its peers spin in NCCL',
     stopped_first: 'its reports stopped first',
     seq_behind: 'its sequence numbers behind its communicator peers',
     missing_from_timeouts: "absent from its peers' watchdog timeouts",

@@ -114,6 +114,23 @@ describe('a hung rank, named live', () => {
     expect(open.map((x) => [x.rank, x.evidence.signals])).toEqual([[21, ['gpu_idle']]]);
   });
 
+  it('a host that goes down (its GPU samples stop) while the job waits is named as a host', () => {
+    const s = sim(64, 'hang:rank=21,at=30');
+    const runner = new DetectorRunner();
+    for (const e of s.events()) {
+      const onset = s.faults[0].onsetTs;
+      if (e.kind === 'gpu' && e.host === 'gpu-0002' && onset !== undefined && e.ts > onset) continue;
+      runner.push(e);
+    }
+    runner.flush();
+    const open = hangs(runner.take().findings).filter((x) => x.state === 'open');
+    expect(open.map((x) => [x.host, x.rank, x.gpu, x.evidence.signals])).toEqual([
+      ['gpu-0002', undefined, undefined, ['gpu_silent']],
+    ]);
+    expect(open[0].evidence.suspects).toEqual([16, 17, 18, 19, 20, 21, 22, 23]);
+    expect(open[0].summary).toContain('gpu-0002 (ranks 16, 17, 18, 19, 20, 21, 22, 23) stopped');
+  });
+
   it('a rank that stalls 45 s and comes back opens, then resolves when the job moves on', () => {
     const s = sim(64, 'hang:rank=21,at=30,for=45');
     const f = hangs(run(s));

@@ -11,6 +11,8 @@ import { BUSY, EMPTY_SLOT, IDLE, type JobProgress, SLOTS } from './progress.js';
 
 export interface IdleSign {
   ranks: number[];
+  /** GPUs that were sampled but fell silent (a host that went down, a GPU off the bus). */
+  silent: number[];
   sampled: number;
   busy: number;
 }
@@ -39,15 +41,26 @@ export function idleWhilePeersBusy(p: JobProgress, now: number, stallTs: number,
   let sampled = 0;
   let busy = 0;
   const ranks: number[] = [];
+  const silent: number[] = [];
   for (let r = 0; r < p.size; r++) {
-    if (p.gpuTs[r] < recent || p.gpuTs[r] === 0) continue;
+    if (p.gpuTs[r] === 0) continue;
+    if (p.gpuTs[r] < recent) {
+      // Silent since the job stopped, not long before it (a GPU whose samples never came back).
+      if (p.gpuTs[r] >= stallTs - 2 * gap && silent.length <= limit) silent.push(r);
+      continue;
+    }
     sampled++;
     const s = p.gpuState[r];
     if (s === BUSY) busy++;
     else if (s === IDLE && p.idleSince[r] <= idleBy && ranks.length <= limit) ranks.push(r);
   }
-  const informative = ranks.length > 0 && ranks.length <= limit && busy >= sampled / 2;
-  return { ranks: informative ? ranks : [], sampled, busy };
+  const peersBusy = busy >= sampled / 2 && sampled > 0;
+  return {
+    ranks: peersBusy && ranks.length <= limit ? ranks : [],
+    silent: peersBusy && silent.length <= limit ? silent : [],
+    sampled,
+    busy,
+  };
 }
 
 /** Ranks whose last report came at least half a step (≥ 0.5 s) before the job's last one. */

@@ -330,9 +330,9 @@ export class HangDetector {
 
   /**
    * The suspects every available sign agrees on, the strongest first: what RAS and Flight
-   * Recorder named, an idle GPU among busy peers (stalled jobs), the ranks absent from the
-   * watchdog timeouts, the rank behind in a process group, sequence numbers behind, reports that
-   * stopped first. A weaker sign that disagrees with the stronger ones is left out.
+   * Recorder named, an idle or silent GPU among busy peers (stalled jobs), the ranks absent from
+   * the watchdog timeouts, the rank behind in a process group, sequence numbers behind, reports
+   * that stopped first. A weaker sign that disagrees with the stronger ones is left out.
    */
   private culprit(j: JobHang, now: number): Culprit | undefined {
     const p = j.progress;

@@ -11,6 +11,7 @@ import type { DetectorOutput, MfuPoint } from '../schema/output.js';
 import type { CheckpointAdvisorConfig } from './checkpoint/advisor.js';
 import type { TriageConfig } from './faults/xid.js';
 import type { FindingLog, LifecycleConfig } from './findings.js';
+import type { HangConfig } from './hang/hang.js';
 import type { MfuDropConfig } from './mfu/drop.js';
 import type { NcclCheckConfig } from './nccl_tests/nccl_tests.js';
 import type { SlowLinkConfig } from './slowlink/slowlink.js';
@@ -30,6 +31,8 @@ export interface DetectorConfig {
   /** `checkpoint_interval` from each job's saves and interruptions (a fleet MTBF for jobs with none). */
   checkpointInterval: CheckpointAdvisorConfig;
   triage: TriageConfig;
+  /** Hangs named by rank: when a job counts as stalled, how long watchdog timeouts settle. */
+  hang: HangConfig;
 }
 
 export type EventKind = RankwatchEvent['kind'];
@@ -54,6 +57,8 @@ export interface Detector {
   jobChanged?(e: JobLifecycleEvent): void;
   /** End of input or of a job: close what the detector holds open. */
   flush?(ts: number): void;
+  /** Another process now owns the job's stream (DetectorRunner.forget): drop its state without a word. */
+  forgetJob?(job: string): void;
 }
 
 /** A detector of one job: one per job, dropped when the job ends. */

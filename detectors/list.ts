@@ -128,13 +128,25 @@ export const XID = fleet('xid', ['fault'], (ctx) => {
   };
 });
 
-/** A collective that never finished (NCCL watchdog timeouts, desyncs): the rank that hung. */
-export const HANG = fleet('hang', ['fault'], (ctx) => {
-  const d = new HangDetector(ctx.log);
+/**
+ * A job that stopped because one rank hung, named within a minute (steps, collectives' sequence
+ * numbers, GPU samples, NCCL RAS and Flight Recorder reports), with the watchdog timeouts of the
+ * peers that waited as its evidence; desyncs and collective mismatches (code bugs).
+ */
+export const HANG = fleet('hang', ['step', 'collective', 'gpu', 'fault'], (ctx) => {
+  const d = new HangDetector(ctx.log, ctx.ownerOf, ctx.config.hang);
   return {
     detector: d,
-    event: (e) => e.kind === 'fault' && d.process(e),
-    jobChanged: (e) => e.event !== 'interrupted' && d.endJob(e.job, e.ts, e.event),
+    event: (e) => {
+      if (e.kind === 'gpu') d.gpu(e);
+      else if (e.kind === 'step') d.step(e);
+      else if (e.kind === 'collective') d.collective(e);
+      else if (e.kind === 'fault') d.fault(e);
+    },
+    advance: (ts) => d.advance(ts),
+    jobChanged: (e) => d.jobChanged(e),
+    flush: (ts) => d.flush(ts),
+    forgetJob: (job) => d.forgetJob(job),
   };
 });
 

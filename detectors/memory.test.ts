@@ -81,8 +81,10 @@ describe('bounded detector memory', () => {
     // tables ~150 bytes a link, straggler ~0.25 KB, throttle ~0.1 KB in columns. An object per
     // throttled GPU measured 1.27-1.33 KB; slow-link rows with every column hot 1.46 KB; an object
     // and a `host/gpu` string key per slow-link rail and edge (and per GPU) 2.3 KB. A per-step
-    // copy kept, a per-rank object or string key more, shows here.
-    expect(perRank).toBeLessThan(1.4 * 1024);
+    // copy kept, a per-rank object or string key more, shows here. The hang detector's state (last
+    // report, step and GPU sample per rank, four sequence-number slots, an id per communicator:
+    // ~100-130 bytes) brought the total to 1.37-1.45 KB.
+    expect(perRank).toBeLessThan(1.55 * 1024);
     expect(perRank).toBeGreaterThan(0);
   });
 });

@@ -12,6 +12,7 @@ import { CHECKPOINT_ADVISOR_DEFAULTS } from './checkpoint/advisor.js';
 import type { Detector, DetectorConfig, DetectorContext, EventKind, JobDetector } from './detector.js';
 import { TRIAGE_DEFAULTS } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS } from './findings.js';
+import { HANG_DEFAULTS } from './hang/hang.js';
 import { DETECTORS, STRAGGLER, THROTTLE } from './list.js';
 import { MFU_DROP_DEFAULTS } from './mfu/drop.js';
 import { noteMfu, resolveMfuUnavailable } from './mfu/notes.js';
@@ -35,6 +36,7 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   ncclChecks: NCCL_CHECK_DEFAULTS,
   checkpointInterval: CHECKPOINT_ADVISOR_DEFAULTS,
   triage: TRIAGE_DEFAULTS,
+  hang: HANG_DEFAULTS,
 };
 
 const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
@@ -186,6 +188,8 @@ export class DetectorRunner {
    */
   advance(now: number): void {
     const before = this.out.findings.length;
+    // What must fire without an event of its own (a hang whose job sends nothing more) fires now too.
+    for (const d of this.advancing) d.advance!(now);
     this.sweepQuiet(this.quiet.advance(now, true)!);
     if (this.out.findings.length > before) this.link(before);
   }
@@ -401,6 +405,7 @@ export class DetectorRunner {
    * while it runs on. Events of the job that come later start it afresh.
    */
   forget(id: string): void {
+    for (const d of this.fleet.values()) d.forgetJob?.(id);
     const j = this.jobs.get(id);
     if (!j) return;
     for (const f of this.log.openFindings())

@@ -134,6 +134,31 @@ export const OFFSET_FAMILIES: Family[] = [
 ];
 
 /**
+ * Hangs (issue 29): one rank hangs at the top of a step, or right before its data-parallel
+ * all-reduce, at 512 and 4,096 ranks, for 11 minutes: past the NCCL watchdog's 600 s, so the
+ * peers' timeouts are judged too, then the job is interrupted and restarts. Placement and onset
+ * drawn from the seed.
+ */
+const HANG_SIZES = [
+  { ranks: 512, seeds: [1, 2, 3] },
+  { ranks: 4096, seeds: [4, 5] },
+];
+export const HANG_FAMILIES: Family[] = [
+  {
+    name: 'hang at a step boundary',
+    fault: (n, rng) => ({ type: 'hang', rank: rng.int(n), at: 30 + rng.int(30), for: 660 }),
+    sizes: HANG_SIZES,
+    steps: 100,
+  },
+  {
+    name: 'hang before its DP all-reduce',
+    fault: (n, rng) => ({ type: 'hang_allreduce', rank: rng.int(n), at: 30 + rng.int(30), for: 660 }),
+    sizes: HANG_SIZES,
+    steps: 100,
+  },
+];
+
+/**
  * Scale: a 6% slow rank in 8,192- and 16,384-rank jobs must be found as fast as at 256 ranks,
  * at 1.2 s steps as in the field (the simulator keeps spikes per job-step fixed, see
  * `SimOptions.spikesPerStep`). Telemetry is off: a slow rank has no telemetry sign, and it
@@ -220,6 +245,7 @@ export const MATRICES: Record<string, MatrixSpec> = {
             : f,
       ),
       ...OFFSET_FAMILIES,
+      ...HANG_FAMILIES,
     ],
   },
   /** Every clean job: the default's clean families, then the long ones (the false-finding rates). */
@@ -236,7 +262,11 @@ export const MATRICES: Record<string, MatrixSpec> = {
     ],
   },
   scale: { sizes: [], steps: 140, families: [SCALE_BASE, SCALE_FAMILY] },
-  quick: { sizes: [{ ranks: 256, seeds: [1] }], steps: 200, families: FAMILIES },
+  quick: {
+    sizes: [{ ranks: 256, seeds: [1] }],
+    steps: 200,
+    families: [...FAMILIES, ...HANG_FAMILIES.map((f) => ({ ...f, sizes: [{ ranks: 512, seeds: [1] }] }))],
+  },
   long: {
     sizes: [
       { ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8] },

@@ -8,6 +8,7 @@
  * `compute_ms` and low `comm_wait_ms`. Seeded and deterministic: the same options give the same
  * events, and adding a fault does not change the noise any other rank sees.
  */
+import { RankwatchError } from '../core/errors.js';
 import { Random } from '../core/random.js';
 import { round } from '../core/round.js';
 import { findGpu } from '../mfu/peaks.js';
@@ -19,8 +20,10 @@ import {
   driftSlowdown,
   type FaultSpec,
   flapSlow,
+  formatFault,
   isActive,
 } from './faults.js';
+import { hangPhase, hangRandom, hangStopTs, isHang, restartAfterHang } from './hang.js';
 import { MODELS } from './models.js';
 import { defaultLayout, hostName, type Layout, place, type RankPlace, rankOf } from './topology.js';
 
@@ -201,6 +204,11 @@ export class ClusterSim {
     const rank = spec.rank ?? onHost.find((p) => p.gpu === (spec.gpu ?? 0))?.rank;
     if (rank === undefined || !this.places[rank]) throw new Error(`fault ${spec.type}: rank not in the job`);
     const p = this.places[rank];
+    if (spec.type === 'hang_allreduce' && this.layout.dp < 2)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `--fault ${formatFault(spec)}: needs data parallelism (dp ≥ 2; this job has ${this.layout.tp * this.layout.pp} rank(s) per replica and one replica): give the job more ranks, or use hang`,
+      );
     const peerHost = spec.type === 'link' ? this.places[spec.peer ?? -1]?.host : undefined;
     if (spec.type === 'link' && peerHost === undefined)
       throw new Error('fault link needs peer= (a rank in the job)');
@@ -318,6 +326,10 @@ export class ClusterSim {
     const compute = new Float64Array(n);
     const clean = new Float64Array(n);
     const costSums = this.faults.map(() => ({ actual: 0, without: 0 }));
+    // One hang per run, at its step (a restart after it does not hang again).
+    const hang = this.faults.find((f) => isHang(f.spec.type));
+    let hangDone = false;
+    const hangRng = hangRandom(o.seed);
     let ts = o.startTs;
     yield this.jobEvent(ts);
     yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'start' };
@@ -348,6 +360,24 @@ export class ClusterSim {
           ok: true,
         };
       }
+      // A hang at the top of this step: nothing of it runs until the culprit resumes, if it does.
+      let heldMs = 0;
+      if (hang && !hangDone && step === hang.spec.at && hang.spec.type === 'hang') {
+        hangDone = true;
+        const h = yield* this.hangEvents(hang, step, ts, ts, compute, hangRng);
+        if (h.resumeTs === undefined) {
+          ts = h.restartedAt;
+          continue;
+        }
+        heldMs = h.resumeTs - ts;
+        ts = h.resumeTs;
+      }
+      // A hang before the data-parallel all-reduce: that group's reports of this step wait for it.
+      const holdGroup =
+        hang && !hangDone && step === hang.spec.at && hang.spec.type === 'hang_allreduce'
+          ? this.dpGroupOf(hang.rank!)
+          : undefined;
+      const held: RankwatchEvent[] = [];
       const t0 = ts;
       const warmup = o.restartAt !== undefined && step >= o.restartAt && step < o.restartAt + 3 ? 1.5 : 1;
       const jobFactor = Math.exp(o.jobJitter * jobRng.normal()) * warmup;
@@ -432,11 +462,11 @@ export class ClusterSim {
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng, silicon);
       for (const f of this.faults) {
-        if (step === f.spec.at) f.startTs = t0;
+        if (step === f.spec.at && !isHang(f.spec.type)) f.startTs = t0;
         // A drift is a fault once it passes DRIFT_VISIBLE: its time to detect counts from there.
         if (f.spec.type === 'drift') {
           if (f.onsetTs === undefined && driftSlowdown(f.spec, step) >= DRIFT_VISIBLE) f.onsetTs = t0;
-        } else if (step === f.spec.at) f.onsetTs = t0;
+        } else if (step === f.spec.at && !isHang(f.spec.type)) f.onsetTs = t0;
         // A degraded NVLink may also log an XID (74) a couple of steps in, when its spec gives a code.
         const nvlinkXid = f.spec.type === 'nvlink' && f.spec.code !== undefined && step === f.spec.at + 2;
         if ((f.spec.type === 'xid' && step === f.spec.at) || nvlinkXid) {
@@ -459,7 +489,7 @@ export class ClusterSim {
         for (let r = 0; r < n; r++) {
           const p = this.places[r];
           if (dp > 1) {
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -476,11 +506,13 @@ export class ClusterSim {
                 arDurs[p.stage * tp + p.tp] * (1 + 0.002 * commRng.normal()) +
                   late(r, arArrive[p.stage * tp + p.tp]),
               ),
-            };
+              // The communicator's sequence number (one operation a step here), as NCCL Inspector counts.
+              seq: step + 1,
+            });
           }
           if (intra) {
             const g = p.stage * dp + p.dp;
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -494,11 +526,12 @@ export class ClusterSim {
               nranks: tp,
               bytes: Math.round(tpBytes),
               dur_ms: ms3(tpDurs[g] * (1 + 0.002 * tpRng.normal()) + late(r, tpArrive[g])),
-            };
+              seq: step + 1,
+            });
           }
           if (p.stage < pp - 1) {
             const peer = rankOf(p.tp, p.dp, p.stage + 1, this.layout);
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -514,11 +547,12 @@ export class ClusterSim {
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
               dur_ms: ms3(p2pDurs[r] + late(r, Math.max(compute[r], compute[peer]))),
-            };
+              seq: step + 1,
+            });
           }
           if (p.stage > 0) {
             const peer = rankOf(p.tp, p.dp, p.stage - 1, this.layout);
-            yield {
+            yield* pass(held, holdGroup, {
               v: 1,
               kind: 'collective',
               ts: tc,
@@ -534,14 +568,17 @@ export class ClusterSim {
               peer_host: this.places[peer].host,
               bytes: Math.round(actBytes),
               dur_ms: ms3(p2pDurs[peer] + late(r, Math.max(compute[r], compute[peer]))),
-            };
+              seq: step + 1,
+            });
           }
         }
       }
       const tokens = this.globalBatchTokens() / dp;
       for (let r = 0; r < n; r++) {
         const p = this.places[r];
-        yield {
+        // A hang the culprit came back from: it held the step, the others waited for it.
+        const culpritHeld = r === hang?.rank ? heldMs : 0;
+        yield* pass(held, holdGroup, {
           v: 1,
           kind: 'step',
           ts: t1,
@@ -551,11 +588,11 @@ export class ClusterSim {
           gpu: p.gpu,
           stage: p.stage,
           step,
-          step_ms: ms3(stepMs),
-          compute_ms: ms3(compute[r]),
-          comm_wait_ms: ms3(stepMs - compute[r] - stall - ckptMs),
+          step_ms: ms3(stepMs + heldMs),
+          compute_ms: ms3(compute[r] + culpritHeld),
+          comm_wait_ms: ms3(stepMs - compute[r] - stall - ckptMs + heldMs - culpritHeld),
           tokens, // the replica's tokens, on every rank of it (design.md)
-        };
+        });
       }
       if (checkpoint) {
         yield {
@@ -572,11 +609,28 @@ export class ClusterSim {
         };
       }
       ts = t1;
+      if (holdGroup && hang) {
+        hangDone = true;
+        const h = yield* this.hangEvents(hang, step, t0, t1, compute, hangRng);
+        if (h.resumeTs === undefined) {
+          ts = h.restartedAt;
+          continue;
+        }
+        // The culprit came back: its group finishes the step as late as it was held.
+        const late = h.resumeTs - h.stopTs;
+        for (const e of held) yield resumed(e, late, hang.rank!);
+        ts = t1 + late;
+      }
     }
     yield { v: 1, kind: 'job_event', ts, job: o.job, event: 'finished' };
     this.faults.forEach((f, i) => {
       const c = costSums[i];
-      f.trueCostPct = c.actual > 0 ? (100 * (c.actual - c.without)) / c.actual : 0;
+      // A hang costs the job all of its throughput while it lasts.
+      f.trueCostPct = isHang(f.spec.type)
+        ? 100
+        : c.actual > 0
+          ? (100 * (c.actual - c.without)) / c.actual
+          : 0;
     });
   }
 
@@ -615,6 +669,47 @@ export class ClusterSim {
     if (o.gpuOffsetSigma)
       for (let i = 0; i < n; i++) speeds[i] *= Math.max(0.5, 1 + o.gpuOffsetSigma * rng.normal());
     return speeds;
+  }
+
+  /**
+   * A hang's events (sim/hang.ts), its onset recorded first; then, if it outlasted the watchdog,
+   * the interruption and restart, and when steps resume.
+   */
+  private *hangEvents(
+    hang: InjectedFault,
+    step: number,
+    t0: number,
+    t1: number,
+    compute: Float64Array,
+    rng: Random,
+  ): Generator<
+    RankwatchEvent,
+    { resumeTs: number; stopTs: number } | { resumeTs: undefined; restartedAt: number }
+  > {
+    hang.startTs = hang.onsetTs = hangStopTs(hang.spec, hang.rank!, t0, compute);
+    const out = yield* hangPhase(this.hangJob(), hang.spec, hang.rank!, step, t0, t1, compute, rng);
+    if (out.resumeTs !== undefined) return { resumeTs: out.resumeTs, stopTs: out.stopTs };
+    return { resumeTs: undefined, restartedAt: yield* restartAfterHang(this.opts.job, out.endTs, step, rng) };
+  }
+
+  /** What a hang needs of the job. */
+  private hangJob() {
+    const o = this.opts;
+    return {
+      job: o.job,
+      layout: this.layout,
+      places: this.places,
+      stepMs: o.stepMs,
+      maxClock: this.maxClock,
+      telemetry: o.telemetry,
+      telemetryEveryMs: o.telemetryEveryMs ?? 1000,
+    };
+  }
+
+  /** The ranks of a rank's data-parallel group (same stage and tensor-parallel index). */
+  private dpGroupOf(rank: number): Set<number> {
+    const c = this.places[rank];
+    return new Set(this.places.filter((p) => p.stage === c.stage && p.tp === c.tp).map((p) => p.rank));
   }
 
   /** Product of every active fault's compute multiplier on rank r at `step`. */
@@ -661,7 +756,7 @@ export class ClusterSim {
     sums: { actual: number; without: number }[],
   ): void {
     this.faults.forEach((fault, i) => {
-      if (!isActive(fault.spec, step)) return;
+      if (!isActive(fault.spec, step) || isHang(fault.spec.type)) return;
       let without: number;
       if (['nic', 'link', 'flap', 'nvlink'].includes(fault.spec.type)) {
         without = stepMs - commExtra;
@@ -781,6 +876,29 @@ function xidMessage(code: number): string {
     95: 'Uncontained ECC error.',
   };
   return known[code] ?? `Xid ${code}`;
+}
+
+/** An event of the step's reports, held back for a group that waits for a hung rank, or passed on. */
+function* pass<E extends RankwatchEvent>(
+  held: RankwatchEvent[],
+  hold: Set<number> | undefined,
+  e: E,
+): Generator<RankwatchEvent> {
+  if (hold?.has((e as { rank: number }).rank)) held.push(e);
+  else yield e;
+}
+
+/** A held report, `late` ms later: the step took that much longer, spent waiting (or hung, for the culprit). */
+function resumed(e: RankwatchEvent, late: number, culprit: number): RankwatchEvent {
+  if (e.kind !== 'step') return { ...e, ts: e.ts + late };
+  const own = e.rank === culprit;
+  return {
+    ...e,
+    ts: e.ts + late,
+    step_ms: ms3(e.step_ms + late),
+    compute_ms: ms3(e.compute_ms + (own ? late : 0)),
+    comm_wait_ms: ms3((e.comm_wait_ms ?? 0) + (own ? 0 : late)),
+  };
 }
 
 function maxOf(a: Float64Array): number {

@@ -6,6 +6,10 @@
  * Field-like faults: `flap` (a NIC rail slow on one step in `every`, or in bursts of `burst`
  * steps), `drift` (a rank that slows gradually, reaching `slowdown` after `ramp` steps), `nvlink`
  * (a degraded NVLink on one GPU: its host's tensor-parallel all-reduce runs `factor` times slower).
+ *
+ * Hangs (sim/hang.ts): `hang` (a rank stops at the top of step `at`), `hang_allreduce` (it stops
+ * right before its data-parallel all-reduce in step `at`), for `for` seconds: past the watchdog's
+ * 600 s its peers time out and the job is interrupted and restarts.
  */
 import { RankwatchError } from '../core/errors.js';
 
@@ -20,6 +24,8 @@ export const FAULT_TYPES = [
   'flap',
   'drift',
   'nvlink',
+  'hang',
+  'hang_allreduce',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -50,6 +56,8 @@ export interface FaultSpec {
   burst?: number;
   /** drift: steps over which the slowdown grows linearly from 0 to `slowdown`. */
   ramp?: number;
+  /** hang / hang_allreduce: seconds the rank stays hung (past 600 s the watchdog fires on its peers). */
+  for?: number;
 }
 
 export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
@@ -63,6 +71,8 @@ export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
   flap: { factor: 3, every: 8, burst: 1 },
   drift: { slowdown: 0.1, ramp: 200 },
   nvlink: { factor: 3 },
+  hang: { for: 660 },
+  hang_allreduce: { for: 660 },
 };
 
 const NUMERIC_KEYS = [
@@ -79,6 +89,7 @@ const NUMERIC_KEYS = [
   'code',
   'burst',
   'ramp',
+  'for',
 ] as const;
 
 export function parseFault(text: string): FaultSpec {
@@ -181,5 +192,6 @@ function faultProblem(f: FaultSpec, job: FaultJob): string | undefined {
   if (f.slowdown !== undefined && !(f.slowdown > 0)) return 'slowdown must be above 0';
   if (f.factor !== undefined && !(f.factor >= 1)) return 'factor must be at least 1';
   if (f.every !== undefined && f.every < 1) return 'every must be at least 1';
+  if (f.for !== undefined && !(f.for > 0)) return 'for (seconds hung) must be above 0';
   return undefined;
 }

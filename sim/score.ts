@@ -18,10 +18,20 @@ export const CATCHES: Record<string, string[]> = {
   flap: ['slow_link'],
   drift: ['straggler'],
   nvlink: ['slow_link'],
+  hang: ['nccl_hang'],
+  hang_allreduce: ['nccl_hang'],
 };
 
-/** Types whose findings on a clean job are false alarms. */
-export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link', 'mfu_drop']);
+/** Types whose findings on a clean job are false alarms (hang types: a hang named on a rank that did not hang). */
+export const JUDGED_TYPES = new Set([
+  'straggler',
+  'throttle',
+  'slow_link',
+  'mfu_drop',
+  'nccl_hang',
+  'nccl_desync',
+  'nccl_rank_behind',
+]);
 
 export interface FaultScore {
   fault: InjectedFault;

@@ -1,8 +1,9 @@
 /**
  * `rankwatch collect` (the built CLI, a subprocess) reading public nccl-tests output and a NCCL
  * watchdog log, into `rankwatch up` (in this process, 127.0.0.1, a free port): the findings a
- * user sees are the nccl-tests corruption on its host and the hang, desync and rank behind with
- * their ranks.
+ * user sees are the nccl-tests corruption on its host, the desync on the rank that diverged, and
+ * the hang on the rank behind in its process group (judged once the timeouts settled: with nothing
+ * more on the bus, on the pipeline's idle clock).
  */
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -63,21 +64,24 @@ describe('rankwatch collect (nccl-tests, watchdog) → rankwatch up findings', (
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('stores the corruption, hang, desync and rank-behind findings with host and rank', async () => {
-    const rows = await until('the nccl findings', async () => {
-      const r = await up.store.query<Row>(
-        "SELECT type, state, host, rank, peer_host FROM findings WHERE state = 'open' ORDER BY type",
-      );
-      return r.length >= 4 ? r : undefined;
-    });
+  it('stores the corruption, desync and hang findings with host and rank', async () => {
+    const rows = await until(
+      'the nccl findings',
+      async () => {
+        const r = await up.store.query<Row>(
+          "SELECT type, state, host, rank, peer_host FROM findings WHERE state = 'open' ORDER BY type",
+        );
+        return r.length >= 3 ? r : undefined;
+      },
+      150_000,
+    );
     expect(rows.map((r) => [r.type, r.host, r.rank])).toEqual([
       ['nccl_data_corruption', 'GENOA-01', null],
       ['nccl_desync', 'node-a', 2],
-      ['nccl_hang', 'node-a', 0],
-      ['nccl_rank_behind', 'node-a', 3],
+      ['nccl_hang', 'node-a', 3],
     ]);
     expect(await collector.stop()).toBe(0);
     expect(collector.stderr()).not.toMatch(/nccl_(tests|watchdog): line/);
     expect(up.pipeline.counters().dead_letters).toBe(0);
-  }, 180_000);
+  }, 240_000);
 });

@@ -15,12 +15,14 @@ export const evaluate: Command = {
 Runs simulated jobs through the detectors: clean jobs (heterogeneous stages, stalls, spikes;
 fleets whose GPUs each have their own speed offset) and one injected fault of each kind
 (throttle, 5% slow rank, intermittent 30% slow rank, degraded NIC, node power brake, bad pair
-link, a fast GPU turning 4% slower), over several seeds and 256 to 4096 ranks. Prints, per
+link, a fast GPU turning 4% slower, a rank that hangs at a step boundary or before its
+data-parallel all-reduce), over several seeds and 256 to 4096 ranks. Prints, per
 scenario: recall (the finding names the right host and GPU), median and worst time to detect in
 event time, cost-estimate error against the simulator's true cost, and false findings
-(straggler, throttle, slow_link that match no injected fault) per 1,000 rank-hours.
+(straggler, throttle, slow_link, mfu_drop, hang types that match no injected fault) per 1,000
+rank-hours.
 
-  --matrix NAME        default (105 jobs), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
+  --matrix NAME        default (115 jobs), quick (18 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
                        clean (every clean job, long ones included: false findings per detector), long
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON

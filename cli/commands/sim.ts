@@ -32,8 +32,11 @@ export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1
   --fault SPEC         inject a fault, repeatable: TYPE:key=value,...
                        types: ${FAULT_TYPES.join(', ')}
                        keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code,
-                       peer (link: the other end)
-                       e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
+                       peer (link: the other end), for (hang: seconds hung, default 660; past
+                       600 the peers' NCCL watchdogs fire and the job restarts)
+                       e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3  hang:rank=301,at=50
+                       hang: the rank stops at the top of step 'at'; hang_allreduce: right before
+                       its data-parallel all-reduce; its peers spin in NCCL, its GPU goes idle
   --gpu-offsets SIGMA  give each GPU its own fixed speed offset, drawn from N(0, SIGMA) (seeded), e.g.
                        0.025 for 2.5%: silicon and cooling variation, not a fault (a slower GPU runs
                        at its power cap, at a lower clock)

@@ -1,224 +1,685 @@
 /**
- * Hangs from NCCL watchdog timeouts (`fault` events, source `nccl_timeout`, as the nccl_watchdog
- * source writes them: `seq`, `op`, `group_rank`, `pg`?, `last_completed`?).
+ * Hangs, named by the rank that caused them, within a minute of the stall: long before the NCCL
+ * watchdog gives up (10 minutes by default).
  *
- * - `nccl_hang`: the job's collectives timed out; one finding per job, naming the first rank.
- * - `nccl_desync`: ranks of one process group timed out at the same SeqNum in different
- *   operations: they called collectives in a different order (a code-path divergence), so no
- *   amount of waiting would have completed them.
- * - `nccl_rank_behind`: within a process group, the rank whose last completed SeqNum is lowest is
- *   the one the others waited for. Named only when the group is known (the exception line
- *   printed it): SeqNums of different groups are not comparable.
- * Pure: events in, findings out through the FindingLog; a restart or finish of the job ends them.
+ * When a job stops making progress (no step and no collective for `stallFloorMs`, and at least
+ * `stallSteps` of its step times) while event time goes on (its peers' GPU samples, other jobs),
+ * the rank that hung is the one the live signs agree on (./signals.ts): its GPU went idle while
+ * its peers' GPUs spin in NCCL, its reports stopped first, its sequence numbers are behind its
+ * communicator peers'. NCCL RAS (missing, unresponsive, dead, behind) and Flight Recorder
+ * (never joined) name it outright. Later, the watchdog timeouts of the peers that waited for it
+ * are evidence on its finding: it is the rank absent from them. One `nccl_hang` per job and hang,
+ * on the culprit's host and GPU; a job-wide pause (every GPU idle, or no sign that singles out a
+ * few ranks) opens nothing, and the job moving on, restarting or finishing resolves it.
+ *
+ * `nccl_desync` (action none): ranks of one process group called different collectives at one
+ * SeqNum (watchdog timeouts), or Flight Recorder found a size, type or dtype mismatch: a bug in the
+ * job's code, never a reason to cordon. It names the rank that diverged.
+ *
+ * Pure: events in, findings out through the FindingLog; event time only.
  */
-import type { FaultEvent } from '../../schema/events.js';
+import type {
+  CollectiveEvent,
+  FaultEvent,
+  GpuEvent,
+  JobLifecycleEvent,
+  StepEvent,
+} from '../../schema/events.js';
+import type { Action } from '../../schema/finding.js';
 import { type FindingLog, findingId } from '../findings.js';
+import { IDLE, JobProgress } from './progress.js';
+import { CODE_BUG, RAS_CULPRIT, type Report, reportBrief, toReport } from './reports.js';
+import { behindPeers, idleWhilePeersBusy, stoppedFirst, stuckIn, suspectLimit } from './signals.js';
+import { brief, type Desync, JobTimeouts, type Timeout, toTimeout, who } from './watchdog.js';
 
-interface Timeout {
-  ts: number;
-  host: string;
+export interface HangConfig {
+  /** A job with no step and no collective for this long... */
+  stallFloorMs: number;
+  /** ...and for this many of its typical step times is stalled. */
+  stallSteps: number;
+  /** Watchdog timeouts are judged together this long (event time) after the first one came. */
+  settleMs: number;
+  /** A RAS "behind" whose operation count has not moved for this long is a rank stuck behind. */
+  rasConfirmMs: number;
+  /** A sign names at most this many suspects (or 1% of the job's ranks) to single them out. */
+  maxSuspects: number;
+  /** Communicator-operations whose sequence numbers are tracked per job (at most 65,535); more are counted and left out. */
+  maxComms: number;
+  /** A job with no event at all for this long is forgotten (its open hang resolved). */
+  forgetAfterMs: number;
+}
+
+export const HANG_DEFAULTS: HangConfig = {
+  stallFloorMs: 30_000,
+  stallSteps: 5,
+  settleMs: 10_000,
+  rasConfirmMs: 10_000,
+  maxSuspects: 8,
+  maxComms: 65_535,
+  forgetAfterMs: 3_600_000,
+};
+
+type Owner = (host: string, gpu: number) => { job: string; rank: number } | undefined;
+
+interface Culprit {
+  /** The one rank, when one is singled out. */
   rank?: number;
-  groupRank: number;
-  pg?: string;
-  pgName?: string;
-  seq: number;
-  op: string;
-  lastCompleted?: number;
-  timeoutMs?: number;
-  ranMs?: number;
+  host: string;
+  gpu?: number;
+  /** Every suspect, most supported first. */
+  ranks: number[];
+  signals: string[];
+}
+
+interface Incident {
+  id: string;
+  culprit: Culprit;
+  /** The job's highest step (steps or collectives) and the event time when it opened. */
+  stallStep: number;
+  openedTs: number;
+  onset: number;
+  /** Evidence changed since the last refresh (timeouts, reports). */
+  dirty: boolean;
+  /** When the first watchdog timeout came while it was open, and whether the settled timeouts were told. */
+  timeoutsFrom?: number;
+  timeoutsTold: boolean;
+  related?: string;
 }
 
 interface JobHang {
-  hangId?: string;
-  timeouts: Timeout[];
+  progress: JobProgress;
+  timeouts: JobTimeouts;
+  /** First timeout not yet judged (watchdog-only hangs wait `settleMs` for the others). */
+  pendingSince?: number;
+  reports: Report[];
+  /** RAS and Flight Recorder culprits by global rank, and by host where no rank was given. */
+  named: Map<number, Set<string>>;
+  namedHosts: Map<string, { gpu?: number; kinds: Set<string> }>;
+  rasBehind: Map<string, { ops: number | undefined; ts: number }>;
+  incident?: Incident;
+  /** When a stalled job with no culprit is looked at again, and the stall (its last progress) last looked at. */
+  nextLook: number;
+  lookedAt: number;
   desyncs: Set<string>;
-  /** Open rank-behind finding per process group: its id and rank key. */
-  behind: Map<string, { id: string; who: string }>;
+  codeBug?: string;
 }
 
-const MAX_TIMEOUTS = 10_000;
-const who = (t: Timeout) => (t.rank !== undefined ? `rank ${t.rank}` : `${t.host} group rank ${t.groupRank}`);
-const brief = (t: Timeout) => ({
-  host: t.host,
-  ...(t.rank !== undefined ? { rank: t.rank } : {}),
-  group_rank: t.groupRank,
-  op: t.op,
-  seq: t.seq,
-  ...(t.lastCompleted !== undefined ? { last_completed: t.lastCompleted } : {}),
-});
+const SWEEP_MS = 1_000;
+const MAX_REPORTS = 64;
 
 export class HangDetector {
   private readonly jobs = new Map<string, JobHang>();
+  private nextSweep = 0;
 
-  constructor(private readonly log: FindingLog) {}
+  constructor(
+    private readonly log: FindingLog,
+    private readonly ownerOf: Owner,
+    private readonly cfg: HangConfig = HANG_DEFAULTS,
+  ) {}
 
-  process(e: FaultEvent): void {
-    const t = toTimeout(e);
-    if (!t) return;
-    const key = e.job ?? '';
-    let j = this.jobs.get(key);
-    if (!j) {
-      j = { timeouts: [], desyncs: new Set(), behind: new Map() };
-      this.jobs.set(key, j);
+  step(e: StepEvent): void {
+    this.job(e.job).progress.step(e.rank, e.host, e.gpu, e.step, e.ts);
+  }
+
+  collective(e: CollectiveEvent): void {
+    const { seq, window } = e as { seq?: unknown; window?: unknown };
+    const n = typeof seq === 'number' && Number.isFinite(seq) ? seq : undefined;
+    this.job(e.job).progress.collective(e, n, window);
+  }
+
+  /** GPU samples count only for jobs already seen (steps, collectives, faults). */
+  gpu(e: GpuEvent): void {
+    let { job, rank } = e;
+    if (job === undefined || rank === undefined) {
+      const o = this.ownerOf(e.host, e.gpu);
+      job ??= o?.job;
+      rank ??= o?.rank;
     }
-    if (j.timeouts.length >= MAX_TIMEOUTS) return;
-    j.timeouts.push(t);
-    this.hang(j, e.job, t);
-    this.desync(j, e.job, t);
-    if (t.pg !== undefined) this.behind(j, e.job, t.pg, t.ts);
+    if (job === undefined || rank === undefined) return;
+    this.jobs.get(job)?.progress.gpuSample(rank, e);
+  }
+
+  fault(e: FaultEvent): void {
+    const t = toTimeout(e);
+    const r = t ? undefined : toReport(e);
+    if (t) this.timeout(e.job ?? '', t);
+    else if (r) this.report(r);
+  }
+
+  /** Event time moved on: stalls, settled timeouts, jobs that moved on or went away. */
+  advance(now: number): void {
+    if (now < this.nextSweep) return;
+    this.nextSweep = now + SWEEP_MS;
+    for (const [key, j] of this.jobs) this.sweep(key, j, now);
+  }
+
+  /** End of input: timeouts still waiting are judged now. */
+  flush(ts: number): void {
+    for (const [key, j] of this.jobs) if (j.pendingSince !== undefined) this.settle(key, j, ts);
   }
 
   /** A restart or finish ends what the hang opened. */
-  endJob(job: string, ts: number, why: string): void {
+  jobChanged(e: JobLifecycleEvent): void {
+    if (e.event !== 'restart' && e.event !== 'finished') return;
+    const j = this.jobs.get(e.job);
+    if (!j) return;
+    // Timeouts that came before it are judged first: the hang happened.
+    if (j.pendingSince !== undefined) this.settle(e.job, j, e.ts);
+    this.jobs.delete(e.job);
+    const summary = `job ${e.job} ${e.event === 'finished' ? 'finished' : 'restarted'} after its hang.`;
+    const reason = e.event === 'finished' ? 'job_finished' : 'job_restarted';
+    if (j.incident) this.resolve(j, e.ts, summary, reason);
+    for (const id of j.desyncs) this.log.resolve(id, e.ts, { summary });
+  }
+
+  /** Another process carries the job on: its open findings are dropped here, not resolved. */
+  forgetJob(job: string): void {
     const j = this.jobs.get(job);
     if (!j) return;
+    if (j.incident) this.log.forget(j.incident.id);
+    for (const id of j.desyncs) this.log.forget(id);
     this.jobs.delete(job);
-    const summary = `job ${job} ${why === 'finished' ? 'finished' : `had a ${why}`} after its NCCL timeouts.`;
-    if (j.hangId) this.log.resolve(j.hangId, ts, { summary });
-    for (const d of j.desyncs) this.log.resolve(d, ts, { summary });
-    for (const b of j.behind.values()) this.log.resolve(b.id, ts, { summary });
   }
 
-  private hang(j: JobHang, job: string | undefined, t: Timeout): void {
-    const hosts = [...new Set(j.timeouts.map((x) => x.host))].sort();
-    const ranks = new Set(j.timeouts.map(who));
-    const evidence = {
-      timed_out: ranks.size,
-      hosts,
-      first: brief(j.timeouts[0]),
-      pgs: [...new Set(j.timeouts.map((x) => x.pg ?? 'unknown'))],
-      ...(t.timeoutMs !== undefined ? { timeout_ms: t.timeoutMs } : {}),
-      timeouts: j.timeouts.slice(0, 64).map(brief),
-    };
-    if (j.hangId && this.log.isOpen(j.hangId)) {
-      this.log.update(j.hangId, t.ts, { evidence });
+  private job(key: string): JobHang {
+    let j = this.jobs.get(key);
+    if (!j) {
+      j = {
+        progress: new JobProgress(this.cfg.maxComms),
+        timeouts: new JobTimeouts(),
+        reports: [],
+        named: new Map(),
+        namedHosts: new Map(),
+        rasBehind: new Map(),
+        nextLook: 0,
+        lookedAt: 0,
+        desyncs: new Set(),
+      };
+      this.jobs.set(key, j);
+    }
+    return j;
+  }
+
+  private stallMs(p: JobProgress): number {
+    return Math.max(this.cfg.stallFloorMs, this.cfg.stallSteps * p.typicalMs);
+  }
+
+  /** Stalled: it had made progress, and none came for the stall time. */
+  private stalled(p: JobProgress, now: number): boolean {
+    const progressed = p.stepsSeen >= 2 || p.hasSeqs;
+    return progressed && now - p.maxTs >= this.stallMs(p);
+  }
+
+  private sweep(key: string, j: JobHang, now: number): void {
+    const p = j.progress;
+    if (j.pendingSince !== undefined && now >= j.pendingSince + this.cfg.settleMs) this.settle(key, j, now);
+    const inc = j.incident;
+    if (inc) {
+      // Moved on: a later step, or (a job reporting by interval, no steps) progress after it opened.
+      if (p.frontStep > inc.stallStep || (p.stepsSeen === 0 && p.maxTs > inc.openedTs)) {
+        const to = p.frontStep > inc.stallStep ? ` to step ${p.frontStep}` : '';
+        this.resolve(j, now, `job ${key} moved on${to}: it stalled but did not hang.`, 'resumed');
+        // What was said about that stall says nothing about the next one.
+        j.timeouts = new JobTimeouts();
+        j.reports = [];
+        j.named.clear();
+        j.namedHosts.clear();
+        j.rasBehind.clear();
+      } else if (
+        !inc.timeoutsTold &&
+        inc.timeoutsFrom !== undefined &&
+        now >= inc.timeoutsFrom + this.cfg.settleMs
+      ) {
+        // The peers' timeouts, once settled, are worth an update of their own.
+        inc.timeoutsTold = true;
+        this.refresh(key, j, now, true);
+      } else if (inc.dirty) this.refresh(key, j, now, false);
+    } else if (
+      j.pendingSince === undefined &&
+      this.stalled(p, now) &&
+      (now >= j.nextLook || j.lookedAt !== p.maxTs)
+    ) {
+      // Looked at less often the longer one stall lasts with no one to name (an ended job).
+      j.lookedAt = p.maxTs;
+      j.nextLook = now + Math.max(SWEEP_MS, (now - p.maxTs) / 10);
+      const c = this.culprit(j, now);
+      // A stall alone opens only on one rank, or ranks of one host: the rest is a job-wide pause.
+      if (c && (c.rank !== undefined || c.ranks.every((r) => p.host[r] === c.host)))
+        this.open(key, j, c, now, 'stall');
+    }
+    if (now - Math.max(p.lastEventTs, p.maxTs) > this.cfg.forgetAfterMs) {
+      if (j.incident)
+        this.resolve(j, now, `job ${key}: nothing heard for an hour after its hang.`, 'no_events');
+      this.jobs.delete(key);
+    }
+  }
+
+  private timeout(key: string, t: Timeout): void {
+    const j = this.job(key);
+    j.progress.touch(t.ts);
+    const d = j.timeouts.add(t);
+    if (d) this.desync(key, j, d, t.ts);
+    if (j.incident) {
+      j.incident.dirty = true;
+      j.incident.timeoutsFrom ??= t.ts;
+    } else j.pendingSince ??= t.ts;
+  }
+
+  /** Timeouts settled with no hang open: named by what all the signs say, or by the first that timed out. */
+  private settle(key: string, j: JobHang, now: number): void {
+    j.pendingSince = undefined;
+    if (j.incident) return;
+    this.open(key, j, this.culprit(j, now) ?? this.behindByHost(j) ?? this.firstTimedOut(j), now, 'timeouts');
+  }
+
+  private report(r: Report): void {
+    const owner = r.gpu !== undefined ? this.ownerOf(r.host, r.gpu) : this.ownerOnHost(r.host);
+    const key = r.job ?? owner?.job ?? '';
+    const j = this.job(key);
+    j.progress.touch(r.ts);
+    const rank = r.rank ?? (r.gpu !== undefined ? owner?.rank : undefined);
+    const report = rank === r.rank ? r : { ...r, rank };
+    if (j.reports.length < MAX_REPORTS) j.reports.push(report);
+    if (r.source === 'flight_recorder' && CODE_BUG.has(r.kind)) {
+      this.codeBug(key, j, report);
       return;
     }
-    const f = j.timeouts[0];
-    j.hangId = findingId('nccl_hang', job, f.host, f.ts);
-    this.log.openFinding(j.hangId, t.ts, {
-      type: 'nccl_hang',
-      job,
-      host: f.host,
-      ...(f.rank !== undefined ? { rank: f.rank } : {}),
-      severity: 'critical',
-      onset_ts: f.ts,
-      action: 'none',
-      evidence,
-      summary: `${job ? `job ${job}` : f.host} hung: ${who(f)} on ${f.host} timed out in ${f.op} (SeqNum ${f.seq}${f.pg !== undefined ? `, process group ${f.pg}` : ''}) after ${f.ranMs ?? '?'} ms.`,
-    });
+    const kind = `${r.source === 'nccl_ras' ? 'ras' : 'fr'}_${r.kind}`;
+    const notJoined = r.source === 'flight_recorder' && r.kind === 'not_joined';
+    const names = notJoined || this.namesCulprit(j, r, rank);
+    const culprits = notJoined && r.missing ? r.missing : names && rank !== undefined ? [rank] : [];
+    if (names && culprits.length === 0) {
+      const h = j.namedHosts.get(r.host) ?? { gpu: r.gpu, kinds: new Set<string>() };
+      h.kinds.add(kind);
+      if (j.namedHosts.size < 64) j.namedHosts.set(r.host, h);
+    }
+    for (const c of culprits) {
+      if (j.named.size >= 1024 && !j.named.has(c)) break;
+      j.named.set(c, (j.named.get(c) ?? new Set<string>()).add(kind));
+    }
+    if (j.incident) {
+      j.incident.dirty = true;
+      return;
+    }
+    if (j.named.size === 0 && j.namedHosts.size === 0) return;
+    const c = this.culprit(j, r.ts) ?? this.reportedHost(j);
+    if (c) this.open(key, j, c, r.ts, 'report');
   }
 
-  private desync(j: JobHang, job: string | undefined, t: Timeout): void {
-    const pg = t.pg ?? 'unknown';
-    const same = j.timeouts.filter((x) => x.seq === t.seq && (x.pg ?? 'unknown') === pg);
-    const byOp = new Map<string, Timeout[]>();
-    for (const x of same) {
-      const list = byOp.get(x.op) ?? [];
-      if (!list.some((y) => who(y) === who(x))) list.push(x);
-      byOp.set(x.op, list);
+  /** Whether a report singles out its rank (or host) as the culprit now. */
+  private namesCulprit(j: JobHang, r: Report, rank: number | undefined): boolean {
+    if (r.source === 'flight_recorder') return r.kind === 'state_mismatch' || r.kind === 'other';
+    if (RAS_CULPRIT.has(r.kind)) return true;
+    if (r.kind !== 'behind') return false;
+    // Launch counts differ for a moment in a healthy job: behind counts once it stays behind.
+    if (this.stalled(j.progress, r.ts)) return true;
+    const key = `${rank ?? `${r.host}/${r.gpu ?? '*'}`}|${r.comm ?? ''}`;
+    const prev = j.rasBehind.get(key);
+    if (prev && prev.ops === r.ops) return r.ts - prev.ts >= this.cfg.rasConfirmMs;
+    if (j.rasBehind.size < 1024) j.rasBehind.set(key, { ops: r.ops, ts: r.ts });
+    return false;
+  }
+
+  private ownerOnHost(host: string): { job: string; rank: number } | undefined {
+    for (let g = 0; g < 16; g++) {
+      const o = this.ownerOf(host, g);
+      if (o) return o;
     }
-    if (byOp.size < 2) return;
-    // One rank in two operations at one SeqNum means two groups whose ids were not printed.
-    const whos = [...byOp.values()].flat().map(who);
-    if (new Set(whos).size !== whos.length) return;
-    const id = findingId('nccl_desync', job, pg, t.seq);
-    const ops = Object.fromEntries([...byOp].map(([op, xs]) => [op, xs.map(brief)]));
-    const odd = [...byOp.values()].sort((a, b) => a.length - b.length)[0][0];
+    return undefined;
+  }
+
+  /**
+   * The suspects every available sign agrees on, the strongest first: what RAS and Flight
+   * Recorder named, an idle or silent GPU among busy peers (stalled jobs), the ranks absent from
+   * the watchdog timeouts, the rank behind in a process group, sequence numbers behind, reports
+   * that stopped first. A weaker sign that disagrees with the stronger ones is left out.
+   */
+  private culprit(j: JobHang, now: number): Culprit | undefined {
+    const p = j.progress;
+    const limit = suspectLimit(p.size, this.cfg.maxSuspects);
+    const signs: [string, number[]][] = [['reported', [...j.named.keys()]]];
+    if (this.stalled(p, now)) {
+      const gpus = idleWhilePeersBusy(p, now, p.maxTs, limit);
+      signs.push(['gpu_idle', gpus.ranks], ['gpu_silent', gpus.silent]);
+    }
+    signs.push(['missing_from_timeouts', this.missingFromTimeouts(j, limit)]);
+    const behindPg = j.timeouts.behind()?.t.rank;
+    signs.push(['behind_in_process_group', behindPg !== undefined ? [behindPg] : []]);
+    if (this.stalled(p, now)) {
+      signs.push(['seq_behind', [...behindPeers(p).keys()]]);
+      signs.push(['stopped_first', stoppedFirst(p)]);
+    }
+    const sets = signs
+      .filter(([, ranks]) => ranks.length > 0)
+      .map(([name, ranks]) => [name, new Set(ranks)] as const);
+    let suspects: Set<number> | undefined;
+    for (const [, set] of sets) {
+      if (!suspects) suspects = set;
+      else {
+        const both = [...set].filter((r) => suspects!.has(r));
+        if (both.length) suspects = new Set(both);
+      }
+    }
+    if (!suspects) return undefined;
+    const support = (r: number) => sets.filter(([, set]) => set.has(r)).map(([name]) => name);
+    const count = new Map([...suspects].map((r) => [r, support(r).length]));
+    const ranks = [...suspects].sort((a, b) => count.get(b)! - count.get(a)! || a - b);
+    const top = ranks[0];
+    const named = j.named.get(top);
+    const signals = support(top).flatMap((s) => (s === 'reported' && named ? [...named] : [s]));
+    const at = this.whereIs(j, top);
+    if (!at) return undefined;
+    const one = ranks.length === 1;
+    return {
+      ...(one ? { rank: top } : {}),
+      host: at.host,
+      ...(one && at.gpu !== undefined ? { gpu: at.gpu } : {}),
+      ranks,
+      signals,
+    };
+  }
+
+  /** Where a rank runs: from its own reports, else from a timeout or a RAS or Flight Recorder report naming it. */
+  private whereIs(j: JobHang, rank: number): { host: string; gpu?: number } | undefined {
+    const p = j.progress;
+    if (p.known(rank)) return { host: p.host[rank], ...(p.gpu[rank] >= 0 ? { gpu: p.gpu[rank] } : {}) };
+    const t = j.timeouts.kept.find((x) => x.rank === rank);
+    if (t) return { host: t.host };
+    const r = j.reports.find((x) => x.rank === rank) ?? j.reports[0];
+    return r && { host: r.host, ...(r.rank === rank && r.gpu !== undefined ? { gpu: r.gpu } : {}) };
+  }
+
+  /** The rank behind in a process group, known only by its host and group rank (no global rank printed). */
+  private behindByHost(j: JobHang): Culprit | undefined {
+    const b = j.timeouts.behind();
+    return b && { host: b.t.host, ranks: [], signals: ['behind_in_process_group'] };
+  }
+
+  /** Known ranks that did not time out, once at least half the known ranks did. */
+  private missingFromTimeouts(j: JobHang, limit: number): number[] {
+    const p = j.progress;
+    const t = j.timeouts;
+    if (t.ranks.size === 0) return [];
+    let known = 0;
+    const missing: number[] = [];
+    for (let r = 0; r < p.size; r++) {
+      if (!p.known(r)) continue;
+      known++;
+      if (!t.ranks.has(r) && missing.length <= limit) missing.push(r);
+    }
+    return known >= 2 && t.ranks.size >= known / 2 && missing.length <= limit ? missing : [];
+  }
+
+  /** A host RAS or Flight Recorder named without a rank. */
+  private reportedHost(j: JobHang): Culprit | undefined {
+    const first = j.namedHosts.entries().next().value;
+    if (!first) return undefined;
+    const [host, h] = first;
+    return { host, ...(h.gpu !== undefined ? { gpu: h.gpu } : {}), ranks: [], signals: [...h.kinds] };
+  }
+
+  /** No sign singles anyone out: the first rank that timed out, said as such. */
+  private firstTimedOut(j: JobHang): Culprit {
+    const f = j.timeouts.first!;
+    return { host: f.host, ...(f.rank !== undefined ? { rank: f.rank } : {}), ranks: [], signals: [] };
+  }
+
+  private open(
+    key: string,
+    j: JobHang,
+    c: Culprit,
+    now: number,
+    trigger: 'stall' | 'timeouts' | 'report',
+  ): void {
+    const p = j.progress;
+    const r = c.rank;
+    const idleFrom = r !== undefined && p.known(r) && p.gpuState[r] === IDLE ? p.idleSince[r] : Number.NaN;
+    const lastHeard = r !== undefined && p.known(r) && p.lastTs[r] > 0 ? p.lastTs[r] : p.maxTs;
+    const first = j.timeouts.first;
+    const onset =
+      trigger === 'timeouts' && first
+        ? first.ts - (first.ranMs ?? 0)
+        : Math.max(0, idleFrom > lastHeard ? idleFrom : lastHeard || now);
+    const id = findingId('nccl_hang', key || undefined, c.host, onset);
+    j.incident = {
+      id,
+      culprit: c,
+      stallStep: p.frontStep,
+      openedTs: now,
+      onset,
+      dirty: false,
+      timeoutsTold: j.timeouts.count > 0,
+    };
+    this.log.openFinding(id, now, {
+      type: 'nccl_hang',
+      ...(key ? { job: key } : {}),
+      host: c.host,
+      ...(c.gpu !== undefined ? { gpu: c.gpu } : {}),
+      ...(c.rank !== undefined ? { rank: c.rank } : {}),
+      severity: 'critical',
+      onset_ts: onset,
+      est_cost_pct: 100,
+      action: this.action(j, c),
+      evidence: this.evidence(j, now),
+      summary: this.summary(key, j, now),
+      ...(j.codeBug ? { related: [j.codeBug] } : {}),
+    });
+    if (j.codeBug) j.incident.related = j.codeBug;
+  }
+
+  private action(j: JobHang, c: Culprit): Action {
+    return j.codeBug || c.signals.length === 0 ? 'none' : 'watch';
+  }
+
+  /** Evidence moved (timeouts came, RAS or Flight Recorder spoke): the finding says so. */
+  private refresh(key: string, j: JobHang, now: number, force: boolean): void {
+    const inc = j.incident!;
+    inc.dirty = false;
+    // New signs that name the same culprit (its absence from the timeouts) join its finding.
+    const again = this.culprit(j, now);
+    if (again?.rank !== undefined && again.rank === inc.culprit.rank)
+      inc.culprit.signals = [...new Set([...inc.culprit.signals, ...again.signals])];
+    const patch = {
+      evidence: this.evidence(j, now),
+      summary: this.summary(key, j, now),
+      action: this.action(j, inc.culprit),
+      ...(inc.related ? { related: [inc.related] } : {}),
+    };
+    this.log.update(inc.id, now, patch, force);
+  }
+
+  private resolve(j: JobHang, ts: number, summary: string, reason: string): void {
+    const inc = j.incident!;
+    const evidence = { ...this.evidence(j, ts), resolved_reason: reason };
+    j.incident = undefined;
+    this.log.resolve(inc.id, ts, { summary, evidence });
+  }
+
+  private evidence(j: JobHang, now: number): Record<string, unknown> {
+    const p = j.progress;
+    const inc = j.incident;
+    const c = inc?.culprit;
+    const r = c?.rank;
+    const t = j.timeouts;
+    const ev: Record<string, unknown> = {
+      culprit: c?.signals.length
+        ? { host: c.host, ...(r !== undefined ? { rank: r } : {}), gpu: c.gpu }
+        : 'unknown',
+      signals: c?.signals ?? [],
+      stalled_s: Math.round((now - (p.maxTs || now)) / 1000),
+      last_step: p.maxStep >= 0 ? p.maxStep : undefined,
+    };
+    if (c && c.ranks.length > 1) ev.suspects = c.ranks.slice(0, 16);
+    if (r !== undefined && p.known(r)) {
+      ev.rank_last_step = p.lastStep[r] >= 0 ? p.lastStep[r] : undefined;
+      ev.rank_last_report_ts = p.lastTs[r] || undefined;
+      if (p.gpuTs[r] > 0) {
+        const limit = suspectLimit(p.size, this.cfg.maxSuspects);
+        const g = idleWhilePeersBusy(p, now, p.maxTs, limit);
+        ev.gpu = {
+          idle: p.gpuState[r] === IDLE,
+          ...(p.gpuState[r] === IDLE ? { idle_since_ts: p.idleSince[r] } : {}),
+          util_pct: nan(p.util[r]),
+          power_w: nan(p.power[r]),
+          peers_sampled: g.sampled,
+          peers_busy: g.busy,
+        };
+      }
+      const behind = behindPeers(p).get(r);
+      if (behind?.length) ev.seq_behind = behind;
+      const stuck = stuckIn(p, r);
+      if (stuck.length) ev.stuck_in = stuck;
+    }
+    if (t.count > 0) {
+      const wait = t.firstWait();
+      ev.timeouts = {
+        timed_out: t.count,
+        hosts: t.hosts.size,
+        first: brief(t.first!),
+        ...(wait ? { waited_in: wait } : {}),
+        ...(r !== undefined ? { culprit_timed_out: t.ranks.has(r) } : {}),
+        missing: this.missingFromTimeouts(j, 16).slice(0, 16),
+        ...(t.first!.timeoutMs !== undefined ? { timeout_ms: t.first!.timeoutMs } : {}),
+      };
+    }
+    if (j.reports.length) ev.reports = j.reports.slice(0, 16).map(reportBrief);
+    const pgReport = j.reports.find((x) => x.pg !== undefined || x.comm !== undefined);
+    if (pgReport) ev.pg = pgReport.pg ?? pgReport.comm;
+    if (j.codeBug) ev.code_bug = true;
+    return ev;
+  }
+
+  private summary(key: string, j: JobHang, now: number): string {
+    const p = j.progress;
+    const c = j.incident!.culprit;
+    const job = key ? `job ${key}` : c.host;
+    const stalled = p.maxTs > 0 ? ` Stalled ${Math.round((now - p.maxTs) / 1000)} s.` : '';
+    if (c.signals.length === 0) {
+      const f = j.timeouts.first!;
+      return `${job} hung: ${j.timeouts.count} rank(s) on ${j.timeouts.hosts.size} host(s) timed out in NCCL collectives (first ${who(f)} on ${f.host} in ${f.op}, SeqNum ${f.seq}${f.pg !== undefined ? `, process group ${f.pg}` : ''}). No rank could be singled out as the culprit.`;
+    }
+    const where =
+      c.rank !== undefined
+        ? `rank ${c.rank} (${c.host}${c.gpu !== undefined ? ` GPU ${c.gpu}` : ''})`
+        : c.ranks.length
+          ? `${c.host} (ranks ${c.ranks.slice(0, 8).join(', ')})`
+          : c.host;
+    const stuck = this.stuckText(j);
+    const step =
+      c.rank !== undefined && p.known(c.rank) && p.lastStep[c.rank] >= 0
+        ? ` after step ${p.lastStep[c.rank]}`
+        : '';
+    const bug = j.codeBug
+      ? ' Flight Recorder found a collective mismatch: a bug in the job’s code, not the hardware.'
+      : '';
+    return `${job} hung: ${where} stopped${step} while its peers wait for it${stuck} (${c.signals.map(signalText).join('; ')}).${stalled}${bug}`;
+  }
+
+  /** The collective the peers wait in: what the timeouts, Flight Recorder or sequence numbers say. */
+  private stuckText(j: JobHang): string {
+    const fr = j.reports.find((r) => r.source === 'flight_recorder' && r.kind === 'not_joined');
+    const group = (pg?: string, name?: string) =>
+      pg !== undefined ? ` of process group ${pg}${name ? ` (${name})` : ''}` : '';
+    if (fr)
+      return ` in ${fr.op ?? 'a collective'}${group(fr.pg, fr.pgName)}${fr.seq !== undefined ? ` (seq ${fr.seq})` : ''}`;
+    const r = j.incident!.culprit.rank;
+    // RAS names the communicator it found the rank behind in (or in error).
+    const ras = j.reports.find((x) => x.source === 'nccl_ras' && x.comm !== undefined && x.rank === r);
+    if (ras) return ` on communicator ${ras.comm}`;
+    const w = j.timeouts.firstWait();
+    if (w) return ` in ${w.op}${group(w.pg, w.pg_name)} (SeqNum ${w.seq})`;
+    if (r === undefined) return '';
+    const stuck = stuckIn(j.progress, r);
+    if (stuck.length === 1)
+      return ` in ${stuck[0].op} on communicator ${stuck[0].comm} (seq ${stuck[0].next_seq})`;
+    return stuck.length > 1 ? ` on communicator ${stuck.map((s) => s.comm).join(' or ')}` : '';
+  }
+
+  private desync(key: string, j: JobHang, d: Desync, ts: number): void {
+    const id = findingId('nccl_desync', key || undefined, d.pg, d.seq);
+    const ops = Object.fromEntries([...d.ops].map(([op, xs]) => [op, xs.slice(0, 64).map(brief)]));
     const evidence = {
-      pg,
-      ...(t.pgName ? { pg_name: t.pgName } : {}),
-      pg_known: t.pg !== undefined,
-      seq: t.seq,
+      pg: d.pg,
+      ...(d.pgName ? { pg_name: d.pgName } : {}),
+      pg_known: true,
+      seq: d.seq,
       ops,
     };
     if (j.desyncs.has(id)) {
-      this.log.update(id, t.ts, { evidence });
+      this.log.update(id, ts, { evidence });
       return;
     }
     j.desyncs.add(id);
-    const listing = [...byOp].map(([op, xs]) => `${xs.map(who).join(', ')} in ${op}`).join('; ');
-    this.log.openFinding(id, t.ts, {
+    const listing = [...d.ops]
+      .map(
+        ([op, xs]) =>
+          `${xs.slice(0, 8).map(who).join(', ')}${xs.length > 8 ? ` and ${xs.length - 8} more` : ''} in ${op}`,
+      )
+      .join('; ');
+    this.log.openFinding(id, ts, {
       type: 'nccl_desync',
-      job,
-      host: odd.host,
-      ...(odd.rank !== undefined ? { rank: odd.rank } : {}),
+      ...(key ? { job: key } : {}),
+      host: d.odd.host,
+      ...(d.odd.rank !== undefined ? { rank: d.odd.rank } : {}),
       severity: 'critical',
-      onset_ts: same[0].ts,
+      onset_ts: d.first.ts,
       action: 'none',
       evidence,
-      summary: `Ranks called different collectives at SeqNum ${t.seq} (process group ${pg}): ${listing}. Their code paths diverged; this is not a slow link.`,
+      summary: `Ranks called different collectives at SeqNum ${d.seq} (process group ${d.pg}): ${listing}. ${who(d.odd)} diverged: the code paths differ, this is not a slow link or the hardware.`,
     });
   }
 
-  private behind(j: JobHang, job: string | undefined, pg: string, ts: number): void {
-    const last = new Map<string, Timeout>();
-    for (const x of j.timeouts) {
-      if (x.pg !== pg) continue;
-      const done = x.lastCompleted ?? x.seq - 1;
-      const prev = last.get(who(x));
-      if (!prev || done > (prev.lastCompleted ?? prev.seq - 1)) last.set(who(x), x);
-    }
-    if (last.size < 2) return;
-    const progress = (x: Timeout) => x.lastCompleted ?? x.seq - 1;
-    const all = [...last.values()];
-    const min = Math.min(...all.map(progress));
-    const max = Math.max(...all.map(progress));
-    if (min === max) return;
-    const laggards = all.filter((x) => progress(x) === min);
-    // One rank behind names a suspect; several equally behind are not one suspect.
-    const open = j.behind.get(pg);
-    if (laggards.length !== 1) return;
-    const l = laggards[0];
-    if (open?.who === who(l)) return;
-    if (open)
-      this.log.resolve(open.id, ts, {
-        summary: `${open.who} is not the rank furthest behind in process group ${pg}.`,
+  /** Flight Recorder's size, type or dtype mismatch: a code bug, named on the rank that diverged. */
+  private codeBug(key: string, j: JobHang, r: Report): void {
+    const id = findingId('nccl_desync', key || undefined, r.pg ?? r.comm, r.seq, r.kind);
+    if (!j.desyncs.has(id)) {
+      j.desyncs.add(id);
+      const p = j.progress;
+      const known = r.rank !== undefined && p.known(r.rank);
+      const host = known ? p.host[r.rank!] : r.host;
+      const gpu = known && p.gpu[r.rank!] >= 0 ? p.gpu[r.rank!] : r.gpu;
+      const what = r.kind.replace('_mismatch', '');
+      this.log.openFinding(id, r.ts, {
+        type: 'nccl_desync',
+        ...(key ? { job: key } : {}),
+        host,
+        ...(gpu !== undefined ? { gpu } : {}),
+        ...(r.rank !== undefined ? { rank: r.rank } : {}),
+        severity: 'critical',
+        onset_ts: r.ts,
+        action: 'none',
+        evidence: { ...reportBrief(r), code_bug: true, mismatch: what },
+        summary: `${key ? `job ${key}: ` : ''}${r.rank !== undefined ? `rank ${r.rank}` : host} called ${r.op ?? 'a collective'} with a different ${what === 'type' ? 'collective type' : what} than its peers${r.pg !== undefined ? ` in process group ${r.pg}` : ''}${r.seq !== undefined ? ` (seq ${r.seq})` : ''}${r.errorType ? ` (${r.errorType})` : ''}: a bug in the job's code, not the hardware. Fix the code; do not cordon.`,
       });
-    const id = findingId('nccl_rank_behind', job, pg, who(l));
-    j.behind.set(pg, { id, who: who(l) });
-    this.log.openFinding(id, ts, {
-      type: 'nccl_rank_behind',
-      job,
-      host: l.host,
-      ...(l.rank !== undefined ? { rank: l.rank } : {}),
-      severity: 'critical',
-      onset_ts: l.ts,
-      action: 'watch',
-      evidence: {
-        pg,
-        ...(l.pgName ? { pg_name: l.pgName } : {}),
-        group_rank: l.groupRank,
-        last_completed: min,
-        peers_last_completed: max,
-        peers: last.size - 1,
-        seq: l.seq,
-        op: l.op,
-      },
-      summary: `${who(l)} on ${l.host} is stuck behind process group ${pg}: its last completed collective is SeqNum ${min}, its peers reached ${max}. The others waited for it.`,
-    });
+    }
+    j.codeBug = id;
+    if (j.incident) {
+      j.incident.related = id;
+      j.incident.dirty = true;
+    }
   }
 }
 
-function toTimeout(e: FaultEvent): Timeout | undefined {
-  if (e.source !== 'nccl_timeout') return undefined;
-  const x = e as FaultEvent & Record<string, unknown>;
-  const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) ? v : undefined);
-  const seq = int(x.seq);
-  if (seq === undefined) return undefined;
-  const groupRank = int(x.group_rank) ?? e.rank;
-  if (groupRank === undefined) return undefined;
-  return {
-    ts: e.ts,
-    host: e.host,
-    ...(e.rank !== undefined ? { rank: e.rank } : {}),
-    groupRank,
-    ...(typeof x.pg === 'string' ? { pg: x.pg } : {}),
-    ...(typeof x.pg_name === 'string' ? { pgName: x.pg_name } : {}),
-    seq,
-    op: typeof x.op === 'string' ? x.op : String(e.code ?? 'unknown'),
-    ...(int(x.last_completed) !== undefined ? { lastCompleted: int(x.last_completed) } : {}),
-    ...(int(x.timeout_ms) !== undefined ? { timeoutMs: int(x.timeout_ms) } : {}),
-    ...(int(x.ran_ms) !== undefined ? { ranMs: int(x.ran_ms) } : {}),
+function signalText(s: string): string {
+  const texts: Record<string, string> = {
+    gpu_idle: 'its GPU idle while its peers spin in NCCL',
+    gpu_silent: 'its GPU samples stopped while its peers spin in NCCL',
+    stopped_first: 'its reports stopped first',
+    seq_behind: 'its sequence numbers behind its communicator peers',
+    missing_from_timeouts: "absent from its peers' watchdog timeouts",
+    behind_in_process_group: 'its last completed SeqNum behind its process group',
+    ras_missing: 'NCCL RAS: missing',
+    ras_unresponsive: 'NCCL RAS: unresponsive',
+    ras_dead: 'NCCL RAS: dead',
+    ras_behind: 'NCCL RAS: launched fewer operations than its peers',
+    ras_comm_error: 'NCCL RAS: communicator error',
+    fr_not_joined: 'Flight Recorder: never joined',
+    fr_state_mismatch: 'Flight Recorder: collective state mismatch',
+    fr_other: 'Flight Recorder',
   };
+  return texts[s] ?? s;
+}
+
+function nan(x: number): number | undefined {
+  return Number.isNaN(x) ? undefined : x;
 }

@@ -1,11 +1,11 @@
 import type { Finding } from '../../schema/finding.js';
 import type { Store } from '../../store/store.js';
-import { type Command, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { sparkline } from '../chart.js';
 import {
   type ReadSource,
-  SOURCE_FLAGS,
-  SOURCE_FLAGS_HELP,
+  SOURCE_OPTIONS,
+  SOURCE_OPTIONS_HELP,
   sourceOverStore,
   withSource,
 } from '../read-source.js';
@@ -189,6 +189,17 @@ export async function storedReports(store: Store, jobs: Iterable<string>): Promi
   }
 }
 
+const REPORT_OPTIONS = defineOptions({
+  step: {
+    kind: 'string',
+    arg: 'S',
+    defaultText: 'about 60 over the job',
+    help: 'chart bucket: seconds, or 30s, 5m, 1h',
+  },
+});
+
+const OPTIONS = defineOptions({ ...REPORT_OPTIONS, ...SOURCE_OPTIONS });
+
 export const report: Command = {
   name: 'report',
   usage: `rankwatch report JOB [options]
@@ -196,10 +207,11 @@ export const report: Command = {
 One job: MFU and tokens/s (now, average, and a text chart over time), step time, the open
 findings ranked by what they cost with their evidence, and the hosts involved.
 
-  --step S                  chart bucket: seconds, or 30s, 5m, 1h (default: about 60 over the job)
-${SOURCE_FLAGS_HELP}`,
+${optionsHelp(REPORT_OPTIONS)}
+${SOURCE_OPTIONS_HELP}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values, positionals } = parse(argv, { ...SOURCE_FLAGS, step: { type: 'string' } }, true);
+    const { values, positionals } = parseOptions(argv, OPTIONS, { positionals: true });
     if (values.help) {
       console.log(this.usage);
       return 0;

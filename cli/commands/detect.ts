@@ -291,12 +291,14 @@ async function healthServer(
   loop?: RepairLoop,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (port === undefined) return undefined;
-  const [{ default: Fastify }, { healthRoutes }, { Metrics }, { repairLoopMetrics }] = await Promise.all([
-    import('fastify'),
-    import('../../api/routes/healthz.js'),
-    import('../../core/metrics.js'),
-    import('../../actions/metrics.js'),
-  ]);
+  const [{ default: Fastify }, { healthRoutes }, { Metrics }, { repairLoopMetrics }, { fastifyTimeouts }] =
+    await Promise.all([
+      import('fastify'),
+      import('../../api/routes/healthz.js'),
+      import('../../core/metrics.js'),
+      import('../../actions/metrics.js'),
+      import('../../core/server-timeouts.js'),
+    ]);
   const metrics = new Metrics().health(health).counters(
     'rankwatch_detect',
     {
@@ -311,7 +313,8 @@ async function healthServer(
     figures,
   );
   if (loop) repairLoopMetrics(metrics, loop);
-  const app = Fastify({ logger: false });
+  // The same timeouts as the API: a client dribbling its headers does not hold the port.
+  const app = Fastify({ logger: false, ...fastifyTimeouts() });
   await app.register(healthRoutes, {
     checks: health,
     metrics,

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sign } from '../alerts/webhook.js';
-import { postLines, type Running, startRankwatch, until, xidFaultLine } from './helpers.js';
+import { listeningUrl, postLines, type Running, startRankwatch, until, xidFaultLine } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-webhook-twins-'));
 const servers: Server[] = [];
@@ -70,14 +70,7 @@ describe('alert webhooks from the flag and from the variable', () => {
         ),
       );
       running.push(up);
-      const url = await until(
-        'the listening line',
-        () => {
-          if (up.proc.exitCode !== null) throw new Error(`up exited ${up.proc.exitCode}: ${up.stderr()}`);
-          return /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1];
-        },
-        120_000,
-      );
+      const url = await listeningUrl(up);
       expect(await postLines(url, [xidFaultLine(`gpu-twin-${how}`)])).toEqual([200]);
       for (const r of [a, b]) {
         const d = await until('the finding at the receiver', () => r.got[0], 60_000);

@@ -53,10 +53,13 @@ export async function main(argv: string[]): Promise<number> {
   command = { name, argv: rest };
   watchParent();
   try {
-    const { values } = resolveOptions(PROCESS_OPTIONS, {});
-    debug = values.debug;
-    setLogDefaults({ level: values['log-level'], format: values['log-format'] });
-    boundHeapGrowth(values['heap-growing-percent']); // before any command's state grows: see core/heap.ts
+    // --help answers whatever the environment says (it is how a person finds what to fix).
+    if (!rest.includes('--help') && !rest.includes('-h')) {
+      const { values } = resolveOptions(PROCESS_OPTIONS, {});
+      debug = values.debug;
+      setLogDefaults({ level: values['log-level'], format: values['log-format'] });
+      boundHeapGrowth(values['heap-growing-percent']); // before any command's state grows: see core/heap.ts
+    }
     return await (await cmd.load()).run(rest);
   } catch (err) {
     return fail(err);

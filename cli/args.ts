@@ -12,7 +12,9 @@
  *
  * The `--help` options block (`optionsHelp`) and the table of variables in docs/operations.md
  * (cli/options-doc.ts) are generated from the same declarations; cli/options.test.ts walks every
- * command's declarations and checks each flag against its variable, both ways.
+ * command's declarations and checks each flag against its variable, both ways. A new option is one
+ * more entry in its command's (or group's) declarations, read from the parsed values, never from
+ * process.env; a new variable needs `node --import tsx scripts/options-doc.ts` for the docs.
  */
 import { parseArgs } from 'node:util';
 import { RankwatchError } from '../core/errors.js';

@@ -3,11 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { resolveOptions } from '../cli/args.js';
 import { RankwatchError } from '../core/errors.js';
 import type { Finding } from '../schema/finding.js';
 import { passingCheck, xidFinding } from '../tests/helpers.js';
 import { Automation } from './automation.js';
-import { automationFrom } from './cli-options.js';
+import { automationFrom, CORDON_OPTIONS } from './cli-options.js';
 import { MemoryDriver } from './drivers/memory.js';
 import { SAFETY_DEFAULTS, type SafetyConfig, safetyConfig } from './governor.js';
 
@@ -172,7 +173,7 @@ describe('small fleets and dry-run', () => {
 
   it('on 8 hosts the default dry-run audits dry_run decisions (5% rounds to 0 nodes: one is the floor) with the budget arithmetic acting would use', async () => {
     // As `rankwatch up` builds it with no cordon flags: dry-run, default budget, fleet = hosts seen.
-    const a = automationFrom({}, undefined);
+    const a = automationFrom(resolveOptions(CORDON_OPTIONS, {}, {}).values, undefined);
     a.onEvents(Array.from({ length: 8 }, (_, i) => gpu(host(i))));
     expect(a.governor.budget()).toEqual({ fleet: 8, nodes: 1, by: 'max_share', floored: true });
     a.onFindings([xid(host(0), { ts: Date.now() }), xid(host(1), { ts: Date.now() })]);

@@ -1,9 +1,9 @@
 /**
- * The cordon automation flags of `up` and `detect` (and the environment). Without
- * `--cordon-driver` the health machine and governor still run and audit their decisions as
- * dry-run. Refuses at start an enabled automation without a budget.
+ * The cordon automation options of `up` and `detect`. Without `--cordon-driver` the health machine
+ * and governor still run and audit their decisions as dry-run. Refuses at start an enabled
+ * automation without a budget.
  */
-import { RankwatchError } from '../core/errors.js';
+import { defineOptions, type OptionValues } from '../cli/args.js';
 import type { Logger } from '../core/log.js';
 import type { Finding } from '../schema/finding.js';
 import { outputRows } from '../store/rows.js';
@@ -16,51 +16,52 @@ import { type SafetyConfig, safetyConfig } from './governor.js';
 import { durableParts, RepairLoop } from './leader.js';
 import { StoreFeed } from './store-feed.js';
 
-export const CORDON_FLAGS = {
-  'cordon-driver': { type: 'string' },
-  'cordon-enable': { type: 'boolean' },
-  'cordon-approval': { type: 'boolean' },
-  'cordon-max-share': { type: 'string' },
-  'cordon-max-nodes': { type: 'string' },
-  'cordon-per-hour': { type: 'string' },
-  'fleet-size': { type: 'string' },
-  'slurm-conf': { type: 'string' },
-  'kube-api': { type: 'string' },
-} as const;
+export const CORDON_OPTIONS = defineOptions({
+  'cordon-driver': {
+    kind: 'enum',
+    values: ['slurm', 'kubernetes'],
+    env: 'RANKWATCH_CORDON_DRIVER',
+    help: 'take unhealthy nodes out through this scheduler',
+  },
+  'cordon-enable': {
+    kind: 'boolean',
+    help: 'act (default: dry-run, decisions audited only); needs the three budget flags',
+  },
+  'cordon-approval': { kind: 'boolean', help: "every cordon waits for a person's approval" },
+  'cordon-max-share': {
+    kind: 'number',
+    arg: 'F',
+    help: 'at most this share of the fleet out at once (e.g. 0.05)',
+  },
+  'cordon-max-nodes': { kind: 'number', help: 'at most N nodes out at once' },
+  'cordon-per-hour': { kind: 'number', help: 'at most N cordons in any hour' },
+  'fleet-size': {
+    kind: 'number',
+    defaultText: "the scheduler's node count with a driver, else hosts seen in events",
+    help: 'nodes in the fleet; a share that rounds to 0 nodes allows 1',
+  },
+  'slurm-conf': { kind: 'file', help: 'SLURM_CONF for scontrol' },
+  'kube-api': {
+    kind: 'url',
+    defaultText: 'in-cluster service account',
+    help: 'Kubernetes API server',
+  },
+  'kube-token': {
+    kind: 'string',
+    env: 'RANKWATCH_KUBE_TOKEN',
+    envOnly: true,
+    help: 'bearer token for --kube-api (environment only: flags show in ps)',
+  },
+});
 
-export const CORDON_FLAGS_HELP = `  --cordon-driver slurm|kubernetes  take unhealthy nodes out through this scheduler [RANKWATCH_CORDON_DRIVER]
-  --cordon-enable           act (default: dry-run, decisions audited only); needs the three budget flags
-  --cordon-approval         every cordon waits for a person's approval
-  --cordon-max-share F      at most this share of the fleet out at once (e.g. 0.05)
-  --cordon-max-nodes N      at most N nodes out at once
-  --cordon-per-hour N       at most N cordons in any hour
-  --fleet-size N            nodes in the fleet (default: the scheduler's node count with a driver,
-                            else hosts seen in events); a share that rounds to 0 nodes allows 1
-  --slurm-conf FILE         SLURM_CONF for scontrol
-  --kube-api URL            Kubernetes API server (default: in-cluster service account)`;
+export type CordonValues = OptionValues<typeof CORDON_OPTIONS>;
 
-function number(v: unknown, flag: string): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isFinite(n))
-    throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${flag} needs a number, got "${v}"`);
-  return n;
-}
-
-export function cordonDriverFrom(
-  values: Record<string, unknown>,
-  env: NodeJS.ProcessEnv = process.env,
-): CordonDriver | undefined {
-  const type = (values['cordon-driver'] as string | undefined) ?? env.RANKWATCH_CORDON_DRIVER;
+export function cordonDriverFrom(v: CordonValues): CordonDriver | undefined {
+  const type = v['cordon-driver'];
   if (!type) return undefined;
-  if (type === 'slurm') return new SlurmDriver({ slurmConf: values['slurm-conf'] as string | undefined });
-  if (type === 'kubernetes') {
-    const api = values['kube-api'] as string | undefined;
-    return new KubernetesDriver(
-      api ? { apiServer: api, token: env.RANKWATCH_KUBE_TOKEN } : inClusterConfig(),
-    );
-  }
-  throw new RankwatchError('RANKWATCH_ERR_USAGE', `--cordon-driver is slurm or kubernetes, got "${type}"`);
+  if (type === 'slurm') return new SlurmDriver({ slurmConf: v['slurm-conf'] });
+  const api = v['kube-api'];
+  return new KubernetesDriver(api ? { apiServer: api, token: v['kube-token'] } : inClusterConfig());
 }
 
 /**
@@ -68,22 +69,22 @@ export function cordonDriverFrom(
  * findings it makes (resolved hardware, the breaker's) to `publish` and the store.
  */
 export function automationFrom(
-  values: Record<string, unknown>,
+  values: CordonValues,
   store: Store | undefined,
   publish?: (fs: Finding[]) => void,
   more: Pick<AutomationOptions, 'logger' | 'journal' | 'mayAct'> = {},
 ): Automation {
   const given: Partial<SafetyConfig> = {
-    enabled: values['cordon-enable'] === true,
-    approval: values['cordon-approval'] === true,
+    enabled: values['cordon-enable'],
+    approval: values['cordon-approval'],
   };
-  const share = number(values['cordon-max-share'], 'cordon-max-share');
-  const nodes = number(values['cordon-max-nodes'], 'cordon-max-nodes');
-  const hour = number(values['cordon-per-hour'], 'cordon-per-hour');
+  const share = values['cordon-max-share'];
+  const nodes = values['cordon-max-nodes'];
+  const hour = values['cordon-per-hour'];
   if (share !== undefined) given.maxShare = share;
   if (nodes !== undefined) given.maxNodes = nodes;
   if (hour !== undefined) given.perHour = hour;
-  const fleet = number(values['fleet-size'], 'fleet-size');
+  const fleet = values['fleet-size'];
   return new Automation({
     driver: cordonDriverFrom(values),
     safety: safetyConfig(given),
@@ -104,7 +105,7 @@ export function automationFrom(
  * and is fed by its own pipeline.
  */
 export function repairLoopFrom(
-  values: Record<string, unknown>,
+  values: CordonValues,
   store: Store,
   o: { logger: Logger; publish?: (fs: Finding[]) => void; shared: boolean },
 ): RepairLoop {

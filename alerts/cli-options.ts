@@ -1,39 +1,54 @@
 /**
- * The alerting flags `up` and `detect` share; each falls back to the environment. With none set,
- * no alerting runs.
+ * The alerting options `up` and `detect` share, each with its environment twin. With none set, no
+ * alerting runs.
  */
+import { defineOptions, type OptionValues, optionName } from '../cli/args.js';
 import { RankwatchError } from '../core/errors.js';
 import type { DeadLetter } from '../store/rows.js';
 import { Alerting, type AlertRoute } from './alerting.js';
 
-export const ALERT_FLAGS = {
-  'alertmanager-url': { type: 'string' },
-  'alert-webhook': { type: 'string' },
-  'alert-webhook-secret': { type: 'string' },
-  'alert-link-base': { type: 'string' },
-  'alert-routes': { type: 'string' },
-} as const;
+export const ALERT_OPTIONS = defineOptions({
+  'alertmanager-url': {
+    kind: 'url',
+    env: 'RANKWATCH_ALERTMANAGER_URL',
+    help: "send open findings (warning, critical) to Alertmanager's v2 API",
+  },
+  'alert-webhook': {
+    kind: 'list',
+    item: 'url',
+    arg: 'URL[,URL]',
+    env: 'RANKWATCH_ALERT_WEBHOOK',
+    help: 'also POST each finding event as signed JSON to each of these URLs (comma-separated: webhook-1, webhook-2, …)',
+  },
+  'alert-webhook-secret': {
+    kind: 'string',
+    arg: 'S',
+    env: 'RANKWATCH_ALERT_WEBHOOK_SECRET',
+    help: 'HMAC-SHA256 secret for x-rankwatch-signature',
+  },
+  'alert-link-base': {
+    kind: 'url',
+    env: 'RANKWATCH_ALERT_LINK_BASE',
+    help: 'base of the finding link in alerts (e.g. http://rankwatch:7070)',
+  },
+  'alert-routes': {
+    kind: 'string',
+    arg: 'JSON',
+    env: 'RANKWATCH_ALERT_ROUTES',
+    example: '[{"severities":["critical"],"sinks":[]}]',
+    defaultText: 'warning and critical to every sink',
+    help: 'routes, first match wins, e.g. \'[{"severities":["critical"],"sinks":["alertmanager","webhook-1"]},{"types":["throttle"],"sinks":["webhook-1"]}]\'',
+  },
+});
 
-export const ALERT_FLAGS_HELP = `  --alertmanager-url URL    send open findings (warning, critical) to Alertmanager's v2 API [RANKWATCH_ALERTMANAGER_URL]
-  --alert-webhook URL       also POST each finding event as signed JSON (comma-separated)   [RANKWATCH_ALERT_WEBHOOK]
-  --alert-webhook-secret S  HMAC-SHA256 secret for x-rankwatch-signature                 [RANKWATCH_ALERT_WEBHOOK_SECRET]
-  --alert-link-base URL     base of the finding link in alerts (e.g. http://rankwatch:7070)  [RANKWATCH_ALERT_LINK_BASE]
-  --alert-routes JSON       routes, first match wins, e.g. '[{"severities":["critical"],"sinks":["alertmanager","webhook-1"]},{"types":["throttle"],"sinks":["webhook-1"]}]'
-                            (default: warning and critical to every sink)             [RANKWATCH_ALERT_ROUTES]`;
-
-function url(v: string, flag: string): string {
-  try {
-    const u = new URL(v);
-    if (u.protocol === 'http:' || u.protocol === 'https:') return v;
-  } catch {}
-  throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${flag} needs an http(s) URL, got "${v}"`);
-}
+export type AlertValues = OptionValues<typeof ALERT_OPTIONS>;
 
 const SEVERITIES = new Set(['info', 'warning', 'critical']);
 
 /** `--alert-routes`: a JSON list of {types?, severities?, sinks}; every problem named in one line. */
 export function parseRoutes(text: string, sinks: string[]): AlertRoute[] {
-  const bad = (why: string) => new RankwatchError('RANKWATCH_ERR_USAGE', `--alert-routes: ${why}`);
+  const name = optionName('alert-routes', ALERT_OPTIONS['alert-routes']);
+  const bad = (why: string) => new RankwatchError('RANKWATCH_ERR_USAGE', `${name}: ${why}`);
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -61,30 +76,19 @@ export function parseRoutes(text: string, sinks: string[]): AlertRoute[] {
   });
 }
 
-/** Alerting as the flags (then the environment) ask, started; undefined when nothing asks. */
-export function alertingFrom(
-  values: Record<string, unknown>,
-  env: NodeJS.ProcessEnv = process.env,
-  onDeadLetter?: (d: DeadLetter) => void,
-): Alerting | undefined {
-  const am = (values['alertmanager-url'] as string | undefined) ?? env.RANKWATCH_ALERTMANAGER_URL;
-  // One string, comma-separated, from the flag as from the environment.
-  const hookList = (values['alert-webhook'] as string | undefined) ?? env.RANKWATCH_ALERT_WEBHOOK;
-  const hooks = hookList ? hookList.split(',').filter((h) => h.trim() !== '') : [];
+/** Alerting as the options ask, started; undefined when nothing asks. */
+export function alertingFrom(v: AlertValues, onDeadLetter?: (d: DeadLetter) => void): Alerting | undefined {
+  const am = v['alertmanager-url'];
+  const hooks = v['alert-webhook'];
   if (!am && hooks.length === 0) return undefined;
-  const secret = (values['alert-webhook-secret'] as string | undefined) ?? env.RANKWATCH_ALERT_WEBHOOK_SECRET;
-  const linkBase = (values['alert-link-base'] as string | undefined) ?? env.RANKWATCH_ALERT_LINK_BASE;
+  const secret = v['alert-webhook-secret'];
   const sinks = [...(am ? ['alertmanager'] : []), ...hooks.map((_, i) => `webhook-${i + 1}`)];
-  const routesText = (values['alert-routes'] as string | undefined) ?? env.RANKWATCH_ALERT_ROUTES;
+  const routesText = v['alert-routes'];
   const routes = routesText === undefined ? undefined : parseRoutes(routesText, sinks);
   const a = new Alerting(
     {
-      alertmanager: am ? { url: url(am, 'alertmanager-url'), linkBase } : undefined,
-      webhooks: hooks.map((h, i) => ({
-        name: `webhook-${i + 1}`,
-        url: url(h.trim(), 'alert-webhook'),
-        secret,
-      })),
+      alertmanager: am ? { url: am, linkBase: v['alert-link-base'] } : undefined,
+      webhooks: hooks.map((url, i) => ({ name: `webhook-${i + 1}`, url, secret })),
       routes,
     },
     onDeadLetter,

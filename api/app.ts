@@ -9,6 +9,7 @@ import type { Automation } from '../actions/automation.js';
 import type { Health } from '../core/health.js';
 import type { Logger } from '../core/log.js';
 import type { Metrics } from '../core/metrics.js';
+import { fastifyTimeouts, SERVER_TIMEOUTS, type ServerTimeouts } from '../core/server-timeouts.js';
 import type { Store } from '../store/store.js';
 import { IngestBudget } from '../stream/ingest-limits.js';
 import type { Publisher } from '../stream/transport.js';
@@ -60,31 +61,6 @@ export interface AppDeps {
   automation?: Automation;
 }
 
-/**
- * How long the server waits on a client (docs/operations.md). A client that dribbles its headers
- * (slowloris: no token needed) or its body is cut off, with 408, once its time is up.
- */
-export interface ServerTimeouts {
-  /** The request line and headers, complete. */
-  headersMs: number;
-  /** The whole request, body included (32 MiB in 120 s is 270 KB/s). */
-  requestMs: number;
-  /** An idle keep-alive connection between requests: above the 60 s idle timeout of common load balancers. */
-  keepAliveMs: number;
-  /** A connection with no byte in either direction (a client that stopped reading its reply). */
-  idleMs: number;
-  /** How often the headers and request timeouts are checked (Node's connectionsCheckingInterval). */
-  checkMs: number;
-}
-
-export const SERVER_TIMEOUTS: ServerTimeouts = {
-  headersMs: 15_000,
-  requestMs: 120_000,
-  keepAliveMs: 72_000,
-  idleMs: 600_000,
-  checkMs: 1_000,
-};
-
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const t = { ...SERVER_TIMEOUTS, ...deps.timeouts };
   const app = Fastify({
@@ -94,14 +70,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: newRequestId,
     bodyLimit: deps.bodyLimit ?? 32 << 20,
-    http: {
-      headersTimeout: t.headersMs,
-      requestTimeout: t.requestMs,
-      connectionsCheckingInterval: t.checkMs,
-    },
-    requestTimeout: t.requestMs,
-    keepAliveTimeout: t.keepAliveMs,
-    connectionTimeout: t.idleMs,
+    ...fastifyTimeouts(t),
   });
   logRequests(app);
   const fixed = authTokens({ token: deps.auth?.ingestToken });

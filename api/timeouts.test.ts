@@ -7,8 +7,10 @@
 import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SERVER_TIMEOUTS } from '../core/server-timeouts.js';
 import { MemoryTransport } from '../stream/memory.js';
-import { buildApp, SERVER_TIMEOUTS } from './app.js';
+import { slowClient } from '../tests/slow-client.js';
+import { buildApp } from './app.js';
 
 let app: FastifyInstance;
 let port = 0;
@@ -22,32 +24,6 @@ beforeAll(async () => {
   port = (app.server.address() as { port: number }).port;
 });
 afterAll(() => app?.close());
-
-/** Sends `head` now and then `drip` every 100 ms; resolves with what came back when the server closes (or after 30 s). */
-function slowClient(head: string, drip = 'a'): Promise<{ got: string; closedByServer: boolean }> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    let got = '';
-    let timer: NodeJS.Timeout | undefined;
-    const giveUp = setTimeout(() => {
-      socket.destroy();
-      resolve({ got, closedByServer: false });
-    }, 30_000);
-    socket.on('connect', () => {
-      socket.write(head);
-      timer = setInterval(() => socket.writable && socket.write(drip), 100);
-    });
-    socket.on('data', (d) => {
-      got += d.toString();
-    });
-    socket.on('error', () => {});
-    socket.on('close', () => {
-      clearInterval(timer);
-      clearTimeout(giveUp);
-      resolve({ got, closedByServer: true });
-    });
-  });
-}
 
 describe('timeouts', () => {
   it('the server runs with the documented defaults', async () => {
@@ -64,13 +40,14 @@ describe('timeouts', () => {
   });
 
   it('a connection dribbling its headers is answered 408 and closed', async () => {
-    const r = await slowClient('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+    const r = await slowClient(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
     expect(r.closedByServer).toBe(true);
     expect(r.got).toMatch(/^HTTP\/1\.1 408 /);
   });
 
   it('a body dribbled slower than the request timeout allows is answered 408 and closed', async () => {
     const r = await slowClient(
+      port,
       'POST /v1/ingest HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n',
       ' ',
     );

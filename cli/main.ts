@@ -1,86 +1,12 @@
-/** rankwatch's command line: one file per command, one list here. */
+/** rankwatch's command line: one file per command, their list in cli/command-list.ts. */
 import { readFileSync } from 'node:fs';
 import { boundHeapGrowth } from '../core/heap.js';
-import type { Command } from './args.js';
+import { setLogDefaults } from '../core/log.js';
+import { optionsHelp, resolveOptions } from './args.js';
+import { COMMANDS } from './command-list.js';
 import { explain } from './fail.js';
 import { stopOnHangup } from './hangup.js';
-
-/**
- * One line per command; its module loads only when it runs, so `rankwatch mfu` does not pay for
- * the ClickHouse engine, Kafka client and HTTP server the other commands bring in.
- */
-export const COMMANDS: { name: string; summary: string; load: () => Promise<Command> }[] = [
-  {
-    name: 'demo',
-    summary: 'run a simulated 256-rank job with two faults through the embedded pipeline',
-    load: async () => (await import('./commands/demo.js')).demo,
-  },
-  {
-    name: 'replay',
-    summary: 'run the detectors over recorded events, as fast as the CPU allows',
-    load: async () => (await import('./commands/replay.js')).replay,
-  },
-  {
-    name: 'sim',
-    summary: 'write the events of a simulated training job as JSON lines',
-    load: async () => (await import('./commands/sim.js')).sim,
-  },
-  {
-    name: 'mfu',
-    summary: 'compute model FLOPs utilisation from a model config and a step time',
-    load: async () => (await import('./commands/mfu.js')).mfu,
-  },
-  {
-    name: 'eval',
-    summary: 'score the detectors on a matrix of simulated jobs: recall, time to detect, false alarms',
-    load: async () => (await import('./commands/eval.js')).evaluate,
-  },
-  {
-    name: 'up',
-    summary: 'run the embedded pipeline with an HTTP ingest endpoint (single machine)',
-    load: async () => (await import('./commands/up.js')).up,
-  },
-  {
-    name: 'detect',
-    summary: 'run the detectors as a member of a Kafka consumer group',
-    load: async () => (await import('./commands/detect.js')).detect,
-  },
-  {
-    name: 'collect',
-    summary: 'run the node collector: dcgm-exporter, nvidia-smi, kernel XIDs, training logs → the bus',
-    load: async () => (await import('./commands/collect.js')).collect,
-  },
-  {
-    name: 'serve',
-    summary: 'serve the read API (jobs, findings, nodes) over a ClickHouse server or a chDB folder',
-    load: async () => (await import('./commands/serve.js')).serve,
-  },
-  {
-    name: 'jobs',
-    summary: 'list jobs: status, size, MFU, open findings',
-    load: async () => (await import('./commands/jobs.js')).jobs,
-  },
-  {
-    name: 'report',
-    summary: "one job's report: MFU, tokens/s, step time, findings by cost, hosts",
-    load: async () => (await import('./commands/report.js')).report,
-  },
-  {
-    name: 'findings',
-    summary: 'list findings, newest first (--job, --open)',
-    load: async () => (await import('./commands/findings.js')).findings,
-  },
-  {
-    name: 'checkpoint',
-    summary: 'checkpoint-interval advice (Young, Daly) from a save time and MTBF, or from a recorded job',
-    load: async () => (await import('./commands/checkpoint.js')).checkpoint,
-  },
-  {
-    name: 'failures',
-    summary: 'recorded failure rates per cause/host/GPU model with 95% intervals, and MTBF for N GPUs',
-    load: async () => (await import('./commands/failures.js')).failures,
-  },
-];
+import { PROCESS_OPTIONS } from './process-options.js';
 
 function help(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));
@@ -91,7 +17,10 @@ Usage: rankwatch <command> [options]    (rankwatch help <command> for its option
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
 
-Start with: rankwatch demo`;
+Start with: rankwatch demo
+
+Environment (every command):
+${optionsHelp(PROCESS_OPTIONS)}`;
 }
 
 /** The version in package.json, read at run time so it cannot drift from what npm installed. */
@@ -124,7 +53,13 @@ export async function main(argv: string[]): Promise<number> {
   command = { name, argv: rest };
   watchParent();
   try {
-    boundHeapGrowth(); // before any command's state grows: see core/heap.ts
+    // --help answers whatever the environment says (it is how a person finds what to fix).
+    if (!rest.includes('--help') && !rest.includes('-h')) {
+      const { values } = resolveOptions(PROCESS_OPTIONS, {});
+      debug = values.debug;
+      setLogDefaults({ level: values['log-level'], format: values['log-format'] });
+      boundHeapGrowth(values['heap-growing-percent']); // before any command's state grows: see core/heap.ts
+    }
     return await (await cmd.load()).run(rest);
   } catch (err) {
     return fail(err);
@@ -132,11 +67,12 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 let command = { name: '', argv: [] as string[] };
+let debug = false;
 
 /** Prints the one line for an error that ends the command; the stack only under RANKWATCH_DEBUG. */
 function fail(err: unknown): number {
   const f = explain(err, command.name, command.argv);
-  if (process.env.RANKWATCH_DEBUG) console.error(err);
+  if (debug) console.error(err);
   console.error(f.line);
   return f.exit;
 }

@@ -6,20 +6,26 @@
  */
 import { RankwatchError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
-import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from './store-options.js';
+import { defineOptions, type OptionValues, optionsHelp } from './args.js';
+import { openStore, STORE_OPTIONS } from './store-options.js';
 
-export const SOURCE_FLAGS = {
-  api: { type: 'string' },
-  token: { type: 'string' },
-  json: { type: 'boolean' },
-  ...STORE_FLAGS,
-} as const;
+const API_OPTIONS = defineOptions({
+  json: { kind: 'boolean', help: 'print JSON (for scripts) instead of tables' },
+  api: {
+    kind: 'url',
+    env: 'RANKWATCH_API',
+    help: 'read from a running rankwatch up/serve, e.g. http://127.0.0.1:7070',
+  },
+  token: { kind: 'string', arg: 'T', env: 'RANKWATCH_TOKEN', help: 'bearer token for --api (read scope)' },
+});
 
-export const SOURCE_FLAGS_HELP = `  --json                    print JSON (for scripts) instead of tables
-  --api URL                 read from a running rankwatch up/serve, e.g. http://127.0.0.1:7070 [RANKWATCH_API]
-  --token T                 bearer token for --api (read scope)                             [RANKWATCH_TOKEN]
+export const SOURCE_OPTIONS = defineOptions({ ...API_OPTIONS, ...STORE_OPTIONS });
+
+export type SourceValues = OptionValues<typeof SOURCE_OPTIONS>;
+
+export const SOURCE_OPTIONS_HELP = `${optionsHelp(API_OPTIONS)}
   or read the store directly (not while rankwatch up holds the same chDB folder):
-${STORE_FLAGS_HELP}`;
+${optionsHelp(STORE_OPTIONS)}`;
 
 export interface ReadSource {
   /** GET of an API path (with query string); the JSON reply, or a RankwatchError saying what failed. */
@@ -36,19 +42,11 @@ function failure(status: number, message: string, what: string): RankwatchError 
   return new RankwatchError('RANKWATCH_ERR_API_UNAVAILABLE', `${what}: HTTP ${status}: ${message}`);
 }
 
-export async function openSource(values: Record<string, unknown>): Promise<ReadSource> {
-  const api = (values.api as string | undefined) ?? process.env.RANKWATCH_API;
+export async function openSource(values: SourceValues): Promise<ReadSource> {
+  const api = values.api;
   if (api) {
-    let base: URL;
-    try {
-      base = new URL(api);
-    } catch {
-      throw new RankwatchError(
-        'RANKWATCH_ERR_USAGE',
-        `--api: not a URL: "${api}" (e.g. http://127.0.0.1:7070)`,
-      );
-    }
-    const token = (values.token as string | undefined) ?? process.env.RANKWATCH_TOKEN;
+    const base = new URL(api);
+    const token = values.token;
     return {
       where: base.origin,
       close: async () => {},
@@ -113,10 +111,7 @@ export async function sourceOverStore(store: Store, where: string): Promise<Read
 }
 
 /** Runs `fn` with the source open, closing it whatever happens. */
-export async function withSource<T>(
-  values: Record<string, unknown>,
-  fn: (s: ReadSource) => Promise<T>,
-): Promise<T> {
+export async function withSource<T>(values: SourceValues, fn: (s: ReadSource) => Promise<T>): Promise<T> {
   const s = await openSource(values);
   try {
     return await fn(s);

@@ -9,6 +9,12 @@ import { hostname } from 'node:os';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { RankwatchError } from '../core/errors.js';
+import {
+  DEFAULT_INGEST_IN_FLIGHT_BYTES,
+  DEFAULT_INGEST_LIMITS,
+  IngestBudget,
+  type IngestLimits,
+} from '../stream/ingest-limits.js';
 
 export const CollectorConfig = Type.Object(
   {
@@ -20,7 +26,9 @@ export const CollectorConfig = Type.Object(
       default: 'http://127.0.0.1:7070',
       description: 'where events go: http(s)://host:port of `rankwatch up`, or kafka://broker[,broker]/topic',
     }),
-    token: Type.Optional(Type.String({ description: 'bearer token for HTTP ingest (or $RANKWATCH_TOKEN)' })),
+    token: Type.Optional(
+      Type.String({ description: 'bearer token for HTTP ingest (--token or $RANKWATCH_TOKEN win over it)' }),
+    ),
     spool: Type.Optional(
       Type.Object(
         {
@@ -45,6 +53,22 @@ export const CollectorConfig = Type.Object(
         ingest: Type.Union([Type.Literal('loopback'), Type.Literal('any'), Type.Literal('off')], {
           default: 'loopback',
           description: 'who may POST /v1/ingest (training hooks): loopback peers only, anyone, or no one',
+        }),
+        ingestMaxEvents: Type.Integer({
+          minimum: 1,
+          default: DEFAULT_INGEST_LIMITS.maxEvents,
+          description: 'events one POST /v1/ingest may send before 413, nothing of it taken',
+        }),
+        ingestMaxMb: Type.Number({
+          exclusiveMinimum: 0,
+          default: DEFAULT_INGEST_LIMITS.maxInflatedBytes / 2 ** 20,
+          description: 'MiB of JSON lines one POST may hold once gunzipped before 413',
+        }),
+        ingestMemoryMb: Type.Number({
+          exclusiveMinimum: 0,
+          default: DEFAULT_INGEST_IN_FLIGHT_BYTES / 2 ** 20,
+          description:
+            'MiB of JSON lines all POSTs being read or handed off may hold at once before 429; at least ingestMaxMb',
         }),
       },
       { additionalProperties: false, default: {} },
@@ -93,9 +117,26 @@ export function loadCollectorConfig(
   const problems = [...Value.Errors(CollectorConfig, cfg)].map(
     (e) => `${e.path.slice(1).replaceAll('/', '.') || '(config)'}: ${e.message}`,
   );
+  if (!problems.length && cfg.health.ingestMemoryMb < cfg.health.ingestMaxMb)
+    problems.push(
+      `health.ingestMemoryMb: ${cfg.health.ingestMemoryMb} is below health.ingestMaxMb ${cfg.health.ingestMaxMb}: a request that large could never be taken`,
+    );
   if (problems.length)
     throw new RankwatchError('RANKWATCH_ERR_CONFIG', `bad collector config:\n  ${problems.join('\n  ')}`);
   if (!cfg.host) cfg.host = hostname();
-  cfg.token ??= process.env.RANKWATCH_TOKEN || undefined;
   return cfg;
+}
+
+/** The limits of the collector's POST /v1/ingest, and the budget all of them share, as configured. */
+export function ingestLimitsOf(health: CollectorConfig['health']): {
+  ingestLimits: Partial<IngestLimits>;
+  ingestBudget: IngestBudget;
+} {
+  return {
+    ingestLimits: {
+      maxEvents: health.ingestMaxEvents,
+      maxInflatedBytes: Math.floor(health.ingestMaxMb * 2 ** 20),
+    },
+    ingestBudget: new IngestBudget(Math.floor(health.ingestMemoryMb * 2 ** 20)),
+  };
 }

@@ -6,6 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Health } from '../core/health.js';
+import { httpServerTimeouts, SERVER_TIMEOUTS, type ServerTimeouts } from '../core/server-timeouts.js';
 import { readIngestBody } from '../stream/ingest-body.js';
 import { IngestBudget, type IngestLimits } from '../stream/ingest-limits.js';
 import type { CollectorCounters } from './collector.js';
@@ -88,6 +89,8 @@ export interface LocalServerDeps {
   ingestLimits?: Partial<IngestLimits>;
   /** What all POSTs being read or handed off may hold at once (default 64 MiB of JSON lines). */
   ingestBudget?: IngestBudget;
+  /** How long a client may take (default SERVER_TIMEOUTS, as `rankwatch up`'s API). */
+  timeouts?: Partial<ServerTimeouts>;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', '::ffff:127.0.0.1']);
@@ -96,9 +99,11 @@ export async function startHealthServer(
   host: string,
   port: number,
   deps: LocalServerDeps,
-): Promise<{ url: string; close(): Promise<void> }> {
+): Promise<{ url: string; server: Server; close(): Promise<void> }> {
   const budget = deps.ingestBudget ?? new IngestBudget();
-  const server: Server = createServer((req, res) => {
+  const timeouts = { ...SERVER_TIMEOUTS, ...deps.timeouts };
+  // A client that dribbles its headers or body (slowloris: the port takes no token) is cut off.
+  const server: Server = createServer(httpServerTimeouts(timeouts), (req, res) => {
     if (req.method === 'POST' && req.url === '/v1/ingest') {
       const from = deps.ingestFrom ?? 'loopback';
       if (from === 'off' || (from === 'loopback' && !LOOPBACK.has(req.socket.remoteAddress ?? ''))) {
@@ -159,6 +164,7 @@ export async function startHealthServer(
         .end(JSON.stringify({ ok: h?.ok ?? true, ...(h ? { checks: h.checks } : {}), ...deps.counters() }));
     } else res.writeHead(404).end('GET /metrics, GET /healthz, POST /v1/ingest\n');
   });
+  server.timeout = timeouts.idleMs;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
@@ -166,6 +172,7 @@ export async function startHealthServer(
   const addr = server.address() as { port: number };
   return {
     url: `http://${host}:${addr.port}`,
+    server,
     close: () => {
       server.closeAllConnections();
       return new Promise<void>((r) => server.close(() => r()));

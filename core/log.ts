@@ -2,7 +2,8 @@
  * The one runtime logger (pino): every line on stderr with a timestamp, the level and the
  * command. Text for people by default (`2026-12-01T09:59:52.123Z WARN rankwatch up: …`), JSON
  * lines for log shippers with RANKWATCH_LOG_FORMAT=json; RANKWATCH_LOG_LEVEL sets the level
- * (default info). What a command prints as its result (tables, reports, findings) stays on
+ * (default info). The command line reads both (cli/process-options.ts) and sets them here once,
+ * with `setLogDefaults`. What a command prints as its result (tables, reports, findings) stays on
  * stdout and is not logged.
  */
 import { pino } from 'pino';
@@ -17,15 +18,22 @@ export interface LoggerOptions {
   level?: string;
 }
 
+const defaults: { format: LogFormat; level: string } = { format: 'text', level: 'info' };
+
+/** The format and level of every logger created from now on that does not name its own. */
+export function setLogDefaults(d: Partial<typeof defaults>): void {
+  Object.assign(defaults, Object.fromEntries(Object.entries(d).filter(([, v]) => v !== undefined)));
+}
+
 /** A logger named for the command (`rankwatch up`, `rankwatch collect`, …). */
 export function createLogger(name: string, o: LoggerOptions = {}): Logger {
   const write = o.write ?? ((line: string) => process.stderr.write(line));
-  const format = o.format ?? (process.env.RANKWATCH_LOG_FORMAT === 'json' ? 'json' : 'text');
+  const format = o.format ?? defaults.format;
   const stream = { write: format === 'json' ? write : (json: string) => write(toText(json)) };
   return pino(
     {
       name,
-      level: o.level ?? process.env.RANKWATCH_LOG_LEVEL ?? 'info',
+      level: o.level ?? defaults.level,
       base: { pid: process.pid },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },

@@ -17,7 +17,6 @@
  * Defaults follow Megatron's own (megatron/training/arguments.py): without `ffn_hidden`, a gated
  * (swiglu) MLP has int(4h·2/3 / 64)·64, a plain one 4h; `moe_ffn_hidden` defaults to `ffn_hidden`.
  */
-import { RankwatchError } from '../core/errors.js';
 import type { ModelConfig } from '../schema/events.js';
 
 export const FLOP_CONVENTIONS = ['palm', 'megatron', 'megatron-causal'] as const;
@@ -116,12 +115,4 @@ export function flopsPerToken(m: ModelConfig, convention: FlopConvention = DEFAU
   const mlp = mlpParams(d, d.topK);
   const logits = d.h * d.V;
   return 6 * (d.L * attn + mlp + logits);
-}
-
-export function parseConvention(value: string): FlopConvention {
-  if ((FLOP_CONVENTIONS as readonly string[]).includes(value)) return value as FlopConvention;
-  throw new RankwatchError(
-    'RANKWATCH_ERR_USAGE',
-    `unknown FLOP convention "${value}" (expected ${FLOP_CONVENTIONS.join(', ')})`,
-  );
 }

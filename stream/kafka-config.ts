@@ -3,6 +3,7 @@
  * in kafka.ts, the one file that loads kafkajs, so a maintained client can replace it behind the
  * Transport interface (and `--help` does not load it).
  */
+import { defineOptions, type OptionValues, resolveOptions } from '../cli/args.js';
 import { RankwatchError } from '../core/errors.js';
 
 export interface KafkaTransportConfig {
@@ -123,98 +124,136 @@ export function limitKafkaLog(
   };
 }
 
-/** Flags every Kafka command shares, for node's parseArgs. */
-export const KAFKA_FLAGS = {
-  brokers: { type: 'string' },
-  'client-id': { type: 'string' },
-  topic: { type: 'string' },
-  'dead-letter-topic': { type: 'string' },
-  group: { type: 'string' },
-  partitions: { type: 'string' },
-  'replication-factor': { type: 'string' },
-  'no-create-topics': { type: 'boolean' },
-  compression: { type: 'string' },
-  tls: { type: 'boolean' },
-  'tls-ca': { type: 'string' },
-  'tls-cert': { type: 'string' },
-  'tls-key': { type: 'string' },
-  'sasl-mechanism': { type: 'string' },
-  'sasl-username': { type: 'string' },
-  'session-timeout-ms': { type: 'string' },
-} as const;
+/** The Kafka options every Kafka command shares, each with its RANKWATCH_KAFKA_* twin. */
+export const KAFKA_OPTIONS = defineOptions({
+  brokers: {
+    kind: 'list',
+    item: 'host:port',
+    env: 'RANKWATCH_KAFKA_BROKERS',
+    default: ['127.0.0.1:9092'],
+    help: 'bootstrap brokers, comma-separated host:port',
+  },
+  'client-id': {
+    kind: 'string',
+    arg: 'ID',
+    env: 'RANKWATCH_KAFKA_CLIENT_ID',
+    default: KAFKA_DEFAULTS.clientId,
+    help: 'client id the brokers see',
+  },
+  topic: {
+    kind: 'string',
+    arg: 'NAME',
+    env: 'RANKWATCH_KAFKA_TOPIC',
+    default: KAFKA_DEFAULTS.topic,
+    help: 'events topic',
+  },
+  'dead-letter-topic': {
+    kind: 'string',
+    arg: 'NAME',
+    env: 'RANKWATCH_KAFKA_DEAD_LETTER_TOPIC',
+    default: KAFKA_DEFAULTS.deadLetterTopic,
+    help: 'malformed events with their reason',
+  },
+  group: {
+    kind: 'string',
+    arg: 'NAME',
+    env: 'RANKWATCH_KAFKA_GROUP',
+    default: KAFKA_DEFAULTS.group,
+    help: 'consumer group of the detectors',
+  },
+  partitions: {
+    kind: 'number',
+    integer: true,
+    min: 1,
+    env: 'RANKWATCH_KAFKA_PARTITIONS',
+    default: KAFKA_DEFAULTS.partitions,
+    help: 'partitions when creating the events topic',
+  },
+  'replication-factor': {
+    kind: 'number',
+    integer: true,
+    min: 1,
+    env: 'RANKWATCH_KAFKA_REPLICATION_FACTOR',
+    default: KAFKA_DEFAULTS.replicationFactor,
+    help: 'replicas of topics rankwatch creates',
+  },
+  'no-create-topics': { kind: 'boolean', help: 'never create topics (they must exist)' },
+  compression: {
+    kind: 'enum',
+    values: ['gzip', 'none'],
+    env: 'RANKWATCH_KAFKA_COMPRESSION',
+    default: KAFKA_DEFAULTS.compression,
+    help: 'compression of message values',
+  },
+  tls: { kind: 'boolean', env: 'RANKWATCH_KAFKA_TLS', help: 'connect with TLS (implied by the files below)' },
+  'tls-ca': { kind: 'file', env: 'RANKWATCH_KAFKA_TLS_CA', help: 'PEM file of a private CA' },
+  'tls-cert': { kind: 'file', env: 'RANKWATCH_KAFKA_TLS_CERT', help: 'client certificate, PEM (mutual TLS)' },
+  'tls-key': { kind: 'file', env: 'RANKWATCH_KAFKA_TLS_KEY', help: "the client certificate's key, PEM" },
+  'sasl-mechanism': {
+    kind: 'enum',
+    values: ['plain', 'scram-sha-256', 'scram-sha-512'],
+    arg: 'M',
+    env: 'RANKWATCH_KAFKA_SASL_MECHANISM',
+    help: 'SASL mechanism: plain, scram-sha-256 or scram-sha-512',
+  },
+  'sasl-username': { kind: 'string', arg: 'U', env: 'RANKWATCH_KAFKA_SASL_USERNAME', help: 'SASL user' },
+  'sasl-password': {
+    kind: 'string',
+    env: 'RANKWATCH_KAFKA_SASL_PASSWORD',
+    envOnly: true,
+    help: 'SASL password (environment only: flags show in ps)',
+  },
+  'session-timeout-ms': {
+    kind: 'number',
+    integer: true,
+    min: 1,
+    arg: 'MS',
+    env: 'RANKWATCH_KAFKA_SESSION_TIMEOUT_MS',
+    default: KAFKA_DEFAULTS.sessionTimeoutMs,
+    help: 'a silent detector loses its partitions after MS',
+  },
+});
 
-export const KAFKA_FLAGS_HELP = `  --brokers LIST            bootstrap brokers, comma-separated host:port   [RANKWATCH_KAFKA_BROKERS] (default 127.0.0.1:9092)
-  --client-id ID            client id                                       [RANKWATCH_KAFKA_CLIENT_ID] (default ${KAFKA_DEFAULTS.clientId})
-  --topic NAME              events topic                                    [RANKWATCH_KAFKA_TOPIC] (default ${KAFKA_DEFAULTS.topic})
-  --dead-letter-topic NAME  malformed events with their reason              [RANKWATCH_KAFKA_DEAD_LETTER_TOPIC] (default ${KAFKA_DEFAULTS.deadLetterTopic})
-  --group NAME              consumer group of the detectors                 [RANKWATCH_KAFKA_GROUP] (default ${KAFKA_DEFAULTS.group})
-  --partitions N            partitions when creating the events topic       [RANKWATCH_KAFKA_PARTITIONS] (default ${KAFKA_DEFAULTS.partitions})
-  --replication-factor N    replicas of topics rankwatch creates            [RANKWATCH_KAFKA_REPLICATION_FACTOR] (default 1)
-  --no-create-topics        never create topics (they must exist)
-  --compression C           gzip or none                                    [RANKWATCH_KAFKA_COMPRESSION] (default gzip)
-  --tls                     connect with TLS                                [RANKWATCH_KAFKA_TLS=1]
-  --tls-ca/--tls-cert/--tls-key FILE   PEM files for TLS                    [RANKWATCH_KAFKA_TLS_CA, _CERT, _KEY]
-  --sasl-mechanism M        plain, scram-sha-256 or scram-sha-512           [RANKWATCH_KAFKA_SASL_MECHANISM]
-  --sasl-username U         SASL user; the password only from the environment [RANKWATCH_KAFKA_SASL_USERNAME, RANKWATCH_KAFKA_SASL_PASSWORD]
-  --session-timeout-ms MS   a silent detector loses its partitions after MS [RANKWATCH_KAFKA_SESSION_TIMEOUT_MS] (default 30000)`;
+export type KafkaValues = OptionValues<typeof KAFKA_OPTIONS>;
 
-/** Flags first, then RANKWATCH_KAFKA_* environment variables, then defaults. */
+/** The Kafka config the options say. */
+export function kafkaConfig(v: KafkaValues): KafkaTransportConfig {
+  const ca = v['tls-ca'];
+  const cert = v['tls-cert'];
+  const key = v['tls-key'];
+  let sasl: KafkaTransportConfig['sasl'];
+  const mechanism = v['sasl-mechanism'];
+  if (mechanism) {
+    const username = v['sasl-username'];
+    const password = v['sasl-password'];
+    if (!username || password === undefined)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        'SASL needs --sasl-username (RANKWATCH_KAFKA_SASL_USERNAME) and RANKWATCH_KAFKA_SASL_PASSWORD',
+      );
+    sasl = { mechanism, username, password };
+  }
+  return {
+    brokers: v.brokers,
+    clientId: v['client-id'],
+    topic: v.topic,
+    deadLetterTopic: v['dead-letter-topic'],
+    group: v.group,
+    partitions: v.partitions,
+    replicationFactor: v['replication-factor'],
+    createTopics: v['no-create-topics'] ? false : undefined,
+    compression: v.compression,
+    // A PEM file implies TLS.
+    tls: ca || cert || key ? { caFile: ca, certFile: cert, keyFile: key } : v.tls || undefined,
+    sasl,
+    sessionTimeoutMs: v['session-timeout-ms'],
+  };
+}
+
+/** The same from flags not yet parsed (e.g. a collector's kafka:// bus URL) and the environment. */
 export function kafkaConfigFrom(
   flags: Record<string, string | boolean | undefined>,
   env: Record<string, string | undefined>,
 ): KafkaTransportConfig {
-  const s = (flag: string, name: string) => {
-    const v = flags[flag];
-    return typeof v === 'string' ? v : env[`RANKWATCH_KAFKA_${name}`] || undefined;
-  };
-  const n = (flag: string, name: string) => {
-    const v = s(flag, name);
-    if (v === undefined) return undefined;
-    const x = Number(v);
-    if (!Number.isInteger(x))
-      throw new RankwatchError(
-        'RANKWATCH_ERR_USAGE',
-        `--${flag} (RANKWATCH_KAFKA_${name}) needs an integer, got "${v}"`,
-      );
-    return x;
-  };
-  const ca = s('tls-ca', 'TLS_CA');
-  const cert = s('tls-cert', 'TLS_CERT');
-  const key = s('tls-key', 'TLS_KEY');
-  const tlsOn = flags.tls === true || env.RANKWATCH_KAFKA_TLS === '1' || !!(ca || cert || key);
-  const mechanism = s('sasl-mechanism', 'SASL_MECHANISM');
-  let sasl: KafkaTransportConfig['sasl'];
-  if (mechanism) {
-    if (!['plain', 'scram-sha-256', 'scram-sha-512'].includes(mechanism))
-      throw new RankwatchError(
-        'RANKWATCH_ERR_USAGE',
-        `--sasl-mechanism: plain, scram-sha-256 or scram-sha-512, got "${mechanism}"`,
-      );
-    const username = s('sasl-username', 'SASL_USERNAME');
-    const password = env.RANKWATCH_KAFKA_SASL_PASSWORD;
-    if (!username || password === undefined)
-      throw new RankwatchError(
-        'RANKWATCH_ERR_USAGE',
-        'SASL needs --sasl-username and RANKWATCH_KAFKA_SASL_PASSWORD',
-      );
-    sasl = { mechanism: mechanism as 'plain', username, password };
-  }
-  const compression = s('compression', 'COMPRESSION');
-  return {
-    brokers: (s('brokers', 'BROKERS') ?? '127.0.0.1:9092')
-      .split(',')
-      .map((b) => b.trim())
-      .filter(Boolean),
-    clientId: s('client-id', 'CLIENT_ID'),
-    topic: s('topic', 'TOPIC'),
-    deadLetterTopic: s('dead-letter-topic', 'DEAD_LETTER_TOPIC'),
-    group: s('group', 'GROUP'),
-    partitions: n('partitions', 'PARTITIONS'),
-    replicationFactor: n('replication-factor', 'REPLICATION_FACTOR'),
-    createTopics: flags['no-create-topics'] === true ? false : undefined,
-    compression: compression as KafkaTransportConfig['compression'],
-    tls: tlsOn ? (ca || cert || key ? { caFile: ca, certFile: cert, keyFile: key } : true) : undefined,
-    sasl,
-    sessionTimeoutMs: n('session-timeout-ms', 'SESSION_TIMEOUT_MS'),
-  };
+  return kafkaConfig(resolveOptions(KAFKA_OPTIONS, flags, env).values);
 }

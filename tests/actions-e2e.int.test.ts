@@ -12,9 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { automationFrom } from '../actions/cli-options.js';
-import { alertingFrom } from '../alerts/cli-options.js';
+import { automationFrom, CORDON_OPTIONS } from '../actions/cli-options.js';
+import { ALERT_OPTIONS, alertingFrom } from '../alerts/cli-options.js';
 import { startUp, type Up } from '../api/up.js';
+import { resolveOptions } from '../cli/args.js';
 import { createStore } from '../store/index.js';
 import { postLines, simLines, until } from './helpers.js';
 import { startAlertmanager } from './setup/alertmanager.js';
@@ -50,8 +51,10 @@ beforeAll(async () => {
     'cordon-max-nodes': '2',
     'cordon-per-hour': '10',
   };
-  const alerting = alertingFrom(values, {});
-  automation = automationFrom(values, store, (fs) => alerting?.onFindings(fs));
+  const alerting = alertingFrom(resolveOptions(ALERT_OPTIONS, values, {}).values);
+  automation = automationFrom(resolveOptions(CORDON_OPTIONS, values, {}).values, store, (fs) =>
+    alerting?.onFindings(fs),
+  );
   up = await startUp({ host: '127.0.0.1', port: 0, store, alerting, automation });
   url = up.url;
 }, 300_000);

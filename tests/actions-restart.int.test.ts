@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postLines, type Running, startRankwatch, until, xidFaultLine } from './helpers.js';
+import { listeningUrl, postLines, type Running, startRankwatch, until, xidFaultLine } from './helpers.js';
 import { startSlurm } from './setup/slurm.js';
 
 const run = promisify(execFile);
@@ -67,14 +67,7 @@ async function startUp(): Promise<{ up: Running; url: string }> {
     ...['--alert-webhook', hookUrl],
   ]);
   running.push(up);
-  const url = await until(
-    'the listening line',
-    () => {
-      if (up.proc.exitCode !== null) throw new Error(`up exited ${up.proc.exitCode}: ${up.stderr()}`);
-      return /listening on (http:\/\/\S+)/.exec(up.stdout())?.[1];
-    },
-    120_000,
-  );
+  const url = await listeningUrl(up);
   return { up, url };
 }
 

@@ -340,7 +340,10 @@ describe('help and errors', () => {
     expect(r.code).not.toBe(0);
     expect(r.stdout).toBe(''); // the job never ran
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/RANKWATCH_ERR_CONFIG: RANKWATCH_HEAP_GROWING_PERCENT must be a whole number/);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(
+      /RANKWATCH_ERR_USAGE: RANKWATCH_HEAP_GROWING_PERCENT needs a number, got "1\.5x"/,
+    );
     const ok = await rankwatchWith(
       { RANKWATCH_HEAP_GROWING_PERCENT: '0' },
       'sim',

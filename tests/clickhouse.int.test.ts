@@ -13,12 +13,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveOptions } from '../cli/args.js';
+import { STORE_OPTIONS, storeConfig } from '../cli/store-options.js';
 import { RankwatchError } from '../core/errors.js';
 import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ClickHouseStore, type ClickHouseStoreConfig } from '../store/clickhouse.js';
-import { createStore, storeConfigFrom } from '../store/index.js';
+import { createStore } from '../store/index.js';
 import { tableCounts } from '../store/queries.js';
 import { eventRows } from '../store/rows.js';
 import { SCHEMA_OBJECTS } from '../store/schema.js';
@@ -161,6 +163,8 @@ describe('clickhouse driver', () => {
   });
 
   it('builds stores from flags and env (createStore)', async () => {
+    const storeConfigFrom = (flags: Record<string, string>, env: Record<string, string>) =>
+      storeConfig(resolveOptions(STORE_OPTIONS, flags, env).values);
     const cfg = storeConfigFrom(
       { store: 'clickhouse', 'clickhouse-database': database },
       { CLICKHOUSE_URL: fixture.url, CLICKHOUSE_USER: USER, CLICKHOUSE_PASSWORD: PASSWORD },
@@ -174,11 +178,11 @@ describe('clickhouse driver', () => {
     expect(storeConfigFrom({ 'min-free-mb': '128' }, {})).toMatchObject({ minFreeBytes: 128 * 2 ** 20 });
     expect(storeConfigFrom({}, { RANKWATCH_MIN_FREE_MB: '0' })).toMatchObject({ minFreeBytes: 0 });
     expect(() => storeConfigFrom({}, { RANKWATCH_MIN_FREE_MB: 'lots' })).toThrowError(
-      /min-free-mb: expected a number of MiB ≥ 0, got "lots"/,
+      /--min-free-mb \(RANKWATCH_MIN_FREE_MB\) needs a number, got "lots"/,
     );
     expect(storeConfigFrom({ 'raw-ttl-days': '7' }, {})).toMatchObject({ schema: { rawTtlDays: 7 } });
     expect(() => storeConfigFrom({}, { RANKWATCH_ROLLUP_TTL_DAYS: '0' })).toThrowError(
-      /rollup-ttl-days: expected a number of days ≥ 1, got "0"/,
+      /--rollup-ttl-days \(RANKWATCH_ROLLUP_TTL_DAYS\) needs a number of at least 1, got "0"/,
     );
     expect(() => storeConfigFrom({ store: 'clickhouse' }, {})).toThrowError(/CLICKHOUSE_URL/);
     expect(() => storeConfigFrom({ store: 'mysql' }, {})).toThrowError(/chdb, clickhouse/);

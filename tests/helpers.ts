@@ -136,6 +136,18 @@ export function startRankwatch(args: string[], env: NodeJS.ProcessEnv = process.
   };
 }
 
+/** The URL a `rankwatch up` or `serve` prints once it listens; fails with its stderr if it exits first. */
+export function listeningUrl(r: Running, timeoutMs = 120_000): Promise<string> {
+  return until(
+    'the listening line',
+    () => {
+      if (r.proc.exitCode !== null) throw new Error(`exited ${r.proc.exitCode}: ${r.stderr()}`);
+      return /listening on (http:\/\/\S+)/.exec(r.stdout())?.[1];
+    },
+    timeoutMs,
+  );
+}
+
 /** Serves fixed text at one path on 127.0.0.1 (a stand-in dcgm-exporter, say); 404 elsewhere. */
 export async function serveText(
   path: string,

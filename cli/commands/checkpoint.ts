@@ -3,12 +3,48 @@ import { RankwatchError } from '../../core/errors.js';
 import { CHECKPOINT_INTERVAL_DEFAULTS } from '../../detectors/checkpoint/interval.js';
 import type { Finding } from '../../schema/finding.js';
 import type { JobAdviceResult } from '../../store/failure-queries.js';
-import { type Command, num, parse } from '../args.js';
-import { SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
+import { SOURCE_OPTIONS, SOURCE_OPTIONS_HELP, withSource } from '../read-source.js';
 import { adviceLines, dur, parseSince, pct } from './research-format.js';
 
-const opt = (v: unknown, flag: string, scale = 1) =>
-  v === undefined ? undefined : num(v as string, flag) * scale;
+const CHECKPOINT_OPTIONS = defineOptions({
+  'save-s': { kind: 'number', arg: 'S', help: 'blocking part of one save, seconds (δ)' },
+  'save-total-s': {
+    kind: 'number',
+    arg: 'T',
+    help: 'the whole save when it is asynchronous (the rest is counted as rollback)',
+  },
+  'mtbf-h': {
+    kind: 'number',
+    arg: 'H',
+    help: 'mean time between failures of the job at its size, hours (M)',
+  },
+  'restart-s': {
+    kind: 'number',
+    arg: 'R',
+    defaultText: '0',
+    help: 'time from a failure until training runs again, seconds',
+  },
+  'interval-s': { kind: 'number', arg: 'I', help: 'the interval in use, compute seconds between saves' },
+  job: {
+    kind: 'string',
+    arg: 'ID',
+    help: "advise a recorded job from its own saves, restarts and interruptions (the fleet's rate for its size when it has none); the flags above override",
+  },
+  since: {
+    kind: 'string',
+    arg: 'WHEN',
+    help: 'only what was recorded since (ISO time, epoch ms, or 7d / 36h / 90m)',
+  },
+  'max-loss-pct': {
+    kind: 'number',
+    arg: 'P',
+    default: CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct,
+    help: 'a checkpoint_interval finding when the current interval gives up more than P% of goodput',
+  },
+});
+
+const OPTIONS = defineOptions({ ...CHECKPOINT_OPTIONS, ...SOURCE_OPTIONS });
 
 export const checkpoint: Command = {
   name: 'checkpoint',
@@ -19,50 +55,31 @@ Checkpoint-interval advice: Young's √(2δM) and Daly's higher-order interval (
 the expected efficiency at the current and the recommended interval, and how both move when the
 failure rate is halved or doubled. Intervals are compute time between saves (N steps × step time).
 
-  --save-s S         blocking part of one save, seconds (δ)
-  --save-total-s T   the whole save when it is asynchronous (the rest is counted as rollback)
-  --mtbf-h H         mean time between failures of the job at its size, hours (M)
-  --restart-s R      time from a failure until training runs again, seconds (default 0)
-  --interval-s I     the interval in use, compute seconds between saves
-  --job ID           advise a recorded job from its own saves, restarts and interruptions
-                     (the fleet's rate for its size when it has none); the flags above override
-  --since WHEN       only what was recorded since (ISO time, epoch ms, or 7d / 36h / 90m)
-  --max-loss-pct P   a checkpoint_interval finding when the current interval gives up more than
-                     P% of goodput (default ${CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct})
+${optionsHelp(CHECKPOINT_OPTIONS)}
   (with --job: the figures of GET /v1/jobs/ID/checkpoint-advice, over the API or the store)
-${SOURCE_FLAGS_HELP}`,
+${SOURCE_OPTIONS_HELP}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      ...SOURCE_FLAGS,
-      'save-s': { type: 'string' },
-      'save-total-s': { type: 'string' },
-      'mtbf-h': { type: 'string' },
-      'restart-s': { type: 'string' },
-      'interval-s': { type: 'string' },
-      job: { type: 'string' },
-      since: { type: 'string' },
-      'max-loss-pct': { type: 'string' },
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
+    const mtbfH = values['mtbf-h'];
     const given = {
-      saveS: opt(values['save-s'], 'save-s'),
-      mtbfS: opt(values['mtbf-h'], 'mtbf-h', 3600),
-      restartS: opt(values['restart-s'], 'restart-s'),
-      intervalS: opt(values['interval-s'], 'interval-s'),
+      saveS: values['save-s'],
+      mtbfS: mtbfH === undefined ? undefined : mtbfH * 3600,
+      restartS: values['restart-s'],
+      intervalS: values['interval-s'],
     };
-    const cfg = {
-      maxLossPct: num(values['max-loss-pct'], 'max-loss-pct', CHECKPOINT_INTERVAL_DEFAULTS.maxLossPct),
-    };
+    const cfg = { maxLossPct: values['max-loss-pct'] };
     if (values.job === undefined) {
       if (given.saveS === undefined || given.mtbfS === undefined)
         throw new RankwatchError(
           'RANKWATCH_ERR_USAGE',
           'give --save-s and --mtbf-h, or --job ID with --api/--data/--clickhouse-url',
         );
-      const advice = adviseCheckpoint({ ...given, saveTotalS: opt(values['save-total-s'], 'save-total-s') });
+      const advice = adviseCheckpoint({ ...given, saveTotalS: values['save-total-s'] });
       if (values.json) console.log(JSON.stringify({ advice }, null, 2));
       else console.log(adviceLines(advice).join('\n'));
       return advice.ok ? 0 : 1;

@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { Collector } from '../../collectors/collector.js';
-import { loadCollectorConfig } from '../../collectors/config.js';
+import { ingestLimitsOf, loadCollectorConfig } from '../../collectors/config.js';
 import { startHealthServer } from '../../collectors/health.js';
 import { createSources, SOURCES } from '../../collectors/index.js';
 import { publisherFor } from '../../collectors/publisher.js';
@@ -8,7 +8,88 @@ import { parseAddress, RAS_DEFAULT_ADDRESS } from '../../collectors/sources/nccl
 import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
-import { type Command, num, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
+
+const COLLECT_OPTIONS = defineOptions({
+  config: {
+    kind: 'file',
+    help: 'JSON config (see docs/collectors/deploy.md); the options below override it',
+  },
+  bus: {
+    kind: 'string',
+    arg: 'URL',
+    defaultText: 'http://127.0.0.1:7070',
+    help: 'http://host:7070 (rankwatch up) or kafka://broker1:9092,broker2:9092/topic; TLS/SASL from RANKWATCH_KAFKA_* (docs/kafka.md)',
+  },
+  token: { kind: 'string', arg: 'T', env: 'RANKWATCH_TOKEN', help: 'bearer token for HTTP ingest' },
+  host: { kind: 'string', arg: 'NAME', defaultText: 'hostname', help: "this node's name in events" },
+  spool: { kind: 'file', arg: 'DIR', help: 'keep batches on disk while the bus is unreachable' },
+  'spool-max-mb': {
+    kind: 'number',
+    default: 1024,
+    help: 'cap of --spool; the oldest batches are dropped past it',
+  },
+  'health-port': {
+    kind: 'number',
+    integer: true,
+    max: 65_535,
+    help: 'serve GET /metrics, GET /healthz and POST /v1/ingest (for the Python hook) on 127.0.0.1:N (0: any free port)',
+  },
+  'flush-ms': {
+    kind: 'number',
+    integer: true,
+    min: 10,
+    defaultText: '1000',
+    help: 'longest an event waits before it is sent',
+  },
+});
+
+const SOURCE_FLAG_OPTIONS = defineOptions({
+  dcgm: { kind: 'url', help: 'dcgm-exporter metrics (e.g. http://127.0.0.1:9400/metrics)' },
+  'nvidia-smi': { kind: 'boolean', help: 'sample nvidia-smi every second (where no exporter runs)' },
+  'kernel-log': { kind: 'string', arg: 'SRC', help: 'XIDs from "journal", "kmsg" or a log FILE' },
+  'megatron-log': {
+    kind: 'file',
+    help: 'Megatron-LM log; needs --job (and --rank, --gpu of the rank writing it); --gpu-model NAME (e.g. H100-SXM) gives its job an MFU',
+  },
+  'gpu-model': { kind: 'string', arg: 'NAME', help: 'GPU model of the --megatron-log job' },
+  'nccl-log': { kind: 'file', help: 'PyTorch NCCL watchdog timeouts from a training log' },
+  'nccl-tests': { kind: 'file', help: 'nccl-tests output (one check event per run)' },
+  'nccl-inspector': {
+    kind: 'file',
+    arg: 'DIR',
+    help: "NCCL Inspector dumps (NCCL_INSPECTOR_DUMP_DIR: JSON v4.x, verbose or not, or Prometheus textfiles), reduced to one collective event per rank, step, communicator and op; ranks and steps from the hook's step events (give --health-port) or the processes' RANK and job variables (docs/collectors/nccl-inspector.md)",
+  },
+  'nccl-inspector-all-hosts': {
+    kind: 'boolean',
+    help: "read every host's files in that folder, not only this node's",
+  },
+  'flight-recorder': {
+    kind: 'file',
+    arg: 'DIR|FILE',
+    help: 'PyTorch Flight Recorder dumps (the folder TORCH_FR_DUMP_TEMP_FILE writes per-rank pickles to; no PyTorch needed) or an fr_trace report file: ranks that never joined a collective, size/type/dtype mismatches',
+  },
+  'nccl-ras': {
+    kind: 'string',
+    arg: '[HOST:PORT|FILE]',
+    help: `poll NCCL's RAS port (NCCL >= 2.24; default ${RAS_DEFAULT_ADDRESS}, JSON from 2.28.7) or read a saved ncclras output: unresponsive, dead and missing ranks, errors, stalled operation counts. RAS "OK" is not proof of health`,
+  },
+  job: {
+    kind: 'string',
+    arg: 'ID',
+    help: 'job of the log sources above (GPU telemetry takes its job from Kubernetes pod labels, or from "job" in the config file)',
+  },
+  rank: { kind: 'number', integer: true, default: 0, help: 'rank of the log sources above' },
+  gpu: { kind: 'number', integer: true, default: 0, help: 'GPU of the log sources above' },
+  from: {
+    kind: 'enum',
+    values: ['start', 'end'],
+    defaultText: 'end',
+    help: 'read log files (and dumps there at start) from the start or only new lines',
+  },
+});
+
+const OPTIONS = defineOptions({ ...COLLECT_OPTIONS, ...SOURCE_FLAG_OPTIONS });
 
 export const collect: Command = {
   name: 'collect',
@@ -20,77 +101,22 @@ batches wait on disk while the bus is unreachable. A failing source (exporter do
 permission denied) is reported and retried; it never stops the others. Stops cleanly on
 SIGINT/SIGTERM (sources first, then what is buffered is sent).
 
-  --config FILE        JSON config (see docs/collectors/deploy.md); flags below override it
-  --bus URL            http://host:7070 (rankwatch up, the default http://127.0.0.1:7070) or
-                       kafka://broker1:9092,broker2:9092/topic; TLS/SASL from RANKWATCH_KAFKA_* (docs/kafka.md)
-  --token T            bearer token for HTTP ingest (default $RANKWATCH_TOKEN)
-  --host NAME          this node's name in events (default: hostname)
-  --spool DIR          keep batches on disk while the bus is unreachable (--spool-max-mb, default 1024)
-  --health-port N      serve GET /metrics, GET /healthz and POST /v1/ingest (for the Python hook)
-                       on 127.0.0.1:N (0: any free port)
-  --flush-ms N         longest an event waits before it is sent (default 1000)
+${optionsHelp(COLLECT_OPTIONS)}
 Sources (each flag adds one; the config file can hold any number):
-  --dcgm URL           dcgm-exporter metrics (e.g. http://127.0.0.1:9400/metrics)
-  --nvidia-smi         sample nvidia-smi every second (where no exporter runs)
-  --kernel-log SRC     XIDs from "journal", "kmsg" or a log FILE
-  --megatron-log FILE  Megatron-LM log; needs --job (and --rank, --gpu of the rank writing it);
-                       --gpu-model NAME (e.g. H100-SXM) gives its job an MFU
-  --nccl-log FILE      PyTorch NCCL watchdog timeouts from a training log
-  --nccl-tests FILE    nccl-tests output (one check event per run)
-  --nccl-inspector DIR NCCL Inspector dumps (NCCL_INSPECTOR_DUMP_DIR: JSON v4.x, verbose or not, or
-                       Prometheus textfiles), reduced to one collective event per rank, step,
-                       communicator and op; ranks and steps from the hook's step events (give
-                       --health-port) or the processes' RANK and job variables (docs/collectors/nccl-inspector.md)
-  --nccl-inspector-all-hosts  read every host's files in that folder, not only this node's
-  --flight-recorder DIR|FILE
-                       PyTorch Flight Recorder dumps (the folder TORCH_FR_DUMP_TEMP_FILE writes
-                       per-rank pickles to; no PyTorch needed) or an fr_trace report file: ranks
-                       that never joined a collective, size/type/dtype mismatches
-  --nccl-ras [HOST:PORT|FILE]
-                       poll NCCL's RAS port (NCCL >= 2.24; default ${RAS_DEFAULT_ADDRESS}, JSON
-                       from 2.28.7) or read a saved ncclras output: unresponsive, dead and missing
-                       ranks, errors, stalled operation counts. RAS "OK" is not proof of health
-  --job ID --rank N --gpu N   job/rank/gpu for the log sources above (GPU telemetry takes its
-                       job from Kubernetes pod labels, or from "job" in the config file)
-  --from start|end     read log files (and dumps there at start) from the start or only new lines (default end)
+${optionsHelp(SOURCE_FLAG_OPTIONS)}
 Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
+  options: OPTIONS,
   async run(argv) {
     // `--nccl-ras` alone (last, or before another flag) means RAS's default address.
     const at = argv.indexOf('--nccl-ras');
     if (at >= 0 && (at === argv.length - 1 || argv[at + 1].startsWith('-')))
       argv = [...argv.slice(0, at + 1), RAS_DEFAULT_ADDRESS, ...argv.slice(at + 1)];
-    const { values } = parse(argv, {
-      config: { type: 'string' },
-      bus: { type: 'string' },
-      token: { type: 'string' },
-      host: { type: 'string' },
-      spool: { type: 'string' },
-      'spool-max-mb': { type: 'string' },
-      'health-port': { type: 'string' },
-      'flush-ms': { type: 'string' },
-      dcgm: { type: 'string' },
-      'nvidia-smi': { type: 'boolean' },
-      'kernel-log': { type: 'string' },
-      'megatron-log': { type: 'string' },
-      'gpu-model': { type: 'string' },
-      'nccl-log': { type: 'string' },
-      'nccl-tests': { type: 'string' },
-      'nccl-inspector': { type: 'string' },
-      'nccl-inspector-all-hosts': { type: 'boolean' },
-      'flight-recorder': { type: 'string' },
-      'nccl-ras': { type: 'string' },
-      job: { type: 'string' },
-      rank: { type: 'string' },
-      gpu: { type: 'string' },
-      from: { type: 'string' },
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
     const from = values.from;
-    if (from !== undefined && from !== 'start' && from !== 'end')
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--from needs start or end, got "${from}"`);
     const job = values.job;
     const fromFlags: unknown[] = [];
     if (values.dcgm) fromFlags.push({ type: 'dcgm_exporter', url: values.dcgm });
@@ -109,8 +135,8 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         type: 'megatron_log',
         path: values['megatron-log'],
         job,
-        rank: num(values.rank, 'rank', 0),
-        gpu: num(values.gpu, 'gpu', 0),
+        rank: values.rank,
+        gpu: values.gpu,
         ...(from ? { from } : {}),
         ...(values['gpu-model'] ? { gpuModel: values['gpu-model'] } : {}),
       });
@@ -161,14 +187,12 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         bus: values.bus,
         token: values.token,
         host: values.host,
-        flushMs: values['flush-ms'] !== undefined ? num(values['flush-ms'], 'flush-ms') : undefined,
-        spool: values.spool
-          ? { dir: values.spool, maxBytes: num(values['spool-max-mb'], 'spool-max-mb', 1024) * (1 << 20) }
-          : undefined,
+        flushMs: values['flush-ms'],
+        spool: values.spool ? { dir: values.spool, maxBytes: values['spool-max-mb'] * (1 << 20) } : undefined,
       },
       fromFlags,
     );
-    if (values['health-port'] !== undefined) cfg.health.port = num(values['health-port'], 'health-port');
+    if (values['health-port'] !== undefined) cfg.health.port = values['health-port'];
     if (cfg.sources.length === 0 && cfg.health.port < 0)
       throw new RankwatchError(
         'RANKWATCH_ERR_USAGE',
@@ -198,6 +222,7 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
             ingest: (events) => collector.handOff(events, enqueue),
             health,
             ingestFrom: cfg.health.ingest,
+            ...ingestLimitsOf(cfg.health),
           })
         : undefined;
     collector.start(sources);

@@ -2,16 +2,15 @@ import { resolve } from 'node:path';
 import { callbackSink, consoleSink } from '../../pipeline/sinks.js';
 import type { RankwatchEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
-import { SIM_DEFAULTS } from '../../sim/cluster.js';
 import { formatFault } from '../../sim/faults.js';
 import { scoreRun } from '../../sim/score.js';
 import type { Store } from '../../store/store.js';
 import { MemoryTransport } from '../../stream/memory.js';
-import { type Command, num, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { Progress } from '../progress.js';
 import { ExpiredCount } from '../retention.js';
 import { table } from '../table.js';
-import { SIM_FLAGS_HELP, simFromFlags, simOptions } from './sim.js';
+import { SIM_OPTIONS, simFromFlags } from './sim.js';
 
 /**
  * The demo's two faults, placed by share of the job so they exist at any size: on the default
@@ -29,6 +28,18 @@ export function demoFaults(ranks: number, steps: number): string[] {
 export const DEMO_FAULTS = demoFaults(256, 240);
 const BATCH = 4096;
 
+const DEMO_OPTIONS = defineOptions({
+  speed: {
+    kind: 'number',
+    arg: 'X',
+    default: 60,
+    help: 'event time runs X times faster than wall time; 0 = as fast as possible',
+  },
+  data: { kind: 'file', arg: 'DIR', default: './data', help: 'chDB data folder' },
+});
+
+const OPTIONS = defineOptions({ ...DEMO_OPTIONS, ...SIM_OPTIONS });
+
 export const demo: Command = {
   name: 'demo',
   usage: `rankwatch demo [options]
@@ -40,26 +51,25 @@ Without --fault it injects ${DEMO_FAULTS.join(' and ')} (on the default job;
 placed at the same shares of the job for other --ranks and --steps). Each run is a new job
 (demo-DATE-TIME unless --job), so the summary is this run's even when --data holds earlier ones.
 
-  --speed X            event time runs X times faster than wall time; 0 = as fast as possible (default 60)
-  --data DIR           chDB data folder (default ./data)
-${SIM_FLAGS_HELP}`,
+${optionsHelp(DEMO_OPTIONS)}
+${optionsHelp(SIM_OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, { ...simOptions, speed: { type: 'string' }, data: { type: 'string' } });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
-    const ranks = num(values.ranks, 'ranks', SIM_DEFAULTS.ranks, { min: 1 });
-    const steps = num(values.steps, 'steps', SIM_DEFAULTS.steps, { min: 1 });
-    const faults = values.fault ?? demoFaults(ranks, steps);
+    const { ranks, steps } = values;
+    const faults = values.fault.length ? values.fault : demoFaults(ranks, steps);
     // Each run is its own job (the data folder keeps earlier runs), so its summary reads only its
     // own findings and rows. Event time starts now (sim's default), fresh for dashboards and
     // within the raw-event TTL.
     const job =
       values.job ?? `demo-${new Date().toISOString().slice(0, 19).replace(/[-:]/g, '').replace('T', '-')}`;
     const simulation = simFromFlags({ ...values, fault: faults, job });
-    const speed = num(values.speed, 'speed', 60);
-    const dataDir = resolve(values.data ?? 'data');
+    const speed = values.speed;
+    const dataDir = resolve(values.data);
     // Loaded once past --help, which then needs neither the engine nor the detectors.
     const [{ buildPipeline }, { ChdbStore }, { findingsOf }] = await Promise.all([
       import('../../pipeline/build.js'),

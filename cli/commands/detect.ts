@@ -1,18 +1,64 @@
-import { CORDON_FLAGS, CORDON_FLAGS_HELP, repairLoopFrom } from '../../actions/cli-options.js';
+import { CORDON_OPTIONS, repairLoopFrom } from '../../actions/cli-options.js';
 import type { RepairLoop } from '../../actions/leader.js';
-import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
+import { ALERT_OPTIONS, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
-import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
-import { KAFKA_FLAGS, KAFKA_FLAGS_HELP, kafkaConfigFrom } from '../../stream/kafka-config.js';
-import { type Command, num, parse } from '../args.js';
+import { KAFKA_OPTIONS, kafkaConfig } from '../../stream/kafka-config.js';
+import { type Command, defineOptions, optionName, optionsHelp, parseOptions } from '../args.js';
 import { LineWriter } from '../jsonl.js';
-import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
+import { HEAP_OPTIONS } from '../process-options.js';
+import { openStore, STORE_OPTIONS } from '../store-options.js';
+
+const DETECT_OPTIONS = defineOptions({
+  findings: { kind: 'file', help: 'also write each finding event as a JSON line' },
+  'no-events': {
+    kind: 'boolean',
+    help: 'keep raw events only of the kinds a job sends a few of (job, lifecycle, checkpoints, faults, checks), not GPU samples or collectives (the bulk); steps, detector output and dead letters are still stored, GPU-minute panels stay empty',
+  },
+  'no-replay': {
+    kind: 'boolean',
+    help: 'on a new partition, start at the committed offset without rebuilding state',
+  },
+  'replay-max-age': {
+    kind: 'number',
+    arg: 'MIN',
+    exclusiveMin: true,
+    unit: 'minutes',
+    defaultText: 'all retained',
+    help: 'rebuild state from the last MIN minutes only; an incident open since before then is opened again under a new id',
+  },
+  'stats-interval': {
+    kind: 'number',
+    arg: 'S',
+    default: 10,
+    help: 'log counters every S seconds, 0 = never',
+  },
+  'health-port': {
+    kind: 'number',
+    integer: true,
+    max: 65_535,
+    help: 'serve GET /healthz (503 with the reason while the store or the bus fails) and GET /metrics (Prometheus) on --health-host:N (0: any port)',
+  },
+  'health-host': { kind: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address of that port' },
+  quiet: { kind: 'boolean', help: 'log errors only' },
+  'repair-loop': {
+    kind: 'boolean',
+    help: "take part in the repair loop (node health, cordons; docs/actions.md): of every process sharing the store, the one holding its lease decides and acts, reading every process's findings and checks from the store; the others stand by. Dry-run unless the cordon flags below say otherwise",
+  },
+});
+
+const OPTIONS = defineOptions({
+  ...DETECT_OPTIONS,
+  ...KAFKA_OPTIONS,
+  ...STORE_OPTIONS,
+  ...ALERT_OPTIONS,
+  ...CORDON_OPTIONS,
+});
 
 export const detect: Command = {
   name: 'detect',
@@ -29,46 +75,17 @@ waited for with backoff (health failing meanwhile). SIGTERM or SIGINT: finish th
 hand, commit, leave the group, exit 0 (a batch whose store write has failed for 10 s is left
 uncommitted for the next owner instead of holding shutdown).
 
-  --findings FILE           also write each finding event as a JSON line
-  --no-events               keep raw events only of the kinds a job sends a few of (job, lifecycle,
-                            checkpoints, faults, checks), not GPU samples or collectives (the bulk); steps,
-                            detector output and dead letters are still stored, GPU-minute panels
-                            stay empty
-  --no-replay               on a new partition, start at the committed offset without rebuilding state
-  --replay-max-age MIN      rebuild state from the last MIN minutes only (default: all retained);
-                            an incident open since before then is opened again under a new id
-  --stats-interval S        log counters every S seconds, 0 = never (default 10)
-  --health-port N           serve GET /healthz (503 with the reason while the store or the bus
-                            fails) and GET /metrics (Prometheus) on --health-host:N (0: any port)
-  --health-host ADDR        address of that port (default 127.0.0.1)
-  --quiet                   log errors only
-  --repair-loop             take part in the repair loop (node health, cordons; docs/actions.md): of
-                            every process sharing the store, the one holding its lease decides and
-                            acts, reading every process's findings and checks from the store; the
-                            others stand by. Dry-run unless the cordon flags below say otherwise
+${optionsHelp(DETECT_OPTIONS)}
 Exits 1, naming the reason, when it stopped without finishing its work (a batch left
 uncommitted because the store kept failing).
-${HEAP_HELP}
-${ALERT_FLAGS_HELP}
-${CORDON_FLAGS_HELP}
-${KAFKA_FLAGS_HELP}
-${STORE_FLAGS_HELP}`,
+${optionsHelp(HEAP_OPTIONS)}
+${optionsHelp(ALERT_OPTIONS)}
+${optionsHelp(CORDON_OPTIONS)}
+${optionsHelp(KAFKA_OPTIONS)}
+${optionsHelp(STORE_OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      ...KAFKA_FLAGS,
-      ...STORE_FLAGS,
-      ...ALERT_FLAGS,
-      ...CORDON_FLAGS,
-      'repair-loop': { type: 'boolean' },
-      findings: { type: 'string' },
-      'no-replay': { type: 'boolean' },
-      'replay-max-age': { type: 'string' },
-      'no-events': { type: 'boolean' },
-      'stats-interval': { type: 'string' },
-      quiet: { type: 'boolean' },
-      'health-port': { type: 'string' },
-      'health-host': { type: 'string' },
-    });
+    const { values, from } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
@@ -114,22 +131,21 @@ ${STORE_FLAGS_HELP}`,
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
-    const config = kafkaConfigFrom(values, process.env);
-    const statsEvery = num(values['stats-interval'], 'stats-interval', 10);
+    const config = kafkaConfig(values);
+    const statsEvery = values['stats-interval'];
     const replayMaxAge = values['replay-max-age'];
-    const replayMaxAgeMs =
-      replayMaxAge === undefined ? undefined : num(replayMaxAge, 'replay-max-age', 0) * 60_000;
-    if (replayMaxAgeMs !== undefined && !(replayMaxAgeMs > 0))
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', '--replay-max-age needs a number of minutes above 0');
-    const cordonFlag = Object.keys(CORDON_FLAGS).find((k) => values[k as keyof typeof values] !== undefined);
-    if (cordonFlag && values['repair-loop'] !== true)
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${cordonFlag} needs --repair-loop`);
-    const { store, where } = await openStore(values, (m) => logger.warn(m));
-    const alerting = alertingFrom(
-      values,
-      process.env,
-      (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
+    const replayMaxAgeMs = replayMaxAge === undefined ? undefined : replayMaxAge * 60_000;
+    // A cordon option (flag or variable) asks for what only the repair loop does.
+    const cordonFlag = (Object.keys(CORDON_OPTIONS) as (keyof typeof CORDON_OPTIONS)[]).find(
+      (k) => from[k] !== 'default' && !('envOnly' in CORDON_OPTIONS[k]),
     );
+    if (cordonFlag && values['repair-loop'] !== true)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        `${optionName(cordonFlag, CORDON_OPTIONS[cordonFlag])} needs --repair-loop`,
+      );
+    const { store, where } = await openStore(values, (m) => logger.warn(m));
+    const alerting = alertingFrom(values, (d) => void store.insert(deadLetterRows([d])).catch(() => {}));
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
       log: kafkaLog,
@@ -268,19 +284,21 @@ const UNREACHABLE =
 
 /** GET /healthz and GET /metrics on their own port, when asked for. */
 async function healthServer(
-  host: string | undefined,
-  port: string | undefined,
+  host: string,
+  port: number | undefined,
   health: Health,
   figures: () => Record<string, number>,
   loop?: RepairLoop,
 ): Promise<{ url: string; close(): Promise<void> } | undefined> {
   if (port === undefined) return undefined;
-  const [{ default: Fastify }, { healthRoutes }, { Metrics }, { repairLoopMetrics }] = await Promise.all([
-    import('fastify'),
-    import('../../api/routes/healthz.js'),
-    import('../../core/metrics.js'),
-    import('../../actions/metrics.js'),
-  ]);
+  const [{ default: Fastify }, { healthRoutes }, { Metrics }, { repairLoopMetrics }, { fastifyTimeouts }] =
+    await Promise.all([
+      import('fastify'),
+      import('../../api/routes/healthz.js'),
+      import('../../core/metrics.js'),
+      import('../../actions/metrics.js'),
+      import('../../core/server-timeouts.js'),
+    ]);
   const metrics = new Metrics().health(health).counters(
     'rankwatch_detect',
     {
@@ -295,12 +313,13 @@ async function healthServer(
     figures,
   );
   if (loop) repairLoopMetrics(metrics, loop);
-  const app = Fastify({ logger: false });
+  // The same timeouts as the API: a client dribbling its headers does not hold the port.
+  const app = Fastify({ logger: false, ...fastifyTimeouts() });
   await app.register(healthRoutes, {
     checks: health,
     metrics,
     health: () => ({ counters: figures(), ...(loop ? { actions: loop.automation.stats() } : {}) }),
   });
-  const url = await app.listen({ host: host ?? '127.0.0.1', port: num(port, 'health-port') });
+  const url = await app.listen({ host, port });
   return { url, close: () => app.close() };
 }

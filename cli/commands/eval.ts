@@ -4,9 +4,25 @@ import { runCase, summarise } from '../../eval/evaluate.js';
 import { expand, MATRICES } from '../../eval/matrix.js';
 import { FALSE_HEAD, falseRateRows, HEAD, markdownTable, replaceBlock, rows } from '../../eval/report.js';
 import { SWEEP_H, sweep } from '../../eval/sweep.js';
-import { type Command, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { Progress } from '../progress.js';
 import { table } from '../table.js';
+
+const OPTIONS = defineOptions({
+  matrix: {
+    kind: 'enum',
+    values: Object.keys(MATRICES),
+    arg: 'NAME',
+    default: 'default',
+    help: `default (${expand(MATRICES.default).length} jobs), quick (${expand(MATRICES.quick).length} jobs), scale (a 6% slow rank at 256, 8k, 16k ranks), clean (every clean job, long ones included: false findings per detector), long`,
+  },
+  sweep: { kind: 'boolean', help: "instead: the straggler's trade-off curve over its CUSUM threshold h" },
+  json: { kind: 'boolean', help: 'print the results as JSON' },
+  'update-docs': {
+    kind: 'file',
+    help: 'write the table into FILE between <!-- eval:start/end --> markers (clean: eval-false, scale: eval-scale, --sweep: sweep)',
+  },
+});
 
 export const evaluate: Command = {
   name: 'eval',
@@ -22,19 +38,10 @@ event time, cost-estimate error against the simulator's true cost, and false fin
 (straggler, throttle, slow_link, mfu_drop, hang types that match no injected fault) per 1,000
 rank-hours.
 
-  --matrix NAME        default (115 jobs), quick (18 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
-                       clean (every clean job, long ones included: false findings per detector), long
-  --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
-  --json               print the results as JSON
-  --update-docs FILE   write the table into FILE between <!-- eval:start/end --> markers (clean:
-                       eval-false, scale: eval-scale, --sweep: sweep)`,
+${optionsHelp(OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      matrix: { type: 'string' },
-      sweep: { type: 'boolean' },
-      json: { type: 'boolean' },
-      'update-docs': { type: 'string' },
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
@@ -43,7 +50,7 @@ rank-hours.
     if (values['update-docs']) {
       try {
         const doc = readFileSync(values['update-docs'], 'utf8');
-        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix ?? 'default'), '');
+        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix), '');
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT')
           throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${values['update-docs']}`);
@@ -83,13 +90,8 @@ rank-hours.
       if (values['update-docs']) update(values['update-docs'], 'sweep', markdownTable(head, body));
       return 0;
     }
-    const name = values.matrix ?? 'default';
+    const name = values.matrix;
     const matrix = MATRICES[name];
-    if (!matrix)
-      throw new RankwatchError(
-        'RANKWATCH_ERR_USAGE',
-        `unknown matrix "${name}" (expected ${Object.keys(MATRICES).join(', ')})`,
-      );
     const cases = expand(matrix);
     const started = performance.now();
     const results = cases.map((c, i) => {

@@ -1,10 +1,27 @@
-import { RATE_BY, type RateBy } from '../../analytics/rates.js';
-import { RankwatchError } from '../../core/errors.js';
+import { RATE_BY } from '../../analytics/rates.js';
 import type { FailuresResult } from '../../store/failure-queries.js';
-import { type Command, num, parse } from '../args.js';
-import { SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
+import { SOURCE_OPTIONS, SOURCE_OPTIONS_HELP, withSource } from '../read-source.js';
 import { table } from '../table.js';
 import { dur, parseSince, pct, rate } from './research-format.js';
+
+const FAILURES_OPTIONS = defineOptions({
+  since: {
+    kind: 'string',
+    arg: 'WHEN',
+    help: 'only what was recorded since (ISO time, epoch ms, or 7d / 36h / 90m)',
+  },
+  by: { kind: 'enum', values: RATE_BY, arg: 'KEY', default: 'cause', help: `rows per ${RATE_BY.join(', ')}` },
+  gpus: {
+    kind: 'number',
+    integer: true,
+    min: 1,
+    defaultText: 'the largest job recorded',
+    help: 'job size for the MTBF',
+  },
+});
+
+const OPTIONS = defineOptions({ ...FAILURES_OPTIONS, ...SOURCE_OPTIONS });
 
 export const failures: Command = {
   name: 'failures',
@@ -14,28 +31,18 @@ Recorded interruptions as failure rates: counts, exposure (GPU-hours and node-da
 were up), rates per 1,000 node-days and per 10⁶ GPU-hours with exact Poisson 95% intervals, and
 the MTBF a job of N GPUs can expect, with its interval.
 
-  --since WHEN   only what was recorded since (ISO time, epoch ms, or 7d / 36h / 90m)
-  --by KEY       rows per ${RATE_BY.join(', ')} (default cause)
-  --gpus N       job size for the MTBF (default: the largest job recorded)
+${optionsHelp(FAILURES_OPTIONS)}
   (--json prints rows, fleet, mtbf, and each job's interruption timeline: GET /v1/failures)
-${SOURCE_FLAGS_HELP}`,
+${SOURCE_OPTIONS_HELP}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      ...SOURCE_FLAGS,
-      since: { type: 'string' },
-      by: { type: 'string' },
-      gpus: { type: 'string' },
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
-    const by = (values.by ?? 'cause') as RateBy;
-    if (!RATE_BY.includes(by))
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--by takes ${RATE_BY.join(', ')}, got "${values.by}"`);
-    const gpus = values.gpus === undefined ? undefined : num(values.gpus, 'gpus');
-    if (gpus !== undefined && !(Number.isInteger(gpus) && gpus >= 1))
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', '--gpus needs a whole number ≥ 1');
+    const by = values.by;
+    const gpus = values.gpus;
     const q = new URLSearchParams({ by });
     if (gpus !== undefined) q.set('gpus', String(gpus));
     if (values.since !== undefined) q.set('from', String(parseSince(values.since, Date.now())));

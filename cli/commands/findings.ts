@@ -1,8 +1,18 @@
 import type { Finding } from '../../schema/finding.js';
-import { type Command, num, parse } from '../args.js';
-import { SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
+import { SOURCE_OPTIONS, SOURCE_OPTIONS_HELP, withSource } from '../read-source.js';
 import { table } from '../table.js';
 import { cost, place } from './report.js';
+
+const FINDINGS_OPTIONS = defineOptions({
+  job: { kind: 'string', arg: 'J', help: "only this job's" },
+  open: { kind: 'boolean', help: 'only those not resolved' },
+  host: { kind: 'string', arg: 'H', help: "only this host's" },
+  type: { kind: 'string', arg: 'T', help: 'straggler, throttle, slow_link, xid, ecc, ...' },
+  limit: { kind: 'number', integer: true, min: 1, default: 100, help: 'at most N' },
+});
+
+const OPTIONS = defineOptions({ ...FINDINGS_OPTIONS, ...SOURCE_OPTIONS });
 
 export const findings: Command = {
   name: 'findings',
@@ -10,26 +20,16 @@ export const findings: Command = {
 
 Lists incidents in their latest state, newest first.
 
-  --job J                   only this job's
-  --open                    only those not resolved
-  --host H                  only this host's
-  --type T                  straggler, throttle, slow_link, xid, ecc, ...
-  --limit N                 at most N (default 100)
-${SOURCE_FLAGS_HELP}`,
+${optionsHelp(FINDINGS_OPTIONS)}
+${SOURCE_OPTIONS_HELP}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      ...SOURCE_FLAGS,
-      job: { type: 'string' },
-      open: { type: 'boolean' },
-      host: { type: 'string' },
-      type: { type: 'string' },
-      limit: { type: 'string' },
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
-    const limit = num(values.limit, 'limit', 100);
+    const limit = values.limit;
     const q = new URLSearchParams();
     if (values.job) q.set('job', values.job);
     if (values.host) q.set('host', values.host);

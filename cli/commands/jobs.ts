@@ -1,6 +1,5 @@
-import type { Command } from '../args.js';
-import { parse } from '../args.js';
-import { SOURCE_FLAGS, SOURCE_FLAGS_HELP, withSource } from '../read-source.js';
+import { type Command, parseOptions } from '../args.js';
+import { SOURCE_OPTIONS, SOURCE_OPTIONS_HELP, withSource } from '../read-source.js';
 import { table } from '../table.js';
 import { age, pct } from './report.js';
 
@@ -24,9 +23,10 @@ export const jobs: Command = {
 Lists the jobs with steps in the last day, running first: status, size, MFU now and on average,
 open findings. \`rankwatch report JOB\` shows one.
 
-${SOURCE_FLAGS_HELP}`,
+${SOURCE_OPTIONS_HELP}`,
+  options: SOURCE_OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, SOURCE_FLAGS);
+    const { values } = parseOptions(argv, SOURCE_OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;

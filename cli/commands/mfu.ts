@@ -1,21 +1,48 @@
 import { readFileSync } from 'node:fs';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { RankwatchError } from '../../core/errors.js';
-import {
-  DEFAULT_CONVENTION,
-  defaultFfnHidden,
-  FLOP_CONVENTIONS,
-  flopsPerToken,
-  parseConvention,
-} from '../../mfu/flops.js';
+import { DEFAULT_CONVENTION, defaultFfnHidden, FLOP_CONVENTIONS, flopsPerToken } from '../../mfu/flops.js';
 import { computeMfu } from '../../mfu/mfu.js';
 import { GPU_SPECS, peakFlops } from '../../mfu/peaks.js';
 import { implausibility } from '../../mfu/plausible.js';
 import { ModelConfig } from '../../schema/events.js';
-import { type Command, num, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions, required } from '../args.js';
 import { table } from '../table.js';
 
 const checkModel = TypeCompiler.Compile(ModelConfig);
+
+/** A figure that must be above zero: 0 would make MFU Infinity. */
+const positive = { kind: 'number', exclusiveMin: true } as const;
+
+const OPTIONS = defineOptions({
+  model: {
+    kind: 'file',
+    arg: 'FILE.json',
+    help: "the job event's model fields: params, layers, hidden, heads, kv_heads, ffn_hidden, seq_len, vocab, experts, top_k, plus head_dim, swiglu, moe_ffn_hidden, shared_expert_ffn_hidden, moe_layers where needed (MoE counts the top_k and shared experts, never all of them)",
+  },
+  'tokens-per-step': {
+    ...positive,
+    arg: 'T',
+    help: 'tokens in one optimizer step, whole job (global batch x sequence length; from per-rank step tokens: their sum / (tp x pp x cp))',
+  },
+  'step-ms': { ...positive, arg: 'X', help: 'wall time of one step, milliseconds' },
+  gpus: { kind: 'number', integer: true, min: 1, help: 'GPUs the job runs on' },
+  'gpu-model': { kind: 'string', arg: 'NAME', help: "peak from rankwatch's table (see --list-gpus)" },
+  dtype: { kind: 'string', arg: 'D', default: 'bf16', help: 'math precision for the peak' },
+  'peak-tflops': { ...positive, arg: 'P', help: 'peak dense TFLOP/s per GPU, instead of --gpu-model' },
+  convention: {
+    kind: 'enum',
+    values: FLOP_CONVENTIONS,
+    arg: 'C',
+    default: DEFAULT_CONVENTION,
+    help: "FLOP counting: palm (6N + 12·L·H·Q·T: MFU's definition in the PaLM paper), megatron (Megatron-LM's per-matmul count with logits), megatron-causal (the same, causal attention halved)",
+  },
+  json: {
+    kind: 'boolean',
+    help: 'print JSON: mfu (fraction), flops_per_token, tflops_per_gpu, ..., and implausible (why) when the figure cannot be true (above 100%, below 0.1%)',
+  },
+  'list-gpus': { kind: 'boolean', help: 'print the peak table with sources' },
+});
 
 export const mfu: Command = {
   name: 'mfu',
@@ -25,36 +52,10 @@ export const mfu: Command = {
 
 MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype).
 
-  --model FILE.json    the job event's model fields: params, layers, hidden, heads, kv_heads,
-                       ffn_hidden, seq_len, vocab, experts, top_k, plus head_dim, swiglu,
-                       moe_ffn_hidden, shared_expert_ffn_hidden, moe_layers where needed
-                       (MoE counts the top_k and shared experts, never all of them)
-  --tokens-per-step T  tokens in one optimizer step, whole job (global batch x sequence length;
-                       from per-rank step tokens: their sum / (tp x pp x cp))
-  --step-ms X          wall time of one step, milliseconds
-  --gpus N             GPUs the job runs on
-  --gpu-model NAME     peak from rankwatch's table (see --list-gpus)
-  --dtype D            math precision for the peak (default bf16)
-  --peak-tflops P      peak dense TFLOP/s per GPU, instead of --gpu-model
-  --convention C       FLOP counting: palm (6N + 12·L·H·Q·T, the default: MFU's definition in
-                       the PaLM paper), megatron (Megatron-LM's per-matmul count with logits),
-                       megatron-causal (the same, causal attention halved)
-  --json               print JSON: mfu (fraction), flops_per_token, tflops_per_gpu, ..., and
-                       implausible (why) when the figure cannot be true (above 100%, below 0.1%)
-  --list-gpus          print the peak table with sources`,
+${optionsHelp(OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      model: { type: 'string' },
-      'tokens-per-step': { type: 'string' },
-      'step-ms': { type: 'string' },
-      gpus: { type: 'string' },
-      'gpu-model': { type: 'string' },
-      dtype: { type: 'string' },
-      'peak-tflops': { type: 'string' },
-      convention: { type: 'string' },
-      json: { type: 'boolean' },
-      'list-gpus': { type: 'boolean' },
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
@@ -92,17 +93,15 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
         `model file ${values.model}: ${e?.path || '(root)'} ${e?.message}`,
       );
     }
-    const convention = values.convention ? parseConvention(values.convention) : DEFAULT_CONVENTION;
-    const dtype = values.dtype ?? 'bf16';
+    const convention = values.convention;
+    const dtype = values.dtype;
     let peak: number;
-    if (values['peak-tflops'] !== undefined) peak = positive(values['peak-tflops'], 'peak-tflops') * 1e12;
+    if (values['peak-tflops'] !== undefined) peak = values['peak-tflops'] * 1e12;
     else if (values['gpu-model']) peak = peakFlops(values['gpu-model'], dtype);
     else throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give --gpu-model NAME or --peak-tflops P');
-    const tokensPerStep = positive(values['tokens-per-step'], 'tokens-per-step');
-    const stepMs = positive(values['step-ms'], 'step-ms');
-    const gpus = positive(values.gpus, 'gpus');
-    if (!Number.isInteger(gpus))
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--gpus needs a whole number of GPUs, got ${gpus}`);
+    const tokensPerStep = required(values['tokens-per-step'], 'tokens-per-step');
+    const stepMs = required(values['step-ms'], 'step-ms');
+    const gpus = required(values.gpus, 'gpus');
     const fpt = flopsPerToken(model, convention);
     const r = computeMfu({ flopsPerToken: fpt, tokensPerStep, stepMs, gpus, peakFlopsPerGpu: peak });
     const why = implausibility({
@@ -153,10 +152,3 @@ MFU = model FLOPs per second / (GPUs x peak dense FLOP/s of the GPU at the dtype
     return 0;
   },
 };
-
-/** A figure that must be above zero: 0 or a negative would make MFU Infinity or negative. */
-function positive(value: string | undefined, flag: string): number {
-  const n = num(value, flag);
-  if (!(n > 0)) throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${flag} must be above 0, got ${value}`);
-  return n;
-}

@@ -1,11 +1,32 @@
 import { RankwatchError } from '../../core/errors.js';
-import { HEAP_HELP } from '../../core/heap.js';
+import { FLOP_CONVENTIONS } from '../../mfu/flops.js';
 import { deadLetterFileSink, findingFileSink } from '../../pipeline/sinks.js';
-import { type Command, num, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { LineWriter } from '../jsonl.js';
+import { HEAP_OPTIONS } from '../process-options.js';
 import { ExpiredCount } from '../retention.js';
 import { stdinToFile } from '../stdin.js';
-import { openStore, STORE_FLAGS } from '../store-options.js';
+import { openStore, STORE_OPTIONS } from '../store-options.js';
+
+const REPLAY_OPTIONS = defineOptions({
+  findings: { kind: 'file', defaultText: 'stdout', help: 'where findings go' },
+  'dead-letter': { kind: 'file', help: 'write each malformed line with its reason as JSON lines' },
+  convention: {
+    kind: 'enum',
+    values: FLOP_CONVENTIONS,
+    arg: 'C',
+    help: 'FLOP convention for MFU (palm, megatron, megatron-causal)',
+  },
+  'gpu-mtbf-h': {
+    kind: 'number',
+    arg: 'H',
+    exclusiveMin: true,
+    help: 'fleet MTBF of one GPU, hours (GPU-hours per interruption): lets a job with fewer than 3 interruptions of its own get a checkpoint_interval finding',
+  },
+  quiet: { kind: 'boolean', help: 'no topology line and no summary on stderr' },
+});
+
+const OPTIONS = defineOptions({ ...REPLAY_OPTIONS, ...STORE_OPTIONS });
 
 const SHOW_FIRST_ERRORS = 5;
 
@@ -19,29 +40,14 @@ gives the same findings, every time. Malformed lines are counted, the first few 
 their line numbers, and the rest of the input is still processed. Input without a single valid
 event exits 1.
 
-  --findings FILE      where findings go (default: stdout)
-  --dead-letter FILE   write each malformed line with its reason as JSON lines
-  --data DIR           also store events and findings in chDB under DIR
-  --clickhouse-url URL also store them in a ClickHouse server (see rankwatch up --help for the
-                       other store flags: --clickhouse-user, --clickhouse-database, ...)
-  --convention C       FLOP convention for MFU (palm, megatron, megatron-causal)
-  --gpu-mtbf-h H       fleet MTBF of one GPU, hours (GPU-hours per interruption): lets a job with
-                       fewer than 3 interruptions of its own get a checkpoint_interval finding
-  --quiet              no topology line and no summary on stderr
-${HEAP_HELP}`,
+${optionsHelp(REPLAY_OPTIONS)}
+${optionsHelp(HEAP_OPTIONS)}
+Store (only when --data, --clickhouse-url or --store is on the command line; their variables
+alone do not make replay store, but fill in the rest once it does):
+${optionsHelp(STORE_OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values, positionals } = parse(
-      argv,
-      {
-        findings: { type: 'string' },
-        'dead-letter': { type: 'string' },
-        ...STORE_FLAGS,
-        convention: { type: 'string' },
-        'gpu-mtbf-h': { type: 'string' },
-        quiet: { type: 'boolean' },
-      },
-      true,
-    );
+    const { values, positionals, from } = parseOptions(argv, OPTIONS, { positionals: true });
     if (values.help) {
       console.log(this.usage);
       return 0;
@@ -49,26 +55,18 @@ ${HEAP_HELP}`,
     if (positionals.length !== 1)
       throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give one input FILE, or - for stdin');
     // Loaded once past --help and the usage check, which then need none of them.
-    const [{ DETECTOR_DEFAULTS }, { parseConvention }, { buildPipeline }, { FileTransport }] =
-      await Promise.all([
-        import('../../detectors/runner.js'),
-        import('../../mfu/flops.js'),
-        import('../../pipeline/build.js'),
-        import('../../stream/file.js'),
-      ]);
+    const [{ DETECTOR_DEFAULTS }, { buildPipeline }, { FileTransport }] = await Promise.all([
+      import('../../detectors/runner.js'),
+      import('../../pipeline/build.js'),
+      import('../../stream/file.js'),
+    ]);
     const detectors = {
-      convention: values.convention ? parseConvention(values.convention) : DETECTOR_DEFAULTS.convention,
-      checkpointInterval: {
-        ...DETECTOR_DEFAULTS.checkpointInterval,
-        gpuMtbfH:
-          values['gpu-mtbf-h'] === undefined
-            ? undefined
-            : num(values['gpu-mtbf-h'], 'gpu-mtbf-h', undefined, { min: 0, exclusiveMin: true }),
-      },
+      convention: values.convention ?? DETECTOR_DEFAULTS.convention,
+      checkpointInterval: { ...DETECTOR_DEFAULTS.checkpointInterval, gpuMtbfH: values['gpu-mtbf-h'] },
     };
-    // Replay stores only when asked to: a folder, a server, or an explicit --store.
-    const wantsStore =
-      values.data !== undefined || values['clickhouse-url'] !== undefined || values.store !== undefined;
+    // Replay stores only when its command line asks: a folder, a server, or an explicit --store
+    // (CLICKHOUSE_URL or RANKWATCH_DATA set for a service does not make an offline replay write).
+    const wantsStore = from.data === 'flag' || from['clickhouse-url'] === 'flag' || from.store === 'flag';
     // A store in chDB must not see a piped stdin (cli/stdin.ts): read it from a copy instead.
     const input = positionals[0] === '-' && wantsStore ? await stdinToFile() : positionals[0];
     const opened = wantsStore ? await openStore(values) : undefined;

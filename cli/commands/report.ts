@@ -1,12 +1,12 @@
 import type { Finding } from '../../schema/finding.js';
 import type { SlowGpu } from '../../schema/output.js';
 import type { Store } from '../../store/store.js';
-import { type Command, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { sparkline } from '../chart.js';
 import {
   type ReadSource,
-  SOURCE_FLAGS,
-  SOURCE_FLAGS_HELP,
+  SOURCE_OPTIONS,
+  SOURCE_OPTIONS_HELP,
   sourceOverStore,
   withSource,
 } from '../read-source.js';
@@ -232,6 +232,17 @@ export async function storedReports(store: Store, jobs: Iterable<string>): Promi
   }
 }
 
+const REPORT_OPTIONS = defineOptions({
+  step: {
+    kind: 'string',
+    arg: 'S',
+    defaultText: 'about 60 over the job',
+    help: 'chart bucket: seconds, or 30s, 5m, 1h',
+  },
+});
+
+const OPTIONS = defineOptions({ ...REPORT_OPTIONS, ...SOURCE_OPTIONS });
+
 export const report: Command = {
   name: 'report',
   usage: `rankwatch report JOB [options]
@@ -240,10 +251,11 @@ One job: MFU and tokens/s (now, average, and a text chart over time), step time,
 findings ranked by what they cost with their evidence, the slowest GPUs (the one the job waits
 for first, with what replacing each would buy), and the hosts involved.
 
-  --step S                  chart bucket: seconds, or 30s, 5m, 1h (default: about 60 over the job)
-${SOURCE_FLAGS_HELP}`,
+${optionsHelp(REPORT_OPTIONS)}
+${SOURCE_OPTIONS_HELP}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values, positionals } = parse(argv, { ...SOURCE_FLAGS, step: { type: 'string' } }, true);
+    const { values, positionals } = parseOptions(argv, OPTIONS, { positionals: true });
     if (values.help) {
       console.log(this.usage);
       return 0;

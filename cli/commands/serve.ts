@@ -1,7 +1,26 @@
 import { createLogger } from '../../core/log.js';
-import { type Command, num, parse } from '../args.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { reloadOnHangup } from '../hangup.js';
-import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
+import { openStore, STORE_OPTIONS } from '../store-options.js';
+
+const SERVE_OPTIONS = defineOptions({
+  host: { kind: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address to listen on' },
+  port: {
+    kind: 'number',
+    integer: true,
+    max: 65_535,
+    default: 7071,
+    help: 'port; 0 picks a free one, printed at start',
+  },
+  auth: {
+    kind: 'file',
+    env: 'RANKWATCH_AUTH_FILE',
+    help: 'scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "admin"]}]}; re-read on SIGHUP and when it changes',
+  },
+  token: { kind: 'string', arg: 'T', env: 'RANKWATCH_TOKEN', help: 'one more token, with the read scope' },
+});
+
+const OPTIONS = defineOptions({ ...SERVE_OPTIONS, ...STORE_OPTIONS });
 
 export const serve: Command = {
   name: 'serve',
@@ -12,20 +31,11 @@ over a store that other processes write to: a ClickHouse server fed by \`rankwat
 a chDB folder no other process holds. Takes no events (collectors post to \`rankwatch up\` or Kafka).
 Stops on SIGINT or SIGTERM; SIGHUP re-reads the --auth file (so does a change to it).
 
-  --host ADDR      address to listen on (default 127.0.0.1)
-  --port N         port (default 7071; 0 picks a free one, printed at start)
-  --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "admin"]}]}
-                   [RANKWATCH_AUTH_FILE]; re-read on SIGHUP and when it changes
-  --token T        one more token, with the read scope                  [RANKWATCH_TOKEN]
-${STORE_FLAGS_HELP}`,
+${optionsHelp(SERVE_OPTIONS)}
+${optionsHelp(STORE_OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      host: { type: 'string' },
-      port: { type: 'string' },
-      auth: { type: 'string' },
-      token: { type: 'string' },
-      ...STORE_FLAGS,
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
@@ -36,11 +46,11 @@ ${STORE_FLAGS_HELP}`,
       import('../../api/auth-file.js'),
     ]);
     const log = createLogger('rankwatch serve');
-    const authPath = values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined;
-    const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
+    const authPath = values.auth;
+    const token = values.token;
     const auth = authPath ? new WatchedAuthFile(authPath, log) : undefined;
     const unhook = reloadOnHangup(auth, log);
-    const host = values.host ?? '127.0.0.1';
+    const host = values.host;
     if (!token && !auth?.current().length && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
       log.warn('listening beyond loopback without --auth or --token: anyone who can reach it can read');
     const { store, where } = await openStore(values, (m) => log.warn(m));
@@ -51,7 +61,7 @@ ${STORE_FLAGS_HELP}`,
       throw err;
     }
     const app = await buildApp({ store, auth: { tokens: auth?.current, ingestToken: token }, logger: log });
-    const url = await app.listen({ host, port: num(values.port, 'port', 7071) });
+    const url = await app.listen({ host, port: values.port });
     console.log(`rankwatch serve: listening on ${url} (GET /v1/..., /openapi.json, /docs); reading ${where}`);
     await new Promise<void>((done) => {
       const stop = (sig: string) => {

@@ -3,48 +3,65 @@ import { RankwatchError } from '../../core/errors.js';
 import { ClusterSim, SIM_DEFAULTS } from '../../sim/cluster.js';
 import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
 import { MODELS } from '../../sim/models.js';
-import { type Command, num, parse } from '../args.js';
+import { type Command, defineOptions, type OptionValues, optionsHelp, parseOptions } from '../args.js';
 import { LineWriter } from '../jsonl.js';
-import { runFailureSim, SIM_FAILURES_HELP, simFailureOptions } from './sim-failures.js';
+import { runFailureSim, SIM_FAILURE_OPTIONS, SIM_FAILURES_HELP } from './sim-failures.js';
 
-export const simOptions = {
-  ranks: { type: 'string' },
-  steps: { type: 'string' },
-  seed: { type: 'string' },
-  job: { type: 'string' },
-  'step-ms': { type: 'string' },
-  model: { type: 'string' },
-  'gpu-model': { type: 'string' },
-  fault: { type: 'string', multiple: true },
-  'no-telemetry': { type: 'boolean' },
-  'no-collectives': { type: 'boolean' },
-  start: { type: 'string' },
-  'gpu-offsets': { type: 'string' },
-} as const;
+export const SIM_OPTIONS = defineOptions({
+  ranks: {
+    kind: 'number',
+    integer: true,
+    min: 1,
+    default: SIM_DEFAULTS.ranks,
+    help: 'ranks (GPUs) in the job: 1 to 8, or a multiple of 8',
+  },
+  steps: { kind: 'number', integer: true, min: 1, default: SIM_DEFAULTS.steps, help: 'optimizer steps' },
+  seed: {
+    kind: 'number',
+    integer: true,
+    default: SIM_DEFAULTS.seed,
+    help: 'random seed; same seed and --start, same events',
+  },
+  job: { kind: 'string', arg: 'ID', defaultText: 'sim-SEED', help: 'job id' },
+  'step-ms': {
+    kind: 'number',
+    arg: 'MS',
+    exclusiveMin: true,
+    default: SIM_DEFAULTS.stepMs,
+    help: 'typical step time',
+  },
+  model: {
+    kind: 'enum',
+    values: Object.keys(MODELS),
+    arg: 'NAME',
+    default: SIM_DEFAULTS.model,
+    help: Object.keys(MODELS).join(', '),
+  },
+  'gpu-model': { kind: 'string', arg: 'NAME', default: SIM_DEFAULTS.gpuModel, help: 'GPU model' },
+  fault: {
+    kind: 'string',
+    multiple: true,
+    arg: 'SPEC',
+    help: `inject a fault, repeatable: TYPE:key=value,... types: ${FAULT_TYPES.join(', ')}; keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code, peer (link: the other end), for (hang: seconds hung, default 660; past 600 the peers' NCCL watchdogs fire and the job restarts); e.g. throttle:rank=37,at=60 nic:rank=100,at=40,factor=3 hang:rank=301,at=50. hang: the rank stops at the top of step 'at'; hang_allreduce: right before its data-parallel all-reduce; its peers spin in NCCL, its GPU goes idle`,
+  },
+  'gpu-offsets': {
+    kind: 'number',
+    arg: 'SIGMA',
+    max: 0.2,
+    default: 0,
+    help: 'give each GPU its own fixed speed offset, drawn from N(0, SIGMA) (seeded), e.g. 0.025 for 2.5%: silicon and cooling variation, not a fault (a slower GPU runs at its power cap, at a lower clock)',
+  },
+  'no-telemetry': { kind: 'boolean', help: 'leave out the 1 Hz gpu samples' },
+  'no-collectives': { kind: 'boolean', help: 'leave out collective events' },
+  start: {
+    kind: 'string',
+    arg: 'ISO|MS',
+    defaultText: 'now, to the minute',
+    help: 'event time of the first event; give one to get the same events on every run (now keeps the events in a store: raw data older than its retention, 30 days by default, is dropped at insert)',
+  },
+});
 
-export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1 to 8, or a multiple of 8 (default ${SIM_DEFAULTS.ranks})
-  --steps N            optimizer steps (default ${SIM_DEFAULTS.steps})
-  --seed N             random seed; same seed and --start, same events (default ${SIM_DEFAULTS.seed})
-  --job ID             job id (default sim-SEED)
-  --step-ms MS         typical step time (default ${SIM_DEFAULTS.stepMs})
-  --model NAME         ${Object.keys(MODELS).join(', ')} (default ${SIM_DEFAULTS.model})
-  --gpu-model NAME     GPU model (default ${SIM_DEFAULTS.gpuModel})
-  --fault SPEC         inject a fault, repeatable: TYPE:key=value,...
-                       types: ${FAULT_TYPES.join(', ')}
-                       keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code,
-                       peer (link: the other end), for (hang: seconds hung, default 660; past
-                       600 the peers' NCCL watchdogs fire and the job restarts)
-                       e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3  hang:rank=301,at=50
-                       hang: the rank stops at the top of step 'at'; hang_allreduce: right before
-                       its data-parallel all-reduce; its peers spin in NCCL, its GPU goes idle
-  --gpu-offsets SIGMA  give each GPU its own fixed speed offset, drawn from N(0, SIGMA) (seeded), e.g.
-                       0.025 for 2.5%: silicon and cooling variation, not a fault (a slower GPU runs
-                       at its power cap, at a lower clock)
-  --no-telemetry       leave out the 1 Hz gpu samples
-  --no-collectives     leave out collective events
-  --start ISO|MS       event time of the first event (default: now, to the minute, so a store keeps
-                       the events: raw data older than its retention, 30 days by default, is
-                       dropped at insert). Give one to get the same events on every run.`;
+export type SimValues = OptionValues<typeof SIM_OPTIONS>;
 
 /** The first event's time: --start (ISO or epoch ms), or now to the minute. */
 export function startFrom(start: string | undefined): number {
@@ -58,35 +75,38 @@ export function startFrom(start: string | undefined): number {
   return ts;
 }
 
-export function simFromFlags(v: Record<string, unknown>): ClusterSim {
-  const s = (k: string) => v[k] as string | undefined;
-  const ranks = num(s('ranks'), 'ranks', SIM_DEFAULTS.ranks, { min: 1 });
+export function simFromFlags(v: SimValues): ClusterSim {
+  const ranks = v.ranks;
   if (ranks > 8 && ranks % 8 !== 0)
     throw new RankwatchError(
       'RANKWATCH_ERR_USAGE',
       `--ranks needs 1 to 8 or a multiple of 8 (8 GPUs a host), got ${ranks}`,
     );
-  const model = s('model');
-  if (model !== undefined && !(model in MODELS))
-    throw new RankwatchError(
-      'RANKWATCH_ERR_USAGE',
-      `--model "${model}" is not one of ${Object.keys(MODELS).join(', ')}`,
-    );
   return new ClusterSim({
     ranks,
-    steps: num(s('steps'), 'steps', SIM_DEFAULTS.steps, { min: 1 }),
-    seed: num(s('seed'), 'seed', SIM_DEFAULTS.seed),
-    job: s('job'),
-    stepMs: num(s('step-ms'), 'step-ms', SIM_DEFAULTS.stepMs, { min: 0, exclusiveMin: true }),
-    model,
-    gpuModel: s('gpu-model'),
-    faults: ((v.fault as string[] | undefined) ?? []).map(parseFault),
+    steps: v.steps,
+    seed: v.seed,
+    job: v.job,
+    stepMs: v['step-ms'],
+    model: v.model,
+    gpuModel: v['gpu-model'],
+    faults: v.fault.map(parseFault),
     telemetry: !v['no-telemetry'],
     collectives: !v['no-collectives'],
-    startTs: startFrom(s('start')),
-    gpuOffsetSigma: num(s('gpu-offsets'), 'gpu-offsets', 0, { min: 0, max: 0.2 }) || undefined,
+    startTs: startFrom(v.start),
+    gpuOffsetSigma: v['gpu-offsets'] || undefined,
   });
 }
+
+const OUTPUT_OPTIONS = defineOptions({
+  truth: {
+    kind: 'file',
+    help: 'also write what was injected (hosts, GPUs, onset, true cost) as JSON',
+  },
+  out: { kind: 'file', short: 'o', help: 'write here instead of stdout' },
+});
+
+const OPTIONS = defineOptions({ ...SIM_OPTIONS, ...OUTPUT_OPTIONS, ...SIM_FAILURE_OPTIONS });
 
 export const sim: Command = {
   name: 'sim',
@@ -95,17 +115,12 @@ export const sim: Command = {
 Simulates a synchronous hybrid-parallel job (Megatron rank order, 8 GPUs per host) and writes
 its v1 events, one JSON object per line, in event-time order.
 
-${SIM_FLAGS_HELP}
-  --truth FILE         also write what was injected (hosts, GPUs, onset, true cost) as JSON
-  -o, --out FILE       write here instead of stdout
+${optionsHelp(SIM_OPTIONS)}
+${optionsHelp(OUTPUT_OPTIONS)}
 ${SIM_FAILURES_HELP}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      ...simOptions,
-      truth: { type: 'string' },
-      out: { type: 'string', short: 'o' },
-      ...simFailureOptions,
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;

@@ -1,14 +1,84 @@
 import { join, resolve } from 'node:path';
-import { CORDON_FLAGS, CORDON_FLAGS_HELP, repairLoopFrom } from '../../actions/cli-options.js';
-import { ALERT_FLAGS, ALERT_FLAGS_HELP, alertingFrom } from '../../alerts/cli-options.js';
+import { CORDON_OPTIONS, repairLoopFrom } from '../../actions/cli-options.js';
+import { ALERT_OPTIONS, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError } from '../../core/errors.js';
-import { HEAP_HELP } from '../../core/heap.js';
 import { createLogger } from '../../core/log.js';
 import { consoleSink } from '../../pipeline/sinks.js';
 import { deadLetterRows } from '../../store/rows.js';
-import { type Command, num, parse } from '../args.js';
+import { DEFAULT_INGEST_IN_FLIGHT_BYTES, DEFAULT_INGEST_LIMITS } from '../../stream/ingest-limits.js';
+import { type Command, defineOptions, optionName, optionsHelp, parseOptions } from '../args.js';
 import { reloadOnHangup } from '../hangup.js';
-import { openStore, STORE_FLAGS, STORE_FLAGS_HELP } from '../store-options.js';
+import { HEAP_OPTIONS } from '../process-options.js';
+import { openStore, STORE_OPTIONS } from '../store-options.js';
+
+const UP_OPTIONS = defineOptions({
+  host: {
+    kind: 'string',
+    arg: 'ADDR',
+    default: '127.0.0.1',
+    help: "address to listen on (0.0.0.0 to take other machines' collectors)",
+  },
+  port: {
+    kind: 'number',
+    integer: true,
+    max: 65_535,
+    default: 7070,
+    help: 'port; 0 picks a free one, printed at start',
+  },
+  token: {
+    kind: 'string',
+    arg: 'T',
+    env: 'RANKWATCH_TOKEN',
+    defaultText: 'none',
+    help: 'require "Authorization: Bearer T" on ingest and reads',
+  },
+  auth: {
+    kind: 'file',
+    env: 'RANKWATCH_AUTH_FILE',
+    help: 'scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}; with neither --auth nor --token, every route is open. Re-read on SIGHUP and when it changes; a bad file keeps the tokens in force',
+  },
+  'ingest-rate': {
+    kind: 'number',
+    env: 'RANKWATCH_INGEST_RATE',
+    default: 200,
+    help: 'ingest requests per second per client (token and address) before 429; 0: off',
+  },
+  'ingest-max-events': {
+    kind: 'number',
+    integer: true,
+    min: 1,
+    env: 'RANKWATCH_INGEST_MAX_EVENTS',
+    default: DEFAULT_INGEST_LIMITS.maxEvents,
+    help: 'events one ingest request may send before 413, nothing of it taken',
+  },
+  'ingest-max-mb': {
+    kind: 'number',
+    exclusiveMin: true,
+    env: 'RANKWATCH_INGEST_MAX_MB',
+    default: DEFAULT_INGEST_LIMITS.maxInflatedBytes / 2 ** 20,
+    help: 'MiB of JSON lines one ingest request may hold once gunzipped before 413',
+  },
+  'ingest-memory-mb': {
+    kind: 'number',
+    exclusiveMin: true,
+    env: 'RANKWATCH_INGEST_MEMORY_MB',
+    defaultText: `${DEFAULT_INGEST_IN_FLIGHT_BYTES / 2 ** 20}, or --ingest-max-mb when that is more`,
+    help: 'MiB of JSON lines all ingest requests being read at once may hold before 429 with Retry-After; at least --ingest-max-mb',
+  },
+  'rebuild-minutes': {
+    kind: 'number',
+    default: 60,
+    help: 'at start, replay the last N minutes of stored events into the detectors (output dropped) so open findings carry on after a restart; 0: off',
+  },
+  wal: {
+    kind: 'file',
+    arg: 'DIR',
+    defaultText: 'DATA/ingest-wal, DATA being --data',
+    help: 'write-ahead log: ingest is answered 2xx only once its events are fsynced here, and a restart replays what was not yet stored',
+  },
+});
+
+const OPTIONS = defineOptions({ ...UP_OPTIONS, ...ALERT_OPTIONS, ...CORDON_OPTIONS, ...STORE_OPTIONS });
 
 export const up: Command = {
   name: 'up',
@@ -20,42 +90,14 @@ findings are stored (chDB by default, or a ClickHouse server), and each finding 
 it opens. GET /healthz shows counters. Stops cleanly (drains, writes, closes) on SIGINT or SIGTERM;
 SIGHUP re-reads the --auth file (so does a change to it).
 
-  --host ADDR      address to listen on (default 127.0.0.1; 0.0.0.0 to take other machines' collectors)
-  --port N         port (default 7070; 0 picks a free one, printed at start)
-  --token T        require "Authorization: Bearer T" on ingest and reads (default: $RANKWATCH_TOKEN, else none)
-  --auth FILE      scoped tokens: {"tokens": [{"name", "token" | "sha256", "scopes": ["read", "ingest", "admin"]}]}
-                   (default: $RANKWATCH_AUTH_FILE); with neither, every route is open. Re-read on
-                   SIGHUP and when it changes; a bad file keeps the tokens in force
-  --ingest-rate N  ingest requests per second per client (token and address) before 429 (default 200; 0: off)
-  --ingest-max-events N  events one ingest request may send before 413, nothing of it taken (default 50000)
-  --ingest-max-mb N  MiB of JSON lines one ingest request may hold once gunzipped before 413 (default 16)
-  --ingest-memory-mb N  MiB of JSON lines all ingest requests being read at once may hold before 429
-                   with Retry-After (default 64; at least --ingest-max-mb)
-  --rebuild-minutes N  at start, replay the last N minutes of stored events into the detectors
-                   (output dropped) so open findings carry on after a restart (default 60; 0: off)
-  --wal DIR        write-ahead log: ingest is answered 2xx only once its events are fsynced here,
-                   and a restart replays what was not yet stored (default DATA/ingest-wal, DATA
-                   being --data or ./data)
-${ALERT_FLAGS_HELP}
-${CORDON_FLAGS_HELP}
-${HEAP_HELP}
-${STORE_FLAGS_HELP}`,
+${optionsHelp(UP_OPTIONS)}
+${optionsHelp(ALERT_OPTIONS)}
+${optionsHelp(CORDON_OPTIONS)}
+${optionsHelp(HEAP_OPTIONS)}
+${optionsHelp(STORE_OPTIONS)}`,
+  options: OPTIONS,
   async run(argv) {
-    const { values } = parse(argv, {
-      ...ALERT_FLAGS,
-      ...CORDON_FLAGS,
-      host: { type: 'string' },
-      port: { type: 'string' },
-      token: { type: 'string' },
-      auth: { type: 'string' },
-      'ingest-rate': { type: 'string' },
-      'ingest-max-events': { type: 'string' },
-      'ingest-max-mb': { type: 'string' },
-      'ingest-memory-mb': { type: 'string' },
-      wal: { type: 'string' },
-      'rebuild-minutes': { type: 'string' },
-      ...STORE_FLAGS,
-    });
+    const { values } = parseOptions(argv, OPTIONS);
     if (values.help) {
       console.log(this.usage);
       return 0;
@@ -65,9 +107,9 @@ ${STORE_FLAGS_HELP}`,
       import('../../api/auth-file.js'),
     ]);
     const log = createLogger('rankwatch up');
-    const token = values.token ?? process.env.RANKWATCH_TOKEN ?? undefined;
-    const host = values.host ?? '127.0.0.1';
-    const authPath = values.auth ?? process.env.RANKWATCH_AUTH_FILE ?? undefined;
+    const token = values.token;
+    const host = values.host;
+    const authPath = values.auth;
     // Re-read on SIGHUP and on change, from here on: a signal during the start does not stop it.
     const auth = authPath ? new WatchedAuthFile(authPath, log) : undefined;
     const unhook = reloadOnHangup(auth, log);
@@ -76,23 +118,16 @@ ${STORE_FLAGS_HELP}`,
       log.warn(
         'listening beyond loopback without --token or --auth: anyone who can reach it can ingest and read',
       );
-    const ingestMaxMb = num(values['ingest-max-mb'], 'ingest-max-mb', 16, { min: 0, exclusiveMin: true });
-    const ingestMemoryMb = num(values['ingest-memory-mb'], 'ingest-memory-mb', Math.max(64, ingestMaxMb));
+    const ingestMaxMb = values['ingest-max-mb'];
+    const ingestMemoryMb =
+      values['ingest-memory-mb'] ?? Math.max(DEFAULT_INGEST_IN_FLIGHT_BYTES / 2 ** 20, ingestMaxMb);
     if (ingestMemoryMb < ingestMaxMb)
       throw new RankwatchError(
         'RANKWATCH_ERR_USAGE',
-        `--ingest-memory-mb ${ingestMemoryMb} is below --ingest-max-mb ${ingestMaxMb}: a request that large could never be taken; raise the first or lower the second`,
+        `${optionName('ingest-memory-mb', OPTIONS['ingest-memory-mb'])} ${ingestMemoryMb} is below ${optionName('ingest-max-mb', OPTIONS['ingest-max-mb'])} ${ingestMaxMb}: a request that large could never be taken; raise the first or lower the second`,
       );
-    const ingestMaxEvents = num(values['ingest-max-events'], 'ingest-max-events', 50_000, {
-      min: 1,
-      integer: true,
-    });
     const { store, where } = await openStore(values, (m) => log.warn(m));
-    const alerting = alertingFrom(
-      values,
-      process.env,
-      (d) => void store.insert(deadLetterRows([d])).catch(() => {}),
-    );
+    const alerting = alertingFrom(values, (d) => void store.insert(deadLetterRows([d])).catch(() => {}));
     // Durable, behind the leader lease; on a ClickHouse server other processes may share, fed from it.
     const repairLoop = repairLoopFrom(values, store, {
       logger: log,
@@ -101,17 +136,17 @@ ${STORE_FLAGS_HELP}`,
     });
     const server = await startUp({
       host,
-      port: num(values.port, 'port', 7070),
+      port: values.port,
       store,
       token: token || undefined,
       tokens,
-      ingestRate: num(values['ingest-rate'], 'ingest-rate', 200),
-      ingestMaxEvents,
+      ingestRate: values['ingest-rate'],
+      ingestMaxEvents: values['ingest-max-events'],
       ingestMaxBytes: Math.floor(ingestMaxMb * 2 ** 20),
       ingestInFlightBytes: Math.floor(ingestMemoryMb * 2 ** 20),
-      walDir: resolve(values.wal ?? join(values.data ?? process.env.RANKWATCH_DATA ?? 'data', 'ingest-wal')),
+      walDir: resolve(values.wal ?? join(values.data, 'ingest-wal')),
       logger: log,
-      rebuildMinutes: num(values['rebuild-minutes'], 'rebuild-minutes', 60),
+      rebuildMinutes: values['rebuild-minutes'],
       alerting,
       automation: repairLoop.automation,
       repairLoop,

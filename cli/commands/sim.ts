@@ -1,7 +1,8 @@
-import { closeSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { RankwatchError } from '../../core/errors.js';
 import { ClusterSim, SIM_DEFAULTS } from '../../sim/cluster.js';
 import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
+import { InspectorDumps } from '../../sim/inspector.js';
 import { MODELS } from '../../sim/models.js';
 import { type Command, num, parse } from '../args.js';
 import { LineWriter } from '../jsonl.js';
@@ -90,12 +91,25 @@ its v1 events, one JSON object per line, in event-time order.
 ${SIM_FLAGS_HELP}
   --truth FILE         also write what was injected (hosts, GPUs, onset, true cost) as JSON
   -o, --out FILE       write here instead of stdout
+  --inspector-dir DIR  also write what NCCL Inspector would: one dump file per process in DIR
+                       (<host>-pid<pid>.log, the plugin's format), one record per collective
+                       operation; step events then carry their pid (as the Python hook sends
+                       them) and collective events are left out (they come from the files).
+                       Read them with: rankwatch collect --nccl-inspector DIR --nccl-inspector-all-hosts
+  --inspector-dump-us N  each process dumps every N µs (NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS,
+                       default 500); records are dated by their dump
+  --inspector-verbose  records carry their kernel times (NCCL_INSPECTOR_DUMP_VERBOSE=1)
+  --inspector-ops N    operations each simulated collective is reported as (default 1)
 ${SIM_FAILURES_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       ...simOptions,
       truth: { type: 'string' },
       out: { type: 'string', short: 'o' },
+      'inspector-dir': { type: 'string' },
+      'inspector-dump-us': { type: 'string' },
+      'inspector-verbose': { type: 'boolean' },
+      'inspector-ops': { type: 'string' },
       ...simFailureOptions,
     });
     if (values.help) {
@@ -107,7 +121,12 @@ ${SIM_FAILURES_HELP}`,
     // Both outputs are opened before the first event, so a bad path fails before any work.
     const truth = values.truth === undefined ? undefined : openSync(values.truth, 'w');
     const out = new LineWriter(values.out);
-    for (const e of simulation.events()) await out.write(JSON.stringify(e));
+    const dumps = inspectorDumps(simulation, values);
+    for (const e of simulation.events()) {
+      const sent = dumps ? dumps.take(e) : e;
+      if (sent) await out.write(JSON.stringify(sent));
+    }
+    dumps?.close();
     await out.close();
     if (truth !== undefined) {
       writeFileSync(truth, `${JSON.stringify(simulation.faults, null, 2)}\n`);
@@ -116,3 +135,28 @@ ${SIM_FAILURES_HELP}`,
     return 0;
   },
 };
+
+/** The Inspector dump writer --inspector-dir asks for, checked before any event is made. */
+function inspectorDumps(sim: ClusterSim, v: Record<string, unknown>): InspectorDumps | undefined {
+  const dir = v['inspector-dir'] as string | undefined;
+  const flags = ['inspector-dump-us', 'inspector-verbose', 'inspector-ops'].filter((k) => v[k] !== undefined);
+  if (dir === undefined) {
+    if (flags.length)
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${flags[0]} needs --inspector-dir DIR`);
+    return undefined;
+  }
+  if (statSync(dir, { throwIfNoEntry: false })?.isFile())
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `--inspector-dir ${dir} is a file: give a folder (it is created when missing)`,
+    );
+  return new InspectorDumps(sim, {
+    dir,
+    dumpIntervalUs: num(v['inspector-dump-us'] as string | undefined, 'inspector-dump-us', 500, { min: 1 }),
+    verbose: v['inspector-verbose'] === true,
+    opsPerCollective: num(v['inspector-ops'] as string | undefined, 'inspector-ops', 1, {
+      min: 1,
+      integer: true,
+    }),
+  });
+}

@@ -21,7 +21,8 @@ SIGINT/SIGTERM (sources first, then what is buffered is sent).
 
   --config FILE        JSON config (see docs/collectors/deploy.md); flags below override it
   --bus URL            http://host:7070 (rankwatch up, the default http://127.0.0.1:7070) or
-                       kafka://broker1:9092,broker2:9092/topic; TLS/SASL from RANKWATCH_KAFKA_* (docs/kafka.md)
+                       kafka://broker1:9092,broker2:9092/topic; TLS/SASL from RANKWATCH_KAFKA_* (docs/kafka.md);
+                       or file:PATH: JSON lines appended to PATH, for \`rankwatch replay\` (offline runs)
   --token T            bearer token for HTTP ingest (default $RANKWATCH_TOKEN)
   --host NAME          this node's name in events (default: hostname)
   --spool DIR          keep batches on disk while the bus is unreachable (--spool-max-mb, default 1024)

@@ -8,7 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type InspectorOp, InspectorJsonReader } from '../collectors/parsers/nccl_inspector.js';
+import { InspectorJsonReader, type InspectorOp } from '../collectors/parsers/nccl_inspector.js';
 import type { CollectiveEvent, RankwatchEvent, StepEvent } from '../schema/events.js';
 import { validateEvent } from '../schema/validate.js';
 import { ClusterSim, type SimOptions } from './cluster.js';

@@ -205,6 +205,8 @@ export const MATRICES: Record<string, MatrixSpec> = {
   },
   scale: { sizes: [], steps: 140, families: [SCALE_BASE, SCALE_FAMILY] },
   quick: { sizes: [{ ranks: 256, seeds: [1] }], steps: 200, families: FAMILIES },
+  /** Every family at 256 ranks, for `--path inspector` (each job runs twice: native and through Inspector files). */
+  inspector: { sizes: [{ ranks: 256, seeds: [1, 2, 3] }], steps: 240, families: FAMILIES },
   long: {
     sizes: [
       { ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8] },

@@ -7,6 +7,7 @@ import { SWEEP_H, sweep } from '../../eval/sweep.js';
 import { type Command, parse } from '../args.js';
 import { Progress } from '../progress.js';
 import { table } from '../table.js';
+import { EVAL_PATH_HELP, evalPathOptions, runPathEval, wantsPathEval } from './eval-inspector.js';
 
 export const evaluate: Command = {
   name: 'eval',
@@ -24,18 +25,21 @@ event time, cost-estimate error against the simulator's true cost, and false fin
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON
   --update-docs FILE   write the table into FILE between <!-- eval:start/end --> markers (clean:
-                       eval-false, scale: eval-scale, --sweep: sweep)`,
+                       eval-false, scale: eval-scale, --sweep: sweep)
+${EVAL_PATH_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
       matrix: { type: 'string' },
       sweep: { type: 'boolean' },
       json: { type: 'boolean' },
       'update-docs': { type: 'string' },
+      ...evalPathOptions,
     });
     if (values.help) {
       console.log(this.usage);
       return 0;
     }
+    if (wantsPathEval(values)) return runPathEval(values);
     // A docs file without its markers is reported before minutes of evaluation, not after.
     if (values['update-docs']) {
       try {
@@ -104,7 +108,7 @@ event time, cost-estimate error against the simulator's true cost, and false fin
           {
             matrix: name,
             summary,
-            runs: results.map(({ falseFindings, ...r }) => ({
+            runs: results.map(({ falseFindings, opened: _opened, stepEnds: _ends, ...r }) => ({
               ...r,
               falseFindings: falseFindings.map((f) => f.summary),
             })),

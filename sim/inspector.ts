@@ -226,25 +226,33 @@ export class InspectorDumps {
     return c;
   }
 
-  /**
-   * A collective communicator's global ranks in order: the simulator's data- and tensor-parallel
-   * groups from the layout, any other in the order its ranks first report.
-   */
   private members(e: CollectiveEvent): number[] {
-    const l = this.sim.layout;
-    const p = place(e.rank, l);
-    if (e.comm.startsWith('dp.')) return Array.from({ length: l.dp }, (_, d) => rankOf(p.tp, d, p.stage, l));
-    if (e.comm.startsWith('tp.')) return Array.from({ length: l.tp }, (_, t) => rankOf(t, p.dp, p.stage, l));
-    const seen = this.seen.get(e.comm) ?? [];
-    this.seen.set(e.comm, seen);
-    if (!seen.includes(e.rank)) seen.push(e.rank);
-    return seen;
+    return commMembers(this.sim, e, this.seen);
   }
 
   /** The rank's place in its communicator (torch.distributed.new_group ranks members in global-rank order). */
   private commRank(e: CollectiveEvent): number {
     return this.members(e).indexOf(e.rank);
   }
+}
+
+/**
+ * A collective communicator's global ranks in order: the simulator's data- and tensor-parallel
+ * groups from its layout, any other in the order its ranks first report (kept in `seen`).
+ */
+export function commMembers(
+  sim: ClusterSim,
+  e: CollectiveEvent,
+  seen = new Map<string, number[]>(),
+): number[] {
+  const l = sim.layout;
+  const p = place(e.rank, l);
+  if (e.comm.startsWith('dp.')) return Array.from({ length: l.dp }, (_, d) => rankOf(p.tp, d, p.stage, l));
+  if (e.comm.startsWith('tp.')) return Array.from({ length: l.tp }, (_, t) => rankOf(t, p.dp, p.stage, l));
+  const known = seen.get(e.comm) ?? [];
+  seen.set(e.comm, known);
+  if (!known.includes(e.rank)) known.push(e.rank);
+  return known;
 }
 
 function hash32(s: string): number {

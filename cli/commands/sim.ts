@@ -2,6 +2,7 @@ import { closeSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { RankwatchError } from '../../core/errors.js';
 import { ClusterSim, SIM_DEFAULTS } from '../../sim/cluster.js';
 import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
+import { FlightRecorderReport } from '../../sim/flight-recorder.js';
 import { InspectorDumps } from '../../sim/inspector.js';
 import { MODELS } from '../../sim/models.js';
 import { type Command, num, parse } from '../args.js';
@@ -100,6 +101,9 @@ ${SIM_FLAGS_HELP}
                        default 500); records are dated by their dump
   --inspector-verbose  records carry their kernel times (NCCL_INSPECTOR_DUMP_VERBOSE=1)
   --inspector-ops N    operations each simulated collective is reported as (default 1)
+  --flight-recorder-report FILE  also write what PyTorch's Flight Recorder analyzer (fr_trace) would
+                       print: which ranks never joined which collective when ranks hang (empty
+                       when none did)
 ${SIM_FAILURES_HELP}`,
   async run(argv) {
     const { values } = parse(argv, {
@@ -110,6 +114,7 @@ ${SIM_FAILURES_HELP}`,
       'inspector-dump-us': { type: 'string' },
       'inspector-verbose': { type: 'boolean' },
       'inspector-ops': { type: 'string' },
+      'flight-recorder-report': { type: 'string' },
       ...simFailureOptions,
     });
     if (values.help) {
@@ -122,12 +127,20 @@ ${SIM_FAILURES_HELP}`,
     const truth = values.truth === undefined ? undefined : openSync(values.truth, 'w');
     const out = new LineWriter(values.out);
     const dumps = inspectorDumps(simulation, values);
+    const fr = values['flight-recorder-report'];
+    const frFile = fr === undefined ? undefined : openSync(fr, 'w');
+    const recorder = fr === undefined ? undefined : new FlightRecorderReport(simulation);
     for (const e of simulation.events()) {
+      recorder?.take(e);
       const sent = dumps ? dumps.take(e) : e;
       if (sent) await out.write(JSON.stringify(sent));
     }
     dumps?.close();
     await out.close();
+    if (frFile !== undefined && recorder) {
+      writeFileSync(frFile, recorder.text());
+      closeSync(frFile);
+    }
     if (truth !== undefined) {
       writeFileSync(truth, `${JSON.stringify(simulation.faults, null, 2)}\n`);
       closeSync(truth);

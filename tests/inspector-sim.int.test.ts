@@ -78,6 +78,8 @@ async function throughCollect(name: string, faults: string[]) {
   // hold every record, so a step's events can leave as soon as its end is known, and the test can
   // post the hooks' events step by step and wait for each step's collectives, as a live run
   // interleaves them (the detectors judge a step's collectives in the order a bus carries them).
+  // The later steps' records wait for their steps' ends meanwhile: on a slow machine longer than
+  // 15 s, which would send them as a snapshot of a step still running, so that is turned off.
   const bus = join(work, 'bus.jsonl');
   const config = join(work, 'collect.json');
   writeFileSync(
@@ -91,6 +93,7 @@ async function throughCollect(name: string, faults: string[]) {
           from: 'start',
           pollMs: 50,
           settleMs: 0,
+          openEveryMs: 3_600_000,
         },
       ],
     }),

@@ -24,7 +24,8 @@ export const CollectorConfig = Type.Object(
     }),
     bus: Type.String({
       default: 'http://127.0.0.1:7070',
-      description: 'where events go: http(s)://host:port of `rankwatch up`, or kafka://broker[,broker]/topic',
+      description:
+        'where events go: http(s)://host:port of `rankwatch up`, kafka://broker[,broker]/topic, or file:PATH (JSON lines, appended: for `rankwatch replay`)',
     }),
     token: Type.Optional(
       Type.String({ description: 'bearer token for HTTP ingest (--token or $RANKWATCH_TOKEN win over it)' }),

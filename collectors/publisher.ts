@@ -1,10 +1,13 @@
 /**
  * Which Publisher a collector sends through, from its `bus` URL: http(s):// posts to
- * `rankwatch up`; kafka:// uses stream/kafka.ts. Either is wrapped in the disk spool when one is
+ * `rankwatch up`; kafka:// uses stream/kafka.ts; file:PATH appends JSON lines (offline runs, read
+ * back by `rankwatch replay`). Each is wrapped in the disk spool when one is
  * configured, so an unreachable bus delays events instead of losing them.
  */
+import { fileURLToPath } from 'node:url';
 import { RankwatchError } from '../core/errors.js';
 import type { Health } from '../core/health.js';
+import { FilePublisher } from '../stream/file-publisher.js';
 import { HttpPublisher } from '../stream/http.js';
 import { isRefusal } from '../stream/isolate.js';
 import { DiskSpool } from '../stream/spool.js';
@@ -91,6 +94,7 @@ async function busPublisher(
   logger: Logger,
   onRefused?: (event: unknown, reason: string) => void,
 ): Promise<Publisher> {
+  if (cfg.bus.startsWith('file:')) return FilePublisher.open(filePath(cfg.bus));
   const url = new URL(cfg.bus);
   if (url.protocol === 'http:' || url.protocol === 'https:')
     return new HttpPublisher({
@@ -106,7 +110,15 @@ async function busPublisher(
         ),
     });
   if (url.protocol === 'kafka:') return kafkaPublisher(url, logger);
-  throw new RankwatchError('RANKWATCH_ERR_CONFIG', `bus: "${cfg.bus}" is neither http(s):// nor kafka://`);
+  throw new RankwatchError(
+    'RANKWATCH_ERR_CONFIG',
+    `bus: "${cfg.bus}" is neither http(s)://, kafka:// nor file:PATH`,
+  );
+}
+
+/** file:///abs/path (a URL) or file:path (as typed, relative to the working folder). */
+function filePath(bus: string): string {
+  return bus.startsWith('file://') ? fileURLToPath(bus) : bus.slice('file:'.length);
 }
 
 /**

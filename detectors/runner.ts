@@ -49,6 +49,12 @@ export interface RunnerCounters {
   /** Jobs with no step for a while (findings still open), and jobs ended because they went quiet. */
   stale_jobs: number;
   quiet_ended_jobs: number;
+  /**
+   * Collectives of a job that had finished, dated before its end, that came after it (a node
+   * collector sends a step's reduced collectives seconds after the step): not judged, and they do
+   * not bring the job back.
+   */
+  collectives_after_finish: number;
 }
 
 interface JobRuntime {
@@ -70,6 +76,8 @@ export class DetectorRunner {
   private readonly jobOfGpu = new Map<string, { jobs: (string | undefined)[]; ranks: number[] }>();
   /** Final MFU of finished jobs, most recent last, bounded. */
   private readonly finishedMfu = new Map<string, number | undefined>();
+  /** When finished jobs finished, most recent last, bounded. */
+  private readonly finishedAt = new Map<string, number>();
   private out: DetectorOutput = { findings: [], mfu: [], rollups: [], slowGpus: [] };
   private readonly log: FindingLog;
   private readonly ctx: DetectorContext;
@@ -91,6 +99,7 @@ export class DetectorRunner {
     late_steps: 0,
     stale_jobs: 0,
     quiet_ended_jobs: 0,
+    collectives_after_finish: 0,
   };
   private lastTs = 0;
   private readonly quiet: QuietTracker;
@@ -160,6 +169,10 @@ export class DetectorRunner {
     if (!readers) return;
     const id = (e as { job?: string }).job;
     if (e.kind === 'collective') {
+      if (!this.jobs.has(e.job) && e.ts <= (this.finishedAt.get(e.job) ?? Number.NEGATIVE_INFINITY)) {
+        this.counters.collectives_after_finish++;
+        return;
+      }
       const j = this.job(e.job);
       for (const i of readers) j.detectors[i].event!(e);
       return;
@@ -394,6 +407,8 @@ export class DetectorRunner {
     this.quiet.forget(id);
     this.finishedMfu.set(id, j.mfu.overall());
     if (this.finishedMfu.size > 1000) this.finishedMfu.delete(this.finishedMfu.keys().next().value!);
+    this.finishedAt.set(id, ts);
+    if (this.finishedAt.size > 1000) this.finishedAt.delete(this.finishedAt.keys().next().value!);
     this.jobs.delete(id);
     this.releaseGpus(id);
   }

@@ -1,6 +1,7 @@
 /** Runs evaluation cases through the detectors and sums up, per fault family, what was caught, how fast, and what cried wolf. */
 import type { DetectorConfig } from '../detectors/detector.js';
 import { DetectorRunner } from '../detectors/runner.js';
+import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { matches, scoreRun } from '../sim/score.js';
@@ -25,9 +26,20 @@ export interface RunResult {
   resolvedWhileActive?: number;
   rankHours: number;
   events: number;
+  /** Every finding opened, matched or not, and rank 0's step ends (to compare two paths of one job). */
+  opened?: Finding[];
+  stepEnds?: number[];
 }
 
-export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): RunResult {
+/**
+ * One job through the detectors; `path` gives the events as the detectors receive them (default:
+ * the simulator's own, eval/inspector.ts: through NCCL Inspector files and the collector).
+ */
+export function runCase(
+  c: EvalCase,
+  detectors: Partial<DetectorConfig> = {},
+  path: (sim: ClusterSim) => Iterable<RankwatchEvent> = (sim) => sim.events(),
+): RunResult {
   const sim = new ClusterSim(c.sim);
   const runner = new DetectorRunner(detectors);
   const findings: Finding[] = [];
@@ -35,7 +47,7 @@ export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): R
   let first = Number.NaN;
   let last = 0;
   const stepTs: number[] = [];
-  for (const e of sim.events()) {
+  for (const e of path(sim)) {
     runner.push(e);
     if (e.kind === 'step' && e.rank === 0) stepTs.push(e.ts);
     events++;
@@ -78,6 +90,8 @@ export function runCase(c: EvalCase, detectors: Partial<DetectorConfig> = {}): R
     resolvedWhileActive: f ? resolvedWhileActive : undefined,
     rankHours: (c.ranks * (last - first)) / 3.6e6,
     events,
+    opened: findings.filter((x) => x.state === 'open'),
+    stepEnds: stepTs,
   };
 }
 

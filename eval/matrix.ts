@@ -267,6 +267,8 @@ export const MATRICES: Record<string, MatrixSpec> = {
     steps: 200,
     families: [...FAMILIES, ...HANG_FAMILIES.map((f) => ({ ...f, sizes: [{ ranks: 512, seeds: [1] }] }))],
   },
+  /** Every family at 256 ranks, for `--path inspector` (each job runs twice: native and through Inspector files). */
+  inspector: { sizes: [{ ranks: 256, seeds: [1, 2, 3] }], steps: 240, families: FAMILIES },
   long: {
     sizes: [
       { ranks: 256, seeds: [1, 2, 3, 4, 5, 6, 7, 8] },

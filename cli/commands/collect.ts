@@ -19,7 +19,7 @@ const COLLECT_OPTIONS = defineOptions({
     kind: 'string',
     arg: 'URL',
     defaultText: 'http://127.0.0.1:7070',
-    help: 'http://host:7070 (rankwatch up) or kafka://broker1:9092,broker2:9092/topic; TLS/SASL from RANKWATCH_KAFKA_* (docs/kafka.md)',
+    help: 'http://host:7070 (rankwatch up) or kafka://broker1:9092,broker2:9092/topic; TLS/SASL from RANKWATCH_KAFKA_* (docs/kafka.md); or file:PATH: JSON lines appended to PATH, for `rankwatch replay` (offline runs)',
   },
   token: { kind: 'string', arg: 'T', env: 'RANKWATCH_TOKEN', help: 'bearer token for HTTP ingest' },
   host: { kind: 'string', arg: 'NAME', defaultText: 'hostname', help: "this node's name in events" },

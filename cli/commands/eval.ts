@@ -7,13 +7,14 @@ import { SWEEP_H, sweep } from '../../eval/sweep.js';
 import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { Progress } from '../progress.js';
 import { table } from '../table.js';
+import { EVAL_PATH_OPTIONS, runPathEval, wantsPathEval } from './eval-inspector.js';
 
 const OPTIONS = defineOptions({
   matrix: {
     kind: 'enum',
     values: Object.keys(MATRICES),
     arg: 'NAME',
-    default: 'default',
+    defaultText: 'default; inspector with --path inspector',
     help: `default (${expand(MATRICES.default).length} jobs), quick (${expand(MATRICES.quick).length} jobs), scale (a 6% slow rank at 256, 8k, 16k ranks), clean (every clean job, long ones included: false findings per detector), long`,
   },
   sweep: { kind: 'boolean', help: "instead: the straggler's trade-off curve over its CUSUM threshold h" },
@@ -22,6 +23,7 @@ const OPTIONS = defineOptions({
     kind: 'file',
     help: 'write the table into FILE between <!-- eval:start/end --> markers (clean: eval-false, scale: eval-scale, --sweep: sweep)',
   },
+  ...EVAL_PATH_OPTIONS,
 });
 
 export const evaluate: Command = {
@@ -46,11 +48,12 @@ ${optionsHelp(OPTIONS)}`,
       console.log(this.usage);
       return 0;
     }
+    if (wantsPathEval(values)) return runPathEval(values);
     // A docs file without its markers is reported before minutes of evaluation, not after.
     if (values['update-docs']) {
       try {
         const doc = readFileSync(values['update-docs'], 'utf8');
-        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix), '');
+        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix ?? 'default'), '');
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code === 'ENOENT')
           throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${values['update-docs']}`);
@@ -90,7 +93,7 @@ ${optionsHelp(OPTIONS)}`,
       if (values['update-docs']) update(values['update-docs'], 'sweep', markdownTable(head, body));
       return 0;
     }
-    const name = values.matrix;
+    const name = values.matrix ?? 'default';
     const matrix = MATRICES[name];
     const cases = expand(matrix);
     const started = performance.now();
@@ -109,7 +112,7 @@ ${optionsHelp(OPTIONS)}`,
           {
             matrix: name,
             summary,
-            runs: results.map(({ falseFindings, ...r }) => ({
+            runs: results.map(({ falseFindings, opened: _opened, stepEnds: _ends, ...r }) => ({
               ...r,
               falseFindings: falseFindings.map((f) => f.summary),
             })),

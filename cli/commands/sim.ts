@@ -1,7 +1,9 @@
-import { closeSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, statSync, writeFileSync } from 'node:fs';
 import { RankwatchError } from '../../core/errors.js';
 import { ClusterSim, SIM_DEFAULTS } from '../../sim/cluster.js';
 import { FAULT_TYPES, parseFault } from '../../sim/faults.js';
+import { FlightRecorderReport } from '../../sim/flight-recorder.js';
+import { InspectorDumps } from '../../sim/inspector.js';
 import { MODELS } from '../../sim/models.js';
 import { type Command, defineOptions, type OptionValues, optionsHelp, parseOptions } from '../args.js';
 import { LineWriter } from '../jsonl.js';
@@ -104,6 +106,35 @@ const OUTPUT_OPTIONS = defineOptions({
     help: 'also write what was injected (hosts, GPUs, onset, true cost) as JSON',
   },
   out: { kind: 'file', short: 'o', help: 'write here instead of stdout' },
+  'inspector-dir': {
+    kind: 'file',
+    arg: 'DIR',
+    help: "also write what NCCL Inspector would: one dump file per process in DIR (<host>-pid<pid>.log, the plugin's format), one record per collective operation; step events then carry their pid (as the Python hook sends them) and collective events are left out (they come from the files). Read them with: rankwatch collect --nccl-inspector DIR --nccl-inspector-all-hosts",
+  },
+  'inspector-dump-us': {
+    kind: 'number',
+    arg: 'N',
+    integer: true,
+    min: 1,
+    defaultText: '500',
+    help: 'each process dumps every N µs (NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS); records are dated by their dump',
+  },
+  'inspector-verbose': {
+    kind: 'boolean',
+    help: 'records carry their kernel times (NCCL_INSPECTOR_DUMP_VERBOSE=1)',
+  },
+  'inspector-ops': {
+    kind: 'number',
+    arg: 'N',
+    integer: true,
+    min: 1,
+    defaultText: '1',
+    help: 'operations each simulated collective is reported as',
+  },
+  'flight-recorder-report': {
+    kind: 'file',
+    help: "also write what PyTorch's Flight Recorder analyzer (fr_trace) would print: which ranks never joined which collective when ranks hang (empty when none did)",
+  },
 });
 
 const OPTIONS = defineOptions({ ...SIM_OPTIONS, ...OUTPUT_OPTIONS, ...SIM_FAILURE_OPTIONS });
@@ -130,8 +161,21 @@ ${SIM_FAILURES_HELP}`,
     // Both outputs are opened before the first event, so a bad path fails before any work.
     const truth = values.truth === undefined ? undefined : openSync(values.truth, 'w');
     const out = new LineWriter(values.out);
-    for (const e of simulation.events()) await out.write(JSON.stringify(e));
+    const dumps = inspectorDumps(simulation, values);
+    const fr = values['flight-recorder-report'];
+    const frFile = fr === undefined ? undefined : openSync(fr, 'w');
+    const recorder = fr === undefined ? undefined : new FlightRecorderReport(simulation);
+    for (const e of simulation.events()) {
+      recorder?.take(e);
+      const sent = dumps ? dumps.take(e) : e;
+      if (sent) await out.write(JSON.stringify(sent));
+    }
+    dumps?.close();
     await out.close();
+    if (frFile !== undefined && recorder) {
+      writeFileSync(frFile, recorder.text());
+      closeSync(frFile);
+    }
     if (truth !== undefined) {
       writeFileSync(truth, `${JSON.stringify(simulation.faults, null, 2)}\n`);
       closeSync(truth);
@@ -139,3 +183,27 @@ ${SIM_FAILURES_HELP}`,
     return 0;
   },
 };
+
+/** The Inspector dump writer --inspector-dir asks for, checked before any event is made. */
+function inspectorDumps(sim: ClusterSim, v: OptionValues<typeof OPTIONS>): InspectorDumps | undefined {
+  const dir = v['inspector-dir'];
+  const flags = (['inspector-dump-us', 'inspector-verbose', 'inspector-ops'] as const).filter(
+    (k) => v[k] !== undefined && v[k] !== false,
+  );
+  if (dir === undefined) {
+    if (flags.length)
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', `--${flags[0]} needs --inspector-dir DIR`);
+    return undefined;
+  }
+  if (statSync(dir, { throwIfNoEntry: false })?.isFile())
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `--inspector-dir ${dir} is a file: give a folder (it is created when missing)`,
+    );
+  return new InspectorDumps(sim, {
+    dir,
+    dumpIntervalUs: v['inspector-dump-us'] ?? 500,
+    verbose: v['inspector-verbose'] === true,
+    opsPerCollective: v['inspector-ops'] ?? 1,
+  });
+}

@@ -14,14 +14,14 @@
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { Type } from '@sinclair/typebox';
+import { type Static, Type } from '@sinclair/typebox';
 import type { CollectiveEvent } from '../../schema/events.js';
-import { InspectorJsonReader } from '../parsers/nccl_inspector.js';
+import { InspectorJsonReader, type InspectorOp } from '../parsers/nccl_inspector.js';
 import { type PromBucket, parseInspectorProm } from '../parsers/nccl_inspector_prom.js';
 import type { ParseProblem } from '../parsers/problems.js';
 import { RankMap } from '../ranks.js';
 import { CollectiveReducer, REDUCER_DEFAULTS } from '../reduce.js';
-import { type SourceFactory, sourceName } from '../source.js';
+import { type SourceDeps, type SourceFactory, sourceName } from '../source.js';
 import { FileTail } from './tail.js';
 
 const schema = Type.Object(
@@ -79,7 +79,6 @@ const PROM_FILE = /^nccl_inspector_metrics_.+\.prom$/;
 const DUMP_NAME = /^(.+)-pid(\d+)\.(?:log|jsonl)$/;
 
 interface JsonFile {
-  tail: FileTail;
   reader: InspectorJsonReader;
   line: number;
 }
@@ -96,33 +95,12 @@ export const ncclInspector: SourceFactory<typeof schema> = {
     'NCCL Inspector dumps (JSON v4.x, verbose or not; Prometheus textfiles): per-op collectives reduced per rank, step, communicator and op',
   schema,
   create(cfg, deps) {
-    const name = sourceName('nccl_inspector', cfg.name);
-    const ranks = deps.ranks ?? new RankMap({ localHosts: [deps.host] });
-    const ignored: Record<string, number> = {};
-    const ignore = (what: string, n = 1) => {
-      ignored[what] = (ignored[what] ?? 0) + n;
-    };
+    const intake = new InspectorIntake(cfg, deps);
+    const { name, ranks } = intake;
+    const mine = (host: string) => intake.mine(host);
     const drop = (reason: string, n: number, detail?: string) => deps.dropped?.(name, reason, n, detail);
-    // One counter for the source; the file named in each problem's reason.
-    const problems = (path: string, ps: ParseProblem[]) =>
-      deps.parseProblems(
-        name,
-        ps.map((p) => ({ ...p, reason: `in ${basename(path)}: ${p.reason}` })),
-      );
-    const reducer = new CollectiveReducer({
-      ranks,
-      emit: (events) => deps.emit(events),
-      drop,
-      holdMs: cfg.holdMs,
-      settleMs: cfg.settleMs,
-      openEveryMs: cfg.openEveryMs,
-      intervalMs: cfg.intervalMs,
-      maxStepMs: REDUCER_DEFAULTS.maxStepMs,
-      maxHeld: cfg.maxHeld,
-      now: deps.now,
-    });
-    const mine = (host: string) => cfg.hosts === 'all' || ranks.isLocal(host);
-    const jsonFiles = new Map<string, JsonFile>();
+    const problems = (path: string, ps: ParseProblem[]) => intake.problems(path, ps);
+    const jsonFiles = new Map<string, FileTail>();
     const promFiles = new Map<string, PromFile>();
     /** Prometheus aggregates whose GPU has no rank yet (held like records). */
     let waiting: { b: PromBucket; ts: number; at: number }[] = [];
@@ -132,53 +110,28 @@ export const ncclInspector: SourceFactory<typeof schema> = {
     let tickTimer: NodeJS.Timeout | undefined;
     let running: Promise<void> | undefined;
 
-    const readLines = (path: string, f: JsonFile) => (lines: string[]) => {
-      for (const line of lines) {
-        const r = f.reader.push(line, ++f.line);
-        if (r.problem) problems(path, [r.problem]);
-        else if (r.ignored) ignore(r.ignored);
-        else if (r.drops)
-          drop(
-            'inspector_ring_overflow',
-            r.drops.dropped,
-            `the plugin's ring buffer of ${r.drops.comm} overflowed between dumps (raise NCCL_INSPECTOR_DUMP_COLL_RING_SIZE or dump more often)`,
-          );
-        if (r.op) {
-          if (mine(r.op.host)) reducer.add(r.op, deps.now());
-          else ignore('other_host');
-        }
-      }
-    };
-
     const follow = (path: string) => {
-      const f: JsonFile = { reader: new InspectorJsonReader(), line: 0 } as JsonFile;
-      f.tail = new FileTail(
+      const tail = new FileTail(
         { path, from: firstScan ? cfg.from : 'start', pollMs: cfg.pollMs },
         {
-          onLines: (lines) => readLines(path, f)(lines),
+          onLines: (lines) => intake.lines(path, lines),
           onError: (err) => deps.sourceError(name, err),
           onNotice: (msg) => deps.logger.info(`${name}: ${msg}`),
-          onReset: () => {
-            const cut = f.reader.finish();
-            if (cut.length) problems(path, cut);
-            f.reader = new InspectorJsonReader();
-            f.line = 0;
-          },
+          onReset: () => intake.reset(path),
           onLongLine: (bytes) =>
             deps.parseProblems(name, [
               { line: 0, reason: `line longer than the limit (${bytes} bytes), skipped`, raw: '' },
             ]),
         },
       );
-      jsonFiles.set(path, f);
-      f.tail.start();
+      jsonFiles.set(path, tail);
+      tail.start();
     };
 
-    const unfollow = async (path: string, f: JsonFile) => {
+    const unfollow = async (path: string, tail: FileTail) => {
       jsonFiles.delete(path);
-      await f.tail.stop();
-      const cut = f.reader.finish();
-      if (cut.length) problems(path, cut);
+      await tail.stop();
+      intake.forget(path);
     };
 
     const scan = async () => {
@@ -234,15 +187,12 @@ export const ncclInspector: SourceFactory<typeof schema> = {
       }
       const snap = parseInspectorProm(text);
       if (snap.problems.length) problems(path, snap.problems);
-      for (const [k, n] of Object.entries(snap.ignored)) ignore(k, n);
-      for (const op of snap.ops) {
-        if (mine(op.host)) reducer.add(op, now);
-        else ignore('other_host');
-      }
+      for (const [k, n] of Object.entries(snap.ignored)) intake.ignore(k, n);
+      for (const op of snap.ops) intake.add(op, now);
       const ts = Math.round(st.mtimeMs);
       for (const b of snap.buckets) {
         if (mine(b.host)) waiting.push({ b, ts, at: now });
-        else ignore('other_host');
+        else intake.ignore('other_host');
       }
     };
 
@@ -268,11 +218,7 @@ export const ncclInspector: SourceFactory<typeof schema> = {
       const now = deps.now();
       for (const [path, p] of promFiles) await readProm(path, p, now);
       if (waiting.length) sendBuckets(now);
-      reducer.tick(now);
-      if (Object.keys(ignored).length) {
-        deps.ignoredFields?.(name, { ...ignored });
-        for (const k of Object.keys(ignored)) delete ignored[k];
-      }
+      intake.tick(now);
     };
 
     const loop = (what: () => Promise<void>, every: number, set: (t: NodeJS.Timeout) => void) => {
@@ -306,13 +252,127 @@ export const ncclInspector: SourceFactory<typeof schema> = {
         const now = deps.now();
         for (const [path, p] of promFiles) await readProm(path, p, now, true);
         sendBuckets(Number.POSITIVE_INFINITY);
-        reducer.flush(now);
-        reducer.close();
-        if (Object.keys(ignored).length) deps.ignoredFields?.(name, { ...ignored });
+        intake.stop(now);
       },
     };
   },
 };
+
+type IntakeConfig = Pick<
+  Static<typeof schema>,
+  'hosts' | 'holdMs' | 'settleMs' | 'openEveryMs' | 'intervalMs' | 'maxHeld'
+> & { name?: string };
+
+/**
+ * What the source does with dump lines, apart from following the files: parse each file's lines
+ * in order, keep this node's records (or every host's), count what cannot be used, map and
+ * reduce. The source feeds it from its file tails; `rankwatch eval --path inspector` feeds it the
+ * simulator's dump files with event time for a clock.
+ */
+export class InspectorIntake {
+  readonly name: string;
+  readonly ranks: RankMap;
+  readonly reducer: CollectiveReducer;
+  private readonly files = new Map<string, JsonFile>();
+  private readonly ignored: Record<string, number> = {};
+
+  constructor(
+    private readonly cfg: IntakeConfig,
+    private readonly deps: SourceDeps,
+  ) {
+    this.name = sourceName('nccl_inspector', cfg.name);
+    this.ranks = deps.ranks ?? new RankMap({ localHosts: [deps.host] });
+    this.reducer = new CollectiveReducer({
+      ranks: this.ranks,
+      emit: (events) => deps.emit(events),
+      drop: (reason, n, detail) => deps.dropped?.(this.name, reason, n, detail),
+      holdMs: cfg.holdMs,
+      settleMs: cfg.settleMs,
+      openEveryMs: cfg.openEveryMs,
+      intervalMs: cfg.intervalMs,
+      maxStepMs: REDUCER_DEFAULTS.maxStepMs,
+      maxHeld: cfg.maxHeld,
+      now: deps.now,
+    });
+  }
+
+  mine(host: string): boolean {
+    return this.cfg.hosts === 'all' || this.ranks.isLocal(host);
+  }
+
+  /** New lines of one dump file, in order. */
+  lines(path: string, lines: string[]): void {
+    let f = this.files.get(path);
+    if (!f) {
+      f = { reader: new InspectorJsonReader(), line: 0 };
+      this.files.set(path, f);
+    }
+    for (const line of lines) {
+      const r = f.reader.push(line, ++f.line);
+      if (r.problem) this.problems(path, [r.problem]);
+      else if (r.ignored) this.ignore(r.ignored);
+      else if (r.drops)
+        this.deps.dropped?.(
+          this.name,
+          'inspector_ring_overflow',
+          r.drops.dropped,
+          `the plugin's ring buffer of ${r.drops.comm} overflowed between dumps (raise NCCL_INSPECTOR_DUMP_COLL_RING_SIZE or dump more often)`,
+        );
+      if (r.op) this.add(r.op, this.deps.now());
+    }
+  }
+
+  /** An operation (from a dump line or a Prometheus file) into the reduction, when it is this node's. */
+  add(op: InspectorOp, now: number): void {
+    if (this.mine(op.host)) this.reducer.add(op, now);
+    else this.ignore('other_host');
+  }
+
+  /** A file read again from its start (truncated, or a new one under its name): a dump cut short is reported. */
+  reset(path: string): void {
+    this.forget(path);
+  }
+
+  /** A file read to its end for the last time. */
+  forget(path: string): void {
+    const f = this.files.get(path);
+    this.files.delete(path);
+    const cut = f?.reader.finish() ?? [];
+    if (cut.length) this.problems(path, cut);
+  }
+
+  ignore(what: string, n = 1): void {
+    this.ignored[what] = (this.ignored[what] ?? 0) + n;
+  }
+
+  /** One counter for the source; the file named in each problem's reason. */
+  problems(path: string, ps: ParseProblem[]): void {
+    this.deps.parseProblems(
+      this.name,
+      ps.map((p) => ({ ...p, reason: `in ${basename(path)}: ${p.reason}` })),
+    );
+  }
+
+  /** Moves the reduction on (steps and intervals due are sent) and reports what was ignored. */
+  tick(now: number): void {
+    this.reducer.tick(now);
+    this.reportIgnored();
+  }
+
+  /** At stop: everything held is sent or dropped with its reason. */
+  stop(now: number): void {
+    for (const path of [...this.files.keys()]) this.forget(path);
+    this.reducer.flush(now);
+    this.reducer.close();
+    this.reportIgnored();
+  }
+
+  private reportIgnored(): void {
+    if (Object.keys(this.ignored).length === 0) return;
+    this.deps.ignoredFields?.(this.name, { ...this.ignored });
+    for (const k of Object.keys(this.ignored)) delete this.ignored[k];
+  }
+}
 
 /** A v5 aggregate → an interval event of the GPU's rank: per-operation means, no count. */
 function bucketEvent(

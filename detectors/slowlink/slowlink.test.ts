@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { CollectiveEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
 import { ClusterSim, type SimOptions } from '../../sim/cluster.js';
 import { parseFault } from '../../sim/faults.js';
@@ -97,5 +98,49 @@ describe('slow link: NVLink groups', () => {
       .findings.filter((f: Finding) => f.type === 'slow_link' && f.state === 'open');
     expect(opened.map((f) => f.host)).toEqual(['gpu-spare']);
     expect(opened[0].summary).toContain('GPUs 0, 1, 2, 3, 4, 5, 6, 7 on gpu-spare');
+  });
+});
+
+describe('slow link: collectives from node collectors', () => {
+  /**
+   * As node collectors send them: each host's reduced collectives a few steps after the step
+   * events (settle time, dump lag), each collector on its own clock, so one step's collectives
+   * come in parts with step frames closing in between.
+   */
+  function staggered(opts: SimOptions) {
+    const runner = new DetectorRunner();
+    const held: { due: number; e: CollectiveEvent }[] = [];
+    let frame = -1;
+    for (const e of new ClusterSim(opts).events()) {
+      if (e.kind === 'collective') {
+        // Two frames late, a third of the ranks three (their dump came after the collector's poll).
+        held.push({ due: e.step + 2 + (e.rank % 3 === 0 ? 1 : 0), e });
+        continue;
+      }
+      if (e.kind === 'step' && e.step > frame) {
+        frame = e.step;
+        for (const h of held.filter((x) => x.due <= frame)) runner.push(h.e);
+        held.splice(0, held.length, ...held.filter((x) => x.due > frame));
+      }
+      runner.push(e);
+    }
+    for (const h of held) runner.push(h.e);
+    runner.flush();
+    return runner.take().findings.filter((f: Finding) => f.type === 'slow_link' && f.state === 'open');
+  }
+
+  it('judges a step once all its parts came: no false slow link with late-arrival timing, and the NIC still found', () => {
+    // Late arrival: each rank's time includes waiting for the last member; a communicator judged
+    // without the member that came last would look slow.
+    const clean = staggered({ ranks: 128, steps: 120, seed: 11, lateArrival: true });
+    expect(clean.map((f) => `${f.host}/${f.gpu}`)).toEqual([]);
+    const nic = staggered({
+      ranks: 128,
+      steps: 120,
+      seed: 12,
+      lateArrival: true,
+      faults: [parseFault('nic:rank=77,at=40,factor=3')],
+    });
+    expect(nic.map((f) => `${f.host}/${f.gpu}`)).toEqual(['gpu-0009/5']);
   });
 });

@@ -314,7 +314,8 @@ export class SlowLinkDetector {
   onStepClosed(step: number, stepMs: number, ts: number): void {
     this.stepTimes.set(step, { stepMs, ts });
     this.closeThrough(step - 1);
-    for (const s of this.stepTimes.keys()) if (s < step - this.cfg.maxOpenSteps) this.stepTimes.delete(s);
+    // Kept longer than open steps: a collector's reduced collectives come a few steps late.
+    for (const s of this.stepTimes.keys()) if (s < step - 4 * this.cfg.maxOpenSteps) this.stepTimes.delete(s);
   }
 
   /** Judges everything still open (end of input or job). */
@@ -322,9 +323,19 @@ export class SlowLinkDetector {
     this.closeThrough(Number.POSITIVE_INFINITY);
   }
 
+  /**
+   * Judges the open steps through `step`, oldest first. The newest open step waits until a
+   * collective of a later step has come (or `maxOpenSteps` - 1 frames have closed after it): node
+   * collectors send a step's reduced collectives seconds after its step events, each on its own
+   * clock, so a step judged when its frame closes could be judged with part of its members, and
+   * a communicator missing the member that arrived last looks slow.
+   */
   private closeThrough(step: number): void {
+    let latest = Number.NEGATIVE_INFINITY;
+    for (const s of this.open.keys()) if (s > latest) latest = s;
     const steps = [...this.open.keys()].filter((s) => s <= step).sort((a, b) => a - b);
     for (const s of steps) {
+      if (s === latest && step - s < this.cfg.maxOpenSteps - 1) break;
       const t = this.stepTimes.get(s) ?? this.lastTimes;
       if (t) {
         const links = this.open.get(s)!;

@@ -14,6 +14,7 @@ import type { FindingLog, LifecycleConfig } from './findings.js';
 import type { MfuDropConfig } from './mfu/drop.js';
 import type { NcclCheckConfig } from './nccl_tests/nccl_tests.js';
 import type { SlowLinkConfig } from './slowlink/slowlink.js';
+import type { StallConfig } from './stall/stall.js';
 import type { AssemblerConfig, RankTable, StepFrame } from './steps.js';
 import type { StragglerConfig } from './straggler/straggler.js';
 import type { ThrottleConfig } from './throttle/throttle.js';
@@ -30,6 +31,8 @@ export interface DetectorConfig {
   /** `checkpoint_interval` from each job's saves and interruptions (a fleet MTBF for jobs with none). */
   checkpointInterval: CheckpointAdvisorConfig;
   triage: TriageConfig;
+  /** `recurring_stall`: what a stall is, and how steady its period must be. */
+  stall: StallConfig;
 }
 
 export type EventKind = RankwatchEvent['kind'];

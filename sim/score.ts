@@ -18,10 +18,11 @@ export const CATCHES: Record<string, string[]> = {
   flap: ['slow_link'],
   drift: ['straggler'],
   nvlink: ['slow_link'],
+  stall: ['recurring_stall'],
 };
 
 /** Types whose findings on a clean job are false alarms. */
-export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link', 'mfu_drop']);
+export const JUDGED_TYPES = new Set(['straggler', 'throttle', 'slow_link', 'mfu_drop', 'recurring_stall']);
 
 export interface FaultScore {
   fault: InjectedFault;

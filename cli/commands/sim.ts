@@ -31,8 +31,10 @@ export const SIM_FLAGS_HELP = `  --ranks N            ranks (GPUs) in the job: 1
   --fault SPEC         inject a fault, repeatable: TYPE:key=value,...
                        types: ${FAULT_TYPES.join(', ')}
                        keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code,
-                       peer (link: the other end)
+                       peer (link: the other end), jitter (stall: every ± jitter steps), stall
+                       (stall: seconds, A-B or one number; its rank is held up, its peers wait)
                        e.g. throttle:rank=37,at=60  nic:rank=100,at=40,factor=3
+                            stall:rank=12,at=40,every=50,jitter=5,stall=3-6
   --no-telemetry       leave out the 1 Hz gpu samples
   --no-collectives     leave out collective events
   --start ISO|MS       event time of the first event (default: now, to the minute, so a store keeps

@@ -14,12 +14,13 @@ export const evaluate: Command = {
 
 Runs simulated jobs through the detectors: clean jobs (heterogeneous stages, stalls, spikes) and
 one injected fault of each kind (throttle, 5% slow rank, intermittent 30% slow rank, degraded
-NIC, node power brake, bad pair link), over several seeds and 256 to 4096 ranks. Prints, per
-scenario: recall (the finding names the right host and GPU), median and worst time to detect in
-event time, cost-estimate error against the simulator's true cost, and false findings
-(straggler, throttle, slow_link that match no injected fault) per 1,000 rank-hours.
+NIC, node power brake, bad pair link, a rank stalling 3-6 s every ~50 steps), over several seeds
+and 256 to 4096 ranks. Prints, per scenario: recall (the finding names the right host and GPU),
+median and worst time to detect in event time, cost-estimate error against the simulator's true
+cost, and false findings (straggler, throttle, slow_link, mfu_drop, recurring_stall that match no
+injected fault) per 1,000 rank-hours.
 
-  --matrix NAME        default (65 jobs), quick (16 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
+  --matrix NAME        default (74 jobs), quick (19 jobs), scale (a 6% slow rank at 256, 8k, 16k ranks),
                        clean (every clean job, long ones included: false findings per detector), long
   --sweep              instead: the straggler's trade-off curve over its CUSUM threshold h
   --json               print the results as JSON

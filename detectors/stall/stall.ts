@@ -89,6 +89,8 @@ export class RecurringStallDetector {
   private threshold: number[] = [];
   private sample = new Float64Array(0);
   private readonly stalled: number[] = [];
+  private readonly slowest = new TopOfOtherHosts();
+  private readonly waitedFor = new TopOfOtherHosts();
 
   constructor(
     private readonly job: string,
@@ -144,12 +146,8 @@ export class RecurringStallDetector {
     for (let s = 0; s < stages; s++) this.reference(f, s);
     // The slowest compute and the largest lead in peers' wait, on two different hosts: what the
     // step would have taken without a stalled rank is set by the slowest rank elsewhere.
-    let cBest = 0;
-    let cSecond = 0;
-    let cHost: string | undefined;
-    let wBest = 0;
-    let wSecond = 0;
-    let wHost: string | undefined;
+    const slowest = this.slowest.reset();
+    const waitedFor = this.waitedFor.reset();
     const stalled = this.stalled;
     stalled.length = 0;
     let seen = 0;
@@ -161,21 +159,9 @@ export class RecurringStallDetector {
       if (!(med > 0)) continue;
       const c = f.compute[r];
       const host = ranks.host[r];
-      if (c > cSecond) {
-        if (c > cBest) {
-          if (host !== cHost) cSecond = cBest;
-          cBest = c;
-          cHost = host;
-        } else if (host !== cHost) cSecond = c;
-      }
+      slowest.offer(c, host);
       const lead = this.medWait[s] - f.commWait[r];
-      if (lead > wSecond) {
-        if (lead > wBest) {
-          if (host !== wHost) wSecond = wBest;
-          wBest = lead;
-          wHost = host;
-        } else if (host !== wHost) wSecond = lead;
-      }
+      waitedFor.offer(lead, host);
       if (c - med >= this.threshold[s] || lead >= this.threshold[s]) stalled.push(r);
     }
     // Many ranks at once is the job's stall (a filesystem, a job-wide pause), no rank's.
@@ -186,8 +172,8 @@ export class RecurringStallDetector {
       const med = this.medCompute[s];
       const inCompute = f.compute[r] - med;
       const inWait = this.medWait[s] - f.commWait[r];
-      const savedCompute = f.compute[r] - Math.max(host === cHost ? cSecond : cBest, med);
-      const savedWait = inWait - (host === wHost ? wSecond : wBest);
+      const savedCompute = f.compute[r] - Math.max(slowest.elsewhere(host), med);
+      const savedWait = inWait - waitedFor.elsewhere(host);
       // Its own compute when that shows the stall (inside its timed step); else its peers' wait for
       // it (outside). The wait figures are NaN where a rank sent no comm_wait_ms: never Math.max'ed.
       const byWait = !(inCompute >= this.threshold[s]);
@@ -363,5 +349,33 @@ export class RecurringStallDetector {
         `~${round(period, 0)} steps (~${round(periodS, 0)} s), ${run.hits} times so far, ${together}: ` +
         `it costs the job ~${round(cost, 1)}% of its throughput. A data loader or another process on the host is the usual cause.`,
     };
+  }
+}
+
+/** The largest figure of a step, and the largest on any other host than its own (NaN never counts). */
+class TopOfOtherHosts {
+  private best = 0;
+  private second = 0;
+  private host: string | undefined;
+
+  reset(): this {
+    this.best = 0;
+    this.second = 0;
+    this.host = undefined;
+    return this;
+  }
+
+  offer(x: number, host: string): void {
+    if (!(x > this.second)) return;
+    if (x > this.best) {
+      if (host !== this.host) this.second = this.best;
+      this.best = x;
+      this.host = host;
+    } else if (host !== this.host) this.second = x;
+  }
+
+  /** The largest figure on a host other than `host` (0 when none). */
+  elsewhere(host: string): number {
+    return host === this.host ? this.second : this.best;
   }
 }

@@ -100,6 +100,27 @@ describe('recurring stalls', () => {
     expect(resolved.summary).toMatch(/the recurring stall stopped/);
   });
 
+  it('resolves a finding whose rank an elastic restart moved to another host, and finds its stalls there afresh', () => {
+    const sim = new ClusterSim({
+      ranks: 64,
+      steps: 640,
+      seed: 6,
+      telemetry: false,
+      restartAt: 330,
+      renumber: true,
+      faults: [parseFault('stall:rank=9,at=20,every=40,jitter=0,stall=4')],
+    });
+    const fs = stalls(run(sim.events()));
+    const opens = fs.filter((f) => f.state === 'open');
+    expect(opens).toHaveLength(2);
+    const moved = fs.find((f) => f.state === 'resolved' && f.id === opens[0].id)!;
+    expect(moved.evidence.resolved_reason).toBe('rank_moved');
+    expect(moved.summary).toContain(`rank 9 now runs on ${sim.places[9].host}`);
+    expect(moved.ts).toBeLessThan(opens[1].ts);
+    expect([opens[0].host, opens[1].host]).toEqual(['gpu-0001', sim.places[9].host]);
+    expect(opens[1].rank).toBe(9);
+  });
+
   it('says nothing when every rank stalls together, or a rank stalls on no steady period', () => {
     const shared = simulate({
       ranks: 128,

@@ -71,6 +71,8 @@ interface Pending {
 interface Incident {
   id: string;
   host: string;
+  /** Its GPU when it names one rank. */
+  gpu: number | undefined;
   ranks: number[];
 }
 
@@ -133,7 +135,8 @@ export class RecurringStallDetector {
 
   /**
    * The job restarted: stalls around it are the restart's, and a rank's run does not span it. An
-   * open finding goes on (its rank keeps its period) until its stalls stop.
+   * open finding goes on (its rank keeps its period) until its stalls stop or its rank turns up on
+   * another host.
    */
   restart(): void {
     this.pending = [];
@@ -263,26 +266,37 @@ export class RecurringStallDetector {
         single ? this.ranks.gpu[lead] : undefined,
         this.runs.get(lead)!.first.step,
       );
-      const inc: Incident = { id, host, ranks: rs };
+      const inc: Incident = { id, host, gpu: single ? this.ranks.gpu[lead] : undefined, ranks: rs };
       this.incidents.set(id, inc);
       for (const r of rs) this.incidentOf.set(r, inc);
       this.log.openFinding(id, ts, this.draft(inc));
     }
   }
 
+  /**
+   * Resolves a finding whose stalls stopped (three periods without one), or whose rank an elastic
+   * restart moved to another host: its stalls there, if they go on, are judged afresh.
+   */
   private resolveStopped(ts: number): void {
     const { resolvePeriods, tolerance } = this.cfg;
     for (const [id, inc] of this.incidents) {
+      const moved = inc.ranks.find((r) => this.ranks.host[r] !== inc.host);
       const quiet = inc.ranks.every((r) => {
         const run = this.runs.get(r)!;
         return this.frames - run.last.frame > (resolvePeriods + tolerance) * run.period();
       });
-      if (!quiet) continue;
+      if (!quiet && moved === undefined) continue;
       const lead = this.runs.get(inc.ranks[0])!;
       const draft = this.draft(inc);
       this.log.resolve(id, ts, {
-        summary: `${this.where(inc)}: no stall for ${this.frames - lead.last.frame} steps (${resolvePeriods} periods): the recurring stall stopped.`,
-        evidence: { ...draft.evidence, resolved_reason: 'stalls_stopped' },
+        summary:
+          moved === undefined
+            ? `${this.where(inc)}: no stall for ${this.frames - lead.last.frame} steps (${resolvePeriods} periods): the recurring stall stopped.`
+            : `${this.where(inc)}: rank ${moved} now runs on ${this.ranks.host[moved]} (the job restarted); its stalls there are judged afresh.`,
+        evidence: {
+          ...draft.evidence,
+          resolved_reason: moved === undefined ? 'stalls_stopped' : 'rank_moved',
+        },
       });
       this.incidents.delete(id);
       for (const r of inc.ranks) {
@@ -301,8 +315,8 @@ export class RecurringStallDetector {
 
   private where(inc: Incident): string {
     const r = inc.ranks[0];
-    return inc.ranks.length === 1
-      ? `rank ${r} on ${inc.host}/${this.ranks.gpu[r]}`
+    return inc.gpu !== undefined
+      ? `rank ${r} on ${inc.host}/${inc.gpu}`
       : `${inc.ranks.length} ranks on ${inc.host}`;
   }
 
@@ -322,7 +336,7 @@ export class RecurringStallDetector {
       type: 'recurring_stall',
       job: this.job,
       host: inc.host,
-      gpu: single ? this.ranks.gpu[lead] : undefined,
+      gpu: inc.gpu,
       rank: single ? lead : undefined,
       severity: severityForCost(cost),
       onset_ts: Math.min(...runs.map((x) => x.first.ts)),

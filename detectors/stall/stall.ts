@@ -185,7 +185,7 @@ export class RecurringStallDetector {
         hit: {
           frame: this.frames,
           step: f.step,
-          ts: f.ts - stepMs,
+          ts: Math.round(f.ts - stepMs),
           stallMs: byWait ? inWait : inCompute,
           savedMs: Math.max(0, savedCompute, Number.isNaN(savedWait) ? 0 : savedWait),
           wallMs: this.wallMs,

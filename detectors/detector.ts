@@ -15,6 +15,7 @@ import type { HangConfig } from './hang/hang.js';
 import type { MfuDropConfig } from './mfu/drop.js';
 import type { NcclCheckConfig } from './nccl_tests/nccl_tests.js';
 import type { SlowLinkConfig } from './slowlink/slowlink.js';
+import type { StallConfig } from './stall/stall.js';
 import type { AssemblerConfig, RankTable, StepFrame } from './steps.js';
 import type { StragglerConfig } from './straggler/straggler.js';
 import type { ThrottleConfig } from './throttle/throttle.js';
@@ -33,6 +34,8 @@ export interface DetectorConfig {
   triage: TriageConfig;
   /** Hangs named by rank: when a job counts as stalled, how long watchdog timeouts settle. */
   hang: HangConfig;
+  /** `recurring_stall`: what a stall is, and how steady its period must be. */
+  stall: StallConfig;
 }
 
 export type EventKind = RankwatchEvent['kind'];

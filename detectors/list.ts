@@ -21,6 +21,7 @@ import { HangDetector } from './hang/hang.js';
 import { MfuDropDetector } from './mfu/drop.js';
 import { NcclCheckDetector } from './nccl_tests/nccl_tests.js';
 import { SlowLinkDetector } from './slowlink/slowlink.js';
+import { RecurringStallDetector } from './stall/stall.js';
 import type { RankTable } from './steps.js';
 import { StragglerDetector } from './straggler/straggler.js';
 import { ThrottleDetector } from './throttle/throttle.js';
@@ -71,6 +72,18 @@ export const SLOW_LINK = job('slow_link', ['collective', 'fault'], (j, ctx) => {
     },
     step: (f, stepMs) => d.onStepClosed(f.step, stepMs, f.ts),
     flush: () => d.flush(),
+  };
+});
+
+/** A rank that stalls for seconds every few dozen steps (a data loader, a host process) while its peers run on. */
+export const RECURRING_STALL = job('recurring_stall', ['checkpoint'], (j, ctx) => {
+  const d = new RecurringStallDetector(j.id, j.ranks, ctx.log, ctx.config.stall);
+  return {
+    detector: d,
+    event: (e) => e.kind === 'checkpoint' && d.checkpoint(e),
+    step: (f, stepMs) => d.process(f, stepMs),
+    restart: () => d.restart(),
+    flush: (ts) => d.flush(ts),
   };
 });
 
@@ -154,6 +167,7 @@ export const HANG = fleet('hang', ['step', 'collective', 'gpu', 'fault'], (ctx) 
 export const DETECTORS: readonly DetectorEntry[] = [
   STRAGGLER,
   SLOW_LINK,
+  RECURRING_STALL,
   MFU_DROP,
   THROTTLE,
   NCCL_TESTS,

@@ -21,6 +21,7 @@ import { NCCL_CHECK_DEFAULTS } from './nccl_tests/nccl_tests.js';
 import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps } from './rollup.js';
 import { SLOWLINK_DEFAULTS } from './slowlink/slowlink.js';
+import { STALL_DEFAULTS } from './stall/stall.js';
 import { ASSEMBLER_DEFAULTS, RankTable, StepAssembler, type StepFrame } from './steps.js';
 import { STRAGGLER_DEFAULTS } from './straggler/straggler.js';
 import { THROTTLE_DEFAULTS } from './throttle/throttle.js';
@@ -37,9 +38,17 @@ export const DETECTOR_DEFAULTS: DetectorConfig = {
   checkpointInterval: CHECKPOINT_ADVISOR_DEFAULTS,
   triage: TRIAGE_DEFAULTS,
   hang: HANG_DEFAULTS,
+  stall: STALL_DEFAULTS,
 };
 
-const JOB_SCOPED = new Set(['straggler', 'slow_link', 'mfu_drop', 'mfu_implausible', 'mfu_unavailable']);
+const JOB_SCOPED = new Set([
+  'straggler',
+  'slow_link',
+  'mfu_drop',
+  'mfu_implausible',
+  'mfu_unavailable',
+  'recurring_stall',
+]);
 
 export interface RunnerCounters {
   events: number;

@@ -39,6 +39,16 @@ const fieldLike = (seed: number) => ({
   lastStageCost: seed % 2 ? 1.12 : 1.3,
 });
 
+/** One rank held up 3-6 s every 45-55 steps (issue 29). */
+const stallEvery50 = (n: number, rng: Random): FaultSpec => ({
+  type: 'stall',
+  rank: rng.int(n),
+  at: onset(rng),
+  every: 50,
+  jitter: 5,
+  stall: [3, 6],
+});
+
 export const FAMILIES: Family[] = [
   // Alternate a mildly and a strongly heavier last stage: stage cost never makes a straggler.
   { name: 'clean', sim: (seed) => ({ lastStageCost: seed % 2 ? 1.12 : 1.3 }) },
@@ -103,6 +113,21 @@ export const FAMILIES: Family[] = [
     name: 'nvlink /2 (tp 2 pair)',
     fault: (n, rng) => ({ type: 'nvlink', rank: rng.int(n), at: onset(rng), factor: 2 }),
     sim: (_seed, ranks) => ({ layout: { tp: 2, pp: 4, dp: ranks / 8 } }),
+  },
+  // Issue 29: one rank held up 3-6 s every 45-55 steps (a data loader, a host process), alone and
+  // among the field-like confounds; and the same stalls on every rank at once: the job's, no one's.
+  // 400 steps: the onset (40-80) plus five periods.
+  { name: 'stall 3-6 s every ~50 steps', fault: stallEvery50, steps: 400 },
+  {
+    name: 'stall 3-6 s every ~50 steps, field-like',
+    fault: stallEvery50,
+    sim: fieldLike,
+    steps: 400,
+  },
+  {
+    name: 'clean, shared stalls every ~50 steps',
+    sim: () => ({ sharedStalls: { every: 50, jitter: 5, stall: [3, 6], at: 40 } }),
+    steps: 400,
   },
 ];
 

@@ -171,12 +171,13 @@ describe('false-finding rates per detector', () => {
       'slow_link',
       'mfu_drop',
       'nccl_hang',
+      'recurring_stall',
       'any',
     ]);
     expect(body[0]).toEqual(['straggler', '0', '10,000', '0.00', '≤ 3.00']);
     expect(body[3]).toEqual(['mfu_drop', '1', '10,000', '1.00', '≤ 4.74']);
-    expect(body[5].slice(0, 2)).toEqual(['any', '1']);
-    expect(markdownTable(FALSE_HEAD, body).split('\n')).toHaveLength(8);
+    expect(body[6].slice(0, 2)).toEqual(['any', '1']);
+    expect(markdownTable(FALSE_HEAD, body).split('\n')).toHaveLength(9);
   });
 
   it('gives no rate and no bound when no clean job ran', () => {

@@ -77,7 +77,7 @@ function lineOf(doc: string, index: number): number {
 }
 
 /** Finding types whose false findings are counted, one row each, then all together. */
-const FALSE_TYPES = ['straggler', 'throttle', 'slow_link', 'mfu_drop', 'nccl_hang'];
+const FALSE_TYPES = ['straggler', 'throttle', 'slow_link', 'mfu_drop', 'nccl_hang', 'recurring_stall'];
 
 export const FALSE_HEAD = [
   'detector',

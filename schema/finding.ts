@@ -20,6 +20,7 @@ export const FINDING_TYPES = [
   'mfu_implausible',
   'mfu_unavailable',
   'cordon_breaker',
+  'recurring_stall',
 ] as const;
 
 export const Severity = Type.Union(['info', 'warning', 'critical'].map((s) => Type.Literal(s)));

@@ -78,6 +78,56 @@ describe('cluster simulator', () => {
     expect(faulted).toBe(10);
   });
 
+  it('a stall fault holds its rank up for its length at its planned steps only, every ± jitter steps apart', () => {
+    const opts = { ranks: 64, steps: 300, seed: 2, telemetry: false, collectives: false, spikeProb: 0 };
+    const clean = steps(new ClusterSim(opts));
+    const sim = new ClusterSim({
+      ...opts,
+      faults: [parseFault('stall:rank=20,at=30,every=50,jitter=5,stall=3-6')],
+    });
+    const faulty = steps(sim);
+    const stalled: number[] = [];
+    for (let i = 0; i < clean.length; i++) {
+      const extra = faulty[i].compute_ms - clean[i].compute_ms;
+      if (clean[i].rank !== 20) expect(extra).toBe(0);
+      else if (extra > 0) {
+        expect(extra).toBeGreaterThanOrEqual(3000 - 0.01);
+        expect(extra).toBeLessThanOrEqual(6000 + 0.01);
+        stalled.push(clean[i].step);
+      }
+    }
+    expect(stalled[0]).toBe(30);
+    expect(stalled.length).toBeGreaterThanOrEqual(5);
+    for (let i = 1; i < stalled.length; i++) {
+      expect(stalled[i] - stalled[i - 1]).toBeGreaterThanOrEqual(45);
+      expect(stalled[i] - stalled[i - 1]).toBeLessThanOrEqual(55);
+    }
+    // Every step waits for it: ~4.5 s in every ~50 steps of ~1.2 s.
+    expect(sim.faults[0].trueCostPct).toBeGreaterThan(4);
+    expect(sim.faults[0].trueCostPct).toBeLessThan(9);
+  });
+
+  it('shared stalls hold every rank up together', () => {
+    const sim = new ClusterSim({
+      ranks: 64,
+      steps: 120,
+      seed: 2,
+      telemetry: false,
+      collectives: false,
+      spikeProb: 0,
+      sharedStalls: { every: 40, stall: [4, 4], at: 10 },
+    });
+    const byStep = new Map<number, number[]>();
+    for (const e of steps(sim)) byStep.set(e.step, [...(byStep.get(e.step) ?? []), e.compute_ms]);
+    for (const [step, compute] of byStep) {
+      const held = (step - 10) % 40 === 0 && step >= 10;
+      for (const c of compute) {
+        if (held) expect(c).toBeGreaterThan(4000);
+        else expect(c).toBeLessThan(1500);
+      }
+    }
+  });
+
   it('keeps single-rank spikes per job-step fixed, so a 16k-rank job runs the steps a 256-rank job does', () => {
     const median = (ranks: number) => {
       const sim = new ClusterSim({ ranks, steps: 60, seed: 3, telemetry: false, collectives: false });

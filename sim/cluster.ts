@@ -22,6 +22,7 @@ import {
   flapSlow,
   formatFault,
   isActive,
+  stallPlan,
 } from './faults.js';
 import { hangPhase, hangRandom, hangStopTs, isHang, restartAfterHang } from './hang.js';
 import { MODELS } from './models.js';
@@ -107,6 +108,13 @@ export interface SimOptions {
    * 2.5%. It multiplies the compute time and stays with the GPU across an elastic restart.
    */
   gpuOffsetSigma?: number;
+  /**
+   * Every rank stalls together, `stall` seconds (a range) every `every` ± `jitter` steps from step
+   * `at`, each rank within ~5% of the others' length: a data loader reading its next shard on
+   * every rank at once, a job-wide GC. The time counts in every rank's `compute_ms`. Not a fault:
+   * peer-relative detectors must stay silent.
+   */
+  sharedStalls?: { every: number; jitter?: number; stall: [number, number]; at?: number };
 }
 
 /** What was injected, where, and what it really cost: the ground truth the evaluation scores against. */
@@ -164,6 +172,10 @@ export class ClusterSim {
   readonly faults: InjectedFault[];
   private readonly model: ModelConfig;
   private readonly maxClock: number;
+  /** Each stall fault's steps and lengths (ms), drawn from the seed at construction. */
+  private readonly stalls = new Map<InjectedFault, Map<number, number>>();
+  /** The job-wide stalls' steps and lengths (ms), when `sharedStalls` is set. */
+  private readonly sharedPlan: Map<number, number> | undefined;
 
   constructor(options: SimOptions = {}) {
     const o = { ...SIM_DEFAULTS, ...stripUndefined(options) };
@@ -185,6 +197,26 @@ export class ClusterSim {
     };
     for (const f of o.faults ?? []) checkFault(f, job);
     this.faults = (o.faults ?? []).map((f) => this.resolveFault(f));
+    // Their own generators: a stall plan shifts no other draw.
+    this.faults.forEach((f, i) => {
+      if (f.spec.type !== 'stall') return;
+      const rng = new Random((o.seed ^ 0x2545f491 ^ Math.imul(i + 1, 0x9e3779b1)) >>> 0);
+      this.stalls.set(f, stallPlan(f.spec, o.steps - 1, rng));
+    });
+    const shared = o.sharedStalls;
+    this.sharedPlan = shared
+      ? stallPlan(
+          {
+            type: 'stall',
+            at: shared.at ?? 0,
+            every: shared.every,
+            jitter: shared.jitter,
+            stall: shared.stall,
+          },
+          o.steps - 1,
+          new Random((o.seed ^ 0x68e31da4) >>> 0),
+        )
+      : undefined;
   }
 
   private resolveFault(spec: FaultSpec): InjectedFault {
@@ -325,6 +357,9 @@ export class ClusterSim {
     const p2pDurs = new Float64Array(n);
     const compute = new Float64Array(n);
     const clean = new Float64Array(n);
+    /** Each rank's share of this step's job-wide stall (sharedStalls), ms. */
+    const shared = new Float64Array(n);
+    const sharedRng = new Random((o.seed ^ 0x4cf5ad43) >>> 0);
     const costSums = this.faults.map(() => ({ actual: 0, without: 0 }));
     // One hang per run, at its step (a restart after it does not hang again).
     const hang = this.faults.find((f) => isHang(f.spec.type));
@@ -386,13 +421,15 @@ export class ClusterSim {
           ? Math.min(20_000, 150 * (1 - extraRng.next()) ** (-1 / 1.5))
           : 0;
       const stall = (jobRng.chance(o.stallProb) ? 800 + jobRng.next() * 4000 : 0) + pause;
+      const sharedMs = this.sharedPlan?.get(step) ?? 0;
+      for (let r = 0; r < n; r++) shared[r] = sharedMs && sharedMs * (1 + 0.05 * sharedRng.normal());
       for (let r = 0; r < n; r++) {
         const spike = noiseRng.chance(spikeProb) ? 1.5 + noiseRng.next() * 1.5 : 1;
         const z = noiseRng.normal();
         const p = this.places[r];
         const offset = offsets[(p.hostIndex * gph + p.gpu) % n];
         clean[r] = stageBase[p.stage] * offset * Math.exp(o.noise * z) * jobFactor * spike;
-        compute[r] = clean[r] * this.computeFactor(r, step);
+        compute[r] = clean[r] * this.computeFactor(r, step) + shared[r] + this.stallMs(r, step);
       }
       // Communicator durations: DP all-reduce per (stage, tp) group, p2p per edge (indexed by
       // sender). Network weather moves all alike; each communicator adds its own noise and, rarely,
@@ -458,7 +495,7 @@ export class ClusterSim {
       const maxCompute = maxOf(compute);
       const stepMs = stall + ckptMs + maxCompute + exposedBase + commExtra;
       const t1 = Math.round(t0 + stepMs);
-      this.accumulateCost(step, compute, clean, stepMs, commExtra - commExtraClean, costSums);
+      this.accumulateCost(step, compute, clean, shared, stepMs, commExtra - commExtraClean, costSums);
 
       if (o.telemetry) yield* this.telemetry(t0, t1, step, stall + ckptMs, telRng, silicon);
       for (const f of this.faults) {
@@ -722,6 +759,14 @@ export class ClusterSim {
     return f;
   }
 
+  /** Time rank r stalls at `step` (ms) from stall faults, but `skip`: added to its compute, not scaled. */
+  private stallMs(r: number, step: number, skip?: InjectedFault): number {
+    let ms = 0;
+    for (const [fault, plan] of this.stalls)
+      if (fault !== skip && fault.rank === r && isActive(fault.spec, step)) ms += plan.get(step) ?? 0;
+    return ms;
+  }
+
   /**
    * Bandwidth divisor for a transfer from rank r (to `peer`, or -1 for a collective): a degraded
    * NIC slows everything through r's rail; a bad link slows only the r <-> peer pair.
@@ -750,6 +795,8 @@ export class ClusterSim {
     step: number,
     compute: Float64Array,
     clean: Float64Array,
+    /** Each rank's share of a job-wide stall this step (in its compute, fault or not). */
+    shared: Float64Array,
     stepMs: number,
     /** Exposed communication time the faults added this step. */
     commExtra: number,
@@ -765,7 +812,9 @@ export class ClusterSim {
         let m = 0;
         let actualMax = 0;
         for (let r = 0; r < compute.length; r++) {
-          const c = fault.ranks.includes(r) ? clean[r] * this.computeFactor(r, step, fault) : compute[r];
+          const c = fault.ranks.includes(r)
+            ? clean[r] * this.computeFactor(r, step, fault) + shared[r] + this.stallMs(r, step, fault)
+            : compute[r];
           if (c > m) m = c;
           if (compute[r] > actualMax) actualMax = compute[r];
         }

@@ -5,13 +5,16 @@
  *
  * Field-like faults: `flap` (a NIC rail slow on one step in `every`, or in bursts of `burst`
  * steps), `drift` (a rank that slows gradually, reaching `slowdown` after `ramp` steps), `nvlink`
- * (a degraded NVLink on one GPU: its host's tensor-parallel all-reduce runs `factor` times slower).
+ * (a degraded NVLink on one GPU: its host's tensor-parallel all-reduce runs `factor` times slower),
+ * `stall` (a rank held up `stall` seconds, a range `A-B`, every `every` steps give or take `jitter`:
+ * a data loader or another process on its host; the time counts in its `compute_ms`).
  *
  * Hangs (sim/hang.ts): `hang` (a rank stops at the top of step `at`), `hang_allreduce` (it stops
  * right before its data-parallel all-reduce in step `at`), for `for` seconds: past the watchdog's
  * 600 s its peers time out and the job is interrupted and restarts.
  */
 import { RankwatchError } from '../core/errors.js';
+import type { Random } from '../core/random.js';
 
 export const FAULT_TYPES = [
   'throttle',
@@ -26,6 +29,7 @@ export const FAULT_TYPES = [
   'nvlink',
   'hang',
   'hang_allreduce',
+  'stall',
 ] as const;
 export type FaultType = (typeof FAULT_TYPES)[number];
 
@@ -58,6 +62,10 @@ export interface FaultSpec {
   ramp?: number;
   /** hang / hang_allreduce: seconds the rank stays hung (past 600 s the watchdog fires on its peers). */
   for?: number;
+  /** stall: each gap between stalls is `every` plus a whole number of steps drawn from -jitter..jitter. */
+  jitter?: number;
+  /** stall: each stall's length in seconds, drawn uniformly from [min, max] (`stall=3-6`, or `stall=4`). */
+  stall?: [number, number];
 }
 
 export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
@@ -73,6 +81,7 @@ export const FAULT_DEFAULTS: Record<FaultType, Partial<FaultSpec>> = {
   nvlink: { factor: 3 },
   hang: { for: 660 },
   hang_allreduce: { for: 660 },
+  stall: { every: 50, jitter: 5, stall: [3, 6] },
 };
 
 const NUMERIC_KEYS = [
@@ -90,7 +99,11 @@ const NUMERIC_KEYS = [
   'burst',
   'ramp',
   'for',
+  'jitter',
 ] as const;
+
+/** Keys whose value is a range of seconds, `A-B` (or one number, `A`). */
+const RANGE_KEYS = ['stall'] as const;
 
 export function parseFault(text: string): FaultSpec {
   const [type, rest = ''] = text.split(':', 2);
@@ -103,10 +116,14 @@ export function parseFault(text: string): FaultSpec {
   const spec: Record<string, unknown> = { type, at: 0, ...FAULT_DEFAULTS[type as FaultType] };
   for (const pair of rest.split(',').filter(Boolean)) {
     const [key, value] = pair.split('=', 2);
+    if ((RANGE_KEYS as readonly string[]).includes(key)) {
+      spec[key] = parseRange(text, key, value);
+      continue;
+    }
     if (!(NUMERIC_KEYS as readonly string[]).includes(key)) {
       throw new RankwatchError(
         'RANKWATCH_ERR_USAGE',
-        `fault "${text}": unknown key "${key}" (expected ${NUMERIC_KEYS.join(', ')})`,
+        `fault "${text}": unknown key "${key}" (expected ${[...NUMERIC_KEYS, ...RANGE_KEYS].join(', ')})`,
       );
     }
     const n = Number(value);
@@ -118,9 +135,40 @@ export function parseFault(text: string): FaultSpec {
   return spec as unknown as FaultSpec;
 }
 
+/** `A-B` or `A` (seconds): both ends finite, 0 < A <= B. */
+function parseRange(text: string, key: string, value: string | undefined): [number, number] {
+  const m = /^([0-9.]+)(?:-([0-9.]+))?$/.exec(value ?? '');
+  const lo = Number(m?.[1]);
+  const hi = m?.[2] === undefined ? lo : Number(m[2]);
+  if (!m || !Number.isFinite(lo) || !Number.isFinite(hi) || !(lo > 0) || hi < lo) {
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `fault "${text}": ${key} needs seconds as A-B with 0 < A <= B (e.g. ${key}=3-6), or one number`,
+    );
+  }
+  return [lo, hi];
+}
+
 export function formatFault(f: FaultSpec): string {
   const keys = NUMERIC_KEYS.filter((k) => f[k] !== undefined && !(k === 'at' && f.at === 0));
-  return `${f.type}:${keys.map((k) => `${k}=${f[k]}`).join(',')}`;
+  const parts = keys.map((k) => `${k}=${f[k]}`);
+  if (f.stall) parts.push(`stall=${f.stall[0] === f.stall[1] ? f.stall[0] : f.stall.join('-')}`);
+  return `${f.type}:${parts.join(',')}`;
+}
+
+/**
+ * stall: the steps a rank stalls at, with each stall's length (ms): the first at `at`, each next
+ * one `every` ± `jitter` steps after the one before, to `until` or the job's last step.
+ */
+export function stallPlan(f: FaultSpec, lastStep: number, rng: Random): Map<number, number> {
+  const plan = new Map<number, number>();
+  const [lo, hi] = f.stall ?? [3, 6];
+  const every = f.every ?? 50;
+  const jitter = f.jitter ?? 0;
+  const end = Math.min(lastStep, f.until ?? lastStep);
+  for (let step = f.at; step <= end; step += Math.max(1, every + rng.int(2 * jitter + 1) - jitter))
+    plan.set(step, 1000 * (lo + (hi - lo) * rng.next()));
+  return plan;
 }
 
 export function isActive(f: FaultSpec, step: number): boolean {
@@ -170,7 +218,7 @@ export function checkFault(f: FaultSpec, job: FaultJob): void {
 }
 
 function faultProblem(f: FaultSpec, job: FaultJob): string | undefined {
-  const whole = ['rank', 'host', 'gpu', 'peer', 'at', 'until', 'every', 'code'] as const;
+  const whole = ['rank', 'host', 'gpu', 'peer', 'at', 'until', 'every', 'code', 'jitter'] as const;
   for (const k of whole) {
     const v = f[k];
     if (v !== undefined && (!Number.isInteger(v) || v < 0))
@@ -193,5 +241,7 @@ function faultProblem(f: FaultSpec, job: FaultJob): string | undefined {
   if (f.factor !== undefined && !(f.factor >= 1)) return 'factor must be at least 1';
   if (f.every !== undefined && f.every < 1) return 'every must be at least 1';
   if (f.for !== undefined && !(f.for > 0)) return 'for (seconds hung) must be above 0';
+  if (f.jitter !== undefined && f.jitter >= (f.every ?? 1))
+    return `jitter=${f.jitter} must be below every=${f.every} (stalls keep their order)`;
   return undefined;
 }

@@ -20,6 +20,7 @@ export const CATCHES: Record<string, string[]> = {
   nvlink: ['slow_link'],
   hang: ['nccl_hang'],
   hang_allreduce: ['nccl_hang'],
+  stall: ['recurring_stall'],
 };
 
 /** Types whose findings on a clean job are false alarms (hang types: a hang named on a rank that did not hang). */
@@ -31,6 +32,7 @@ export const JUDGED_TYPES = new Set([
   'nccl_hang',
   'nccl_desync',
   'nccl_rank_behind',
+  'recurring_stall',
 ]);
 
 export interface FaultScore {

@@ -34,10 +34,10 @@ Runs simulated jobs through the detectors: clean jobs (heterogeneous stages, sta
 fleets whose GPUs each have their own speed offset) and one injected fault of each kind
 (throttle, 5% slow rank, intermittent 30% slow rank, degraded NIC, node power brake, bad pair
 link, a fast GPU turning 4% slower, a rank that hangs at a step boundary or before its
-data-parallel all-reduce), over several seeds and 256 to 4096 ranks. Prints, per
+data-parallel all-reduce, a rank stalling 3-6 s every ~50 steps), over several seeds and 256 to 4096 ranks. Prints, per
 scenario: recall (the finding names the right host and GPU), median and worst time to detect in
 event time, cost-estimate error against the simulator's true cost, and false findings
-(straggler, throttle, slow_link, mfu_drop, hang types that match no injected fault) per 1,000
+(straggler, throttle, slow_link, mfu_drop, hang types, recurring_stall that match no injected fault) per 1,000
 rank-hours.
 
 ${optionsHelp(OPTIONS)}`,

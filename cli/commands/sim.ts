@@ -44,7 +44,7 @@ export const SIM_OPTIONS = defineOptions({
     kind: 'string',
     multiple: true,
     arg: 'SPEC',
-    help: `inject a fault, repeatable: TYPE:key=value,... types: ${FAULT_TYPES.join(', ')}; keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code, peer (link: the other end), for (hang: seconds hung, default 660; past 600 the peers' NCCL watchdogs fire and the job restarts); e.g. throttle:rank=37,at=60 nic:rank=100,at=40,factor=3 hang:rank=301,at=50. hang: the rank stops at the top of step 'at'; hang_allreduce: right before its data-parallel all-reduce; its peers spin in NCCL, its GPU goes idle`,
+    help: `inject a fault, repeatable: TYPE:key=value,... types: ${FAULT_TYPES.join(', ')}; keys: rank, host, gpu, at (step), until, slowdown, every, depth, factor, code, peer (link: the other end), for (hang: seconds hung, default 660; past 600 the peers' NCCL watchdogs fire and the job restarts), jitter (stall: every ± jitter steps), stall (stall: seconds, A-B or one number; its rank is held up, its peers wait); e.g. throttle:rank=37,at=60 nic:rank=100,at=40,factor=3 hang:rank=301,at=50 stall:rank=12,at=40,every=50,jitter=5,stall=3-6. hang: the rank stops at the top of step 'at'; hang_allreduce: right before its data-parallel all-reduce; its peers spin in NCCL, its GPU goes idle`,
   },
   'gpu-offsets': {
     kind: 'number',

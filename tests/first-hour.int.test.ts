@@ -253,6 +253,33 @@ describe('the data folder', () => {
   );
 });
 
+// A terminal of 100 columns: util-linux's `script` runs the command on a real pseudo-terminal.
+describe.skipIf(!existsSync('/usr/bin/script'))('tables on a terminal', () => {
+  it('fit its width (wrapping the long columns); piped, they are as wide as their cells', async () => {
+    const events = join(dir, 'tty-job.jsonl');
+    const data = join(dir, 'tty-data');
+    const sim = ['sim', '--ranks', '16', '--steps', '120', '--fault', 'throttle:rank=5,at=30', '-o', events];
+    expect((await rankwatch(sim)).code).toBe(0);
+    const replay = await rankwatch([
+      'replay',
+      events,
+      '--quiet',
+      '--data',
+      data,
+      '--findings',
+      join(dir, 'tty.f'),
+    ]);
+    expect(replay.code, replay.stderr).toBe(0);
+    const widest = (text: string) => Math.max(...text.split('\n').map((l) => l.replace(/\r$/, '').length));
+    const piped = await rankwatch(['findings', '--data', data]);
+    expect(widest(piped.stdout)).toBeGreaterThan(100);
+    const cmd = `stty cols 100 rows 40; ${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} findings --data ${JSON.stringify(data)}`;
+    const tty = await run('script', ['-qec', cmd, '/dev/null'], { maxBuffer: 16 << 20 });
+    expect(tty.stdout).toMatch(/│ throttle +│/);
+    expect(widest(tty.stdout)).toBeLessThanOrEqual(100);
+  });
+});
+
 describe('replay input', () => {
   const sim = join(dir, 'job.jsonl');
   const simArgs = ['sim', '--ranks', '16', '--steps', '40', '--fault', 'slow_rank:rank=3,at=5,slowdown=0.4'];

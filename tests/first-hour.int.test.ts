@@ -99,6 +99,7 @@ describe('usage errors are one line naming the flag, exit 2', () => {
       ],
       /enabled without a budget: set maxShare \(--cordon-max-share\), maxNodes \(--cordon-max-nodes\), perHour \(--cordon-per-hour\)/,
     ],
+    [['report'], /give one job id/],
     [['replay', join(dir, 'no-such.jsonl')], /no such file or folder: .*no-such\.jsonl, the input FILE/],
     [
       ['mfu', '--gpu-model', 'H1OO', '--model', join(dir, 'none.json')],

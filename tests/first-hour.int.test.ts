@@ -47,6 +47,14 @@ function expectOneLine(stderr: string, cmd: string, what: RegExp) {
   expect(stderr).not.toMatch(/\n\s+at /);
 }
 
+/** A chDB folder holding a simulated job, made as a user makes one: sim, then replay --data. */
+async function storedJob(data: string, ...simArgs: string[]) {
+  const events = `${data}.jsonl`;
+  expect((await rankwatch(['sim', ...simArgs, '-o', events])).code).toBe(0);
+  const r = await rankwatch(['replay', events, '--quiet', '--data', data, '--findings', `${data}.findings`]);
+  expect(r.code, r.stderr).toBe(0);
+}
+
 describe('demo at any size, run after run', () => {
   it('runs --ranks 64 with its default faults placed inside the job, and a second run reports only itself', async () => {
     const data = join(dir, 'demo-data');
@@ -213,18 +221,7 @@ describe('the data folder', () => {
       const data = join(open, 'data');
       try {
         // A store written by another user (here: root, or this user before the chmod).
-        const events = join(open, 'job.jsonl');
-        expect((await rankwatch(['sim', '--ranks', '8', '--steps', '3', '-o', events])).code).toBe(0);
-        const made = await rankwatch([
-          'replay',
-          events,
-          '--quiet',
-          '--data',
-          data,
-          '--findings',
-          join(open, 'f'),
-        ]);
-        expect(made.code, made.stderr).toBe(0);
+        await storedJob(data, '--ranks', '8', '--steps', '3');
         if (!root) chmodSync(data, 0o555);
         for (const args of [
           ['up', '--port', '0', '--data', data],
@@ -257,20 +254,8 @@ describe('the data folder', () => {
 // A terminal of 100 columns: util-linux's `script` runs the command on a real pseudo-terminal.
 describe.skipIf(!existsSync('/usr/bin/script'))('tables on a terminal', () => {
   it('fit its width (wrapping the long columns); piped, they are as wide as their cells', async () => {
-    const events = join(dir, 'tty-job.jsonl');
     const data = join(dir, 'tty-data');
-    const sim = ['sim', '--ranks', '16', '--steps', '120', '--fault', 'throttle:rank=5,at=30', '-o', events];
-    expect((await rankwatch(sim)).code).toBe(0);
-    const replay = await rankwatch([
-      'replay',
-      events,
-      '--quiet',
-      '--data',
-      data,
-      '--findings',
-      join(dir, 'tty.f'),
-    ]);
-    expect(replay.code, replay.stderr).toBe(0);
+    await storedJob(data, '--ranks', '16', '--steps', '120', '--fault', 'throttle:rank=5,at=30');
     const widest = (text: string) => Math.max(...text.split('\n').map((l) => l.replace(/\r$/, '').length));
     const piped = await rankwatch(['findings', '--data', data]);
     expect(widest(piped.stdout)).toBeGreaterThan(100);

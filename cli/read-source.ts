@@ -4,12 +4,10 @@
  * the store, the app is built in-process and asked with inject(), so the figures are the same
  * whichever way a person reads them.
  */
-import { existsSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
 import { RankwatchError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
 import { defineOptions, type OptionValues, optionsHelp } from './args.js';
-import { openStore, STORE_OPTIONS, storeConfig } from './store-options.js';
+import { openStore, refuseMissingStore, STORE_OPTIONS } from './store-options.js';
 
 const API_OPTIONS = defineOptions({
   json: { kind: 'boolean', help: 'print JSON (for scripts) instead of tables' },
@@ -69,9 +67,7 @@ export async function openSource(values: SourceValues): Promise<ReadSource> {
       },
     };
   }
-  const config = storeConfig(values);
-  const folder = config.type === 'chdb' ? resolve(config.path) : '';
-  if (folder) refuseEmptyFolder(folder);
+  const folder = refuseMissingStore(values);
   const { store, where } = await openStore(values).catch((err: unknown) => {
     // chDB lets one process hold a data folder: a running `rankwatch up` answers through its API.
     if (/lock|already running|Failed to create connection/i.test(String((err as Error).message)))
@@ -96,23 +92,6 @@ export async function openSource(values: SourceValues): Promise<ReadSource> {
       await store.close();
     },
   };
-}
-
-/**
- * A read never creates a store: a mistyped --data would otherwise become an empty chDB folder
- * and the answer "no jobs". A folder chDB has written holds its `metadata` folder.
- */
-function refuseEmptyFolder(at: string): void {
-  const why = !existsSync(at)
-    ? 'no such folder'
-    : statSync(at).isDirectory() && !existsSync(join(at, 'metadata'))
-      ? 'it holds no rankwatch data'
-      : undefined;
-  if (why)
-    throw new RankwatchError(
-      'RANKWATCH_ERR_USAGE',
-      `no chDB data folder at ${at} (${why}), --data: give the folder rankwatch up, replay --data or demo wrote, or --api URL of a running server`,
-    );
 }
 
 /** The read API over a store that is already open (and stays open: closing closes only the app). */

@@ -184,6 +184,7 @@ describe('the data folder', () => {
     ['report', 'some-job'],
     ['failures'],
     ['checkpoint', '--job', 'some-job'],
+    ['serve', '--port', '0'],
   ])('%s on a mistyped --data refuses it, exit 2, and creates nothing', async (...args) => {
     const typo = join(dir, 'dtaa');
     const r = await rankwatch([...args, '--data', typo]);

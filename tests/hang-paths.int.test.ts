@@ -61,10 +61,10 @@ async function sim(name: string, extra: string[], hang = 'hang_allreduce') {
   return { work, truth, events: join(work, 'events.jsonl') };
 }
 
-async function replay(work: string, input: string) {
-  const r = await cli(['replay', input, '--findings', join(work, 'findings.jsonl')]);
+async function replay(work: string, input: string | string[], out = 'findings.jsonl') {
+  const r = await cli(['replay', ...[input].flat(), '--findings', join(work, out)]);
   expect(r.status).toBe(0);
-  return jsonl(join(work, 'findings.jsonl')).filter((f) => f.type.startsWith('nccl_'));
+  return jsonl(join(work, out)).filter((f) => f.type.startsWith('nccl_'));
 }
 
 /** The one hang finding opened, on the culprit, within 60 s of its stall. */
@@ -97,6 +97,17 @@ describe('a hung rank, named by rank and host on every path', () => {
       expect(found.evidence).toMatchObject({ signals: expect.arrayContaining(['gpu_idle']) });
       // The same finding as the native path's, within a step of it.
       expect(Math.abs((found.ts as number) - (nativeFound.ts as number))).toBeLessThanOrEqual(1_500);
+      // Offline, the hooks' file and the collector's collectives as two files, merged by event
+      // time: the same finding as the bus, whose collectives came seconds after their steps.
+      const collectives = join(inspector.work, 'collectives.jsonl');
+      const only = sent.filter((e) => e.kind === 'collective').map((e) => JSON.stringify(e));
+      writeFileSync(collectives, `${only.join('\n')}\n`);
+      const merged = await replay(inspector.work, [inspector.events, collectives], 'merged.jsonl');
+      expect(expectNamed(merged, inspector.truth, 60_000)).toMatchObject({
+        id: found.id,
+        ts: found.ts,
+        onset_ts: found.onset_ts,
+      });
     }, 300_000);
 
   it('from a Flight Recorder text report, with the step events alone', async () => {

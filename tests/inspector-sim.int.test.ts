@@ -92,6 +92,25 @@ async function throughCollect(name: string, faults: string[]) {
     .filter(Boolean)
     .map((l) => JSON.parse(l));
   const truth = JSON.parse(readFileSync(join(work, 'truth.json'), 'utf8')) as InjectedFault[];
+  // Offline, the hooks' file and the collector's collectives as two files, merged by event time:
+  // the same findings as the bus, whose collectives came seconds after their steps.
+  const only = join(work, 'collectives.jsonl');
+  writeFileSync(only, `${collectives.map((e) => JSON.stringify(e)).join('\n')}\n`);
+  const merged = await cliAsync([
+    'replay',
+    join(work, 'hook.jsonl'),
+    only,
+    '--findings',
+    join(work, 'merged.jsonl'),
+  ]);
+  expect(merged.status).toBe(0);
+  const brief = (f: { state: string; type: string; host: string; gpu?: number }) =>
+    `${f.state} ${f.type} ${f.host}/${f.gpu}`;
+  const again = readFileSync(join(work, 'merged.jsonl'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+  expect(again.map(brief)).toEqual(findings.map(brief));
   return { findings, truth };
 }
 

@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InjectedFault } from '../sim/cluster.js';
-import { BIN, type Running, startRankwatch, until } from './helpers.js';
-import { collectInspector } from './inspector-path.js';
+import { BIN, type Running, until } from './helpers.js';
+import { collectInspector, fileCollector } from './inspector-path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-hang-paths-'));
 const running: Running[] = [];
@@ -125,22 +125,7 @@ describe('a hung rank, named by rank and host on every path', () => {
     );
 
     const bus = join(work, 'fr-bus.jsonl');
-    const c = startRankwatch([
-      'collect',
-      '--bus',
-      `file:${bus}`,
-      '--host',
-      'collector-test',
-      '--health-port',
-      '0',
-      '--flush-ms',
-      '100',
-      '--job',
-      'sim-7',
-      '--flight-recorder',
-      report,
-    ]);
-    running.push(c);
+    const c = fileCollector(bus, ['--job', 'sim-7', '--flight-recorder', report], running);
     await until(
       'the report sent',
       () => {

@@ -19,6 +19,27 @@ function dumpTimes(dumps: string): number[] {
   return out.sort((a, b) => a - b);
 }
 
+/** `rankwatch collect` writing its bus to the file `bus`, with `args` (its sources), JSON logs. */
+export function fileCollector(bus: string, args: string[], running: Running[]): Running {
+  const c = startRankwatch(
+    [
+      'collect',
+      ...args,
+      '--bus',
+      `file:${bus}`,
+      '--host',
+      'collector-test',
+      '--health-port',
+      '0',
+      '--flush-ms',
+      '100',
+    ],
+    { ...process.env, RANKWATCH_LOG_FORMAT: 'json' },
+  );
+  running.push(c);
+  return c;
+}
+
 /**
  * Runs the collector over `dumps` (every host's files, read from their start), posts `hook` (the
  * simulator's output with --inspector-dir) and returns the bus file's events once every record
@@ -55,23 +76,7 @@ export async function collectInspector(
       ],
     }),
   );
-  const c = startRankwatch(
-    [
-      'collect',
-      '--config',
-      config,
-      '--bus',
-      `file:${bus}`,
-      '--host',
-      'collector-test',
-      '--health-port',
-      '0',
-      '--flush-ms',
-      '100',
-    ],
-    { ...process.env, RANKWATCH_LOG_FORMAT: 'json' },
-  );
-  running.push(c);
+  const c = fileCollector(bus, ['--config', config], running);
   const local = await until(
     'the health port',
     () => /health on (http:\/\/\S+)\/healthz/.exec(c.stderr())?.[1],

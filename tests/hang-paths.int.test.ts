@@ -8,18 +8,29 @@
  *   `rankwatch replay` reads), both within 60 s of the stall in event time;
  * - and from the Flight Recorder analyzer's text report (`sim --flight-recorder-report`, dated by
  *   the dumps the watchdogs wrote) read by `rankwatch collect --flight-recorder FILE`, replayed with
- *   the hooks' step events alone: no GPU sample, collective or watchdog line names anyone there.
+ *   the hooks' step events alone: no GPU sample, collective or watchdog line names anyone there;
+ * - and from NCCL RAS, which names a process by its pid on its node: `collect` gives it the job and
+ *   global rank the node's hooks named.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InjectedFault } from '../sim/cluster.js';
-import { BIN, type Running, until } from './helpers.js';
+import { BIN, postLines, type Running, until } from './helpers.js';
 import { collectInspector, fileCollector } from './inspector-path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-hang-paths-'));
+const RAS_FIXTURES = join(import.meta.dirname, '..', 'collectors', 'parsers', 'fixtures', 'nccl-ras');
 const running: Running[] = [];
 afterAll(() => {
   for (const r of running) r.kill();
@@ -165,4 +176,64 @@ describe('a hung rank, named by rank and host on every path', () => {
       new RegExp(`rank ${truth.rank} \\(${truth.host} GPU ${truth.gpu}\\) stopped after step 19`),
     );
   }, 300_000);
+
+  it('from NCCL RAS: the process it names by its pid on its node becomes the global rank the hooks named', async () => {
+    const work = join(dir, 'ras');
+    mkdirSync(work);
+    // RAS 2.24's report of a stopped process: "Process 3487984 on node 172.16.64.213 managing GPU 5"
+    // (collectors/parsers/fixtures/nccl-ras/, from NCCL's docs), written once the steps are in.
+    const ras = join(work, 'ras.txt');
+    const config = join(work, 'collect.json');
+    writeFileSync(
+      config,
+      JSON.stringify({
+        sources: [{ type: 'nccl_ras', path: ras, intervalMs: 1000, hosts: { '172.16.64.213': 'node-213' } }],
+      }),
+    );
+    const bus = join(work, 'bus.jsonl');
+    const c = fileCollector(bus, ['--config', config], running);
+    const local = await until(
+      'the health port',
+      () => /health on (http:\/\/\S+)\/healthz/.exec(c.stderr())?.[1],
+    );
+    // The node's hooks: ranks 40-47 of job llm on node-213, one process per GPU.
+    const t0 = Date.parse('2026-03-01T00:00:00Z');
+    const steps = [0, 1, 2].flatMap((step) =>
+      [0, 1, 2, 3, 4, 5, 6, 7].map((gpu) =>
+        JSON.stringify({
+          v: 1,
+          kind: 'step',
+          ts: t0 + 1000 * (step + 1),
+          job: 'llm',
+          rank: 40 + gpu,
+          host: 'node-213',
+          gpu,
+          pid: 3487979 + gpu,
+          step,
+          step_ms: 1000,
+          compute_ms: 700,
+        }),
+      ),
+    );
+    expect(new Set(await postLines(local, steps))).toEqual(new Set([200]));
+    await until('the steps sent', () => (lines(bus).length >= steps.length ? true : undefined));
+    copyFileSync(join(RAS_FIXTURES, 'docs-2.24-incomplete.txt'), ras);
+    utimesSync(ras, (t0 + 5000) / 1000, (t0 + 5000) / 1000);
+    const faults = await until('the RAS faults', () => {
+      const f = jsonl(bus).filter((e) => e.source === 'nccl_ras');
+      return f.length >= 2 ? f : undefined;
+    });
+    expect(await c.stop()).toBe(0);
+    expect(faults.map((e) => [e.ras, e.host, e.gpu, e.pid, e.job, e.rank])).toEqual([
+      ['unresponsive', 'node-213', 5, 3487984, 'llm', 45],
+      // "The missing rank: 21" of a communicator: a communicator rank, no process: no global rank.
+      ['missing', 'collector-test', undefined, undefined, undefined, undefined],
+    ]);
+    const found = expectNamed(
+      await replay(work, bus),
+      { rank: 45, host: 'node-213', gpu: 5, onsetTs: t0 } as InjectedFault,
+      60_000,
+    );
+    expect(found).toMatchObject({ job: 'llm', evidence: { signals: ['ras_unresponsive'] } });
+  }, 120_000);
 });

@@ -312,7 +312,8 @@ export class HangDetector {
     }
     const names = r.kind === 'not_joined' || this.namesCulprit(j, r, rank);
     const culprits = names && rank !== undefined ? [rank] : [];
-    if (names && culprits.length === 0) {
+    // A report placed on no rank and only on the collector's host names no host either.
+    if (names && culprits.length === 0 && !r.hostUnknown) {
       const h = j.namedHosts.get(r.host) ?? { gpu: r.gpu, kinds: new Set<string>() };
       h.kinds.add(kind);
       if (j.namedHosts.size < 64) j.namedHosts.set(r.host, h);

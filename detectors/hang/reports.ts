@@ -22,6 +22,8 @@ export interface Report {
   kind: string;
   ts: number;
   host: string;
+  /** The host is only the collector's (`host_source: "collector"`): the source could not place it. */
+  hostUnknown?: boolean;
   gpu?: number;
   rank?: number;
   job?: string;
@@ -58,6 +60,7 @@ export function toReport(e: FaultEvent): Report | undefined {
     kind,
     ts: e.ts,
     host: e.host,
+    ...opt('hostUnknown', x.host_source === 'collector' ? true : undefined),
     message: e.message.slice(0, 500),
     ...opt('gpu', e.gpu),
     ...opt('rank', e.rank),

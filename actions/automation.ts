@@ -94,6 +94,21 @@ export interface TakeOverReport {
   interrupted: string[];
 }
 
+/** The budget and breaker as figures; in dry-run, `nodes_out` counts the nodes out on paper. */
+export interface AutomationBudget {
+  nodes_out: number;
+  nodes_limit: number;
+  /** Which setting sets the node limit, in the operator's words. */
+  limit_by: string;
+  fleet: number;
+  cordons_last_hour: number;
+  per_hour: number | null;
+  breaker_burst: number;
+  breaker_window_s: number;
+  breaker_tripped_at: number | null;
+  breaker_reason: string | null;
+}
+
 export class Automation {
   readonly health: NodeHealth;
   readonly governor: SafetyGovernor;
@@ -327,6 +342,25 @@ export class Automation {
     };
   }
 
+  /** The budget and the breaker now, in figures (GET /v1/actions, the page's automation panel). */
+  budgetNow(): AutomationBudget {
+    const c = this.governor.cfg;
+    const b = this.governor.budget();
+    const trip = this.governor.trip();
+    return {
+      nodes_out: this.mode === 'dry_run' ? this.dryOut.size : this.rankwatchOut.size,
+      nodes_limit: b.nodes,
+      limit_by: describeLimit(c, b),
+      fleet: b.fleet,
+      cordons_last_hour: this.governor.cordonsInHour(this.now()),
+      per_hour: c.perHour ?? null,
+      breaker_burst: c.breakerBurst,
+      breaker_window_s: Math.round(c.breakerWindowMs / 1000),
+      breaker_tripped_at: trip?.at ?? null,
+      breaker_reason: trip?.reason ?? null,
+    };
+  }
+
   /** Decisions since start, by verb and outcome (for /metrics). */
   decisionCounts(): { verb: string; outcome: string; n: number }[] {
     return [...this.decisions].map(([k, n]) => {
@@ -498,7 +532,7 @@ export class Automation {
         ...f,
         state: 'resolved',
         ts: t.ts,
-        summary: `${f.summary} Resolved: ${t.reason} (${t.actor}).`,
+        resolution: `${t.reason} (${t.actor}).`,
       });
     }
     if (done.length) this.o.publish?.(done);

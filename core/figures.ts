@@ -16,7 +16,8 @@ export function costText(pct: number | null | undefined, none = '-'): string {
 }
 
 /** The clause a summary says its cost with: `costs the job ~6.0% of its throughput`. */
-export const costClause = (pct: number): string => `costs the job ~${costText(costFigure(pct))} of its throughput`;
+export const costClause = (pct: number): string =>
+  `costs the job ~${costText(costFigure(pct))} of its throughput`;
 
 const COST_SAID = /(costs the job|would buy) ~\d+(?:\.\d+)?%/;
 

@@ -118,8 +118,9 @@ export class FindingLog {
   }
 
   /**
-   * Resolves an incident with its latest figures. It keeps the summary it had while open (what it
-   * found and cost); a `summary` given here says why it ended, as `resolution`.
+   * Resolves an incident with its latest figures. It keeps the summary it last went out with
+   * while open (what it found; its cost clause says the final cost); a `summary` given here says
+   * why it ended, as `resolution`.
    */
   resolve(id: string, ts: number, patch: Partial<FindingDraft> = {}): void {
     const rec = this.open.get(id);
@@ -127,7 +128,15 @@ export class FindingLog {
     this.open.delete(id);
     const { summary: resolution, ...rest } = patch;
     this.out.push(
-      said({ ...rec.finding, ...rest, id, ts, state: 'resolved', ...(resolution ? { resolution } : {}) }),
+      said({
+        ...rec.finding,
+        summary: rec.emitted.summary,
+        ...rest,
+        id,
+        ts,
+        state: 'resolved',
+        ...(resolution ? { resolution } : {}),
+      }),
     );
   }
 

@@ -3,8 +3,9 @@
  * the reason, at the same event time whether the end is seen live (idle clock, other traffic)
  * or at the end of a replayed file.
  */
-import { costText } from '../core/figures.js';
+
 import { describe, expect, it } from 'vitest';
+import { costText } from '../core/figures.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';

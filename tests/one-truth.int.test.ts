@@ -7,8 +7,9 @@
  * incident's last live line included), the job one MFU, and a resolved finding the summary it
  * had while open. An ack and a silence made through the API show on the page, in `report` and
  * `findings` with the token that made them, and each is an audit line of the server.
+ * A screenshot of the job page goes to .cache/web-test/one-truth-job.png.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -21,6 +22,7 @@ const READ = 'one-truth-read-token-0123456789';
 const ADMIN = 'one-truth-admin-token-0123456789';
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-one-truth-'));
 const data = join(dir, 'data');
+const SHOTS = join(import.meta.dirname, '..', '.cache', 'web-test');
 
 /** Runs the CLI to its end; stdout, stderr and exit code. */
 async function cli(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
@@ -62,6 +64,7 @@ describe('one cost per finding and one MFU on every screen', { timeout: 300_000 
   let browser: Browser;
 
   beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
     [demo, browser] = await Promise.all([
       cli('demo', '--speed', '0', '--data', data, '--ranks', '64', '--job', JOB),
       launchChromium(),
@@ -179,6 +182,7 @@ describe('one cost per finding and one MFU on every screen', { timeout: 300_000 
       els.map((e) => [e.querySelector('span')?.textContent, e.querySelector('b')?.textContent]),
     );
     expect(kpi).toContainEqual(['MFU average', mfu]);
+    await page.screenshot({ path: join(SHOTS, 'one-truth-job.png'), fullPage: true });
     await page.close();
   });
 

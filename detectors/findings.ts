@@ -118,9 +118,8 @@ export class FindingLog {
   }
 
   /**
-   * Resolves an incident with its latest figures. It keeps the summary it last went out with
-   * while open (what it found; its cost clause says the final cost); a `summary` given here says
-   * why it ended, as `resolution`.
+   * Resolves an incident with its latest figures and the summary that says them (what it found
+   * and cost while open); a `summary` given here says why it ended, as `resolution`.
    */
   resolve(id: string, ts: number, patch: Partial<FindingDraft> = {}): void {
     const rec = this.open.get(id);
@@ -128,15 +127,7 @@ export class FindingLog {
     this.open.delete(id);
     const { summary: resolution, ...rest } = patch;
     this.out.push(
-      said({
-        ...rec.finding,
-        summary: rec.emitted.summary,
-        ...rest,
-        id,
-        ts,
-        state: 'resolved',
-        ...(resolution ? { resolution } : {}),
-      }),
+      said({ ...rec.finding, ...rest, id, ts, state: 'resolved', ...(resolution ? { resolution } : {}) }),
     );
   }
 

@@ -26,6 +26,7 @@ import {
 } from '../detectors/health/health.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { AutomationBudget } from '../schema/output.js';
 import type { InsertBatch } from '../store/rows.js';
 import type { CordonDriver, ListedNode } from './drivers/driver.js';
 import { describeLimit, type Limit, type SafetyConfig, SafetyGovernor } from './governor.js';
@@ -92,21 +93,6 @@ export interface TakeOverReport {
   released: string[];
   /** Drains decided before a crash that the scheduler never did. */
   interrupted: string[];
-}
-
-/** The budget and breaker as figures; in dry-run, `nodes_out` counts the nodes out on paper. */
-export interface AutomationBudget {
-  nodes_out: number;
-  nodes_limit: number;
-  /** Which setting sets the node limit, in the operator's words. */
-  limit_by: string;
-  fleet: number;
-  cordons_last_hour: number;
-  per_hour: number | null;
-  breaker_burst: number;
-  breaker_window_s: number;
-  breaker_tripped_at: number | null;
-  breaker_reason: string | null;
 }
 
 export class Automation {

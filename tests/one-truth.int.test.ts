@@ -12,7 +12,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from '../scripts/chromium.js';
 import { listeningUrl, type Running, startRankwatch } from './helpers.js';
@@ -106,6 +106,18 @@ describe('one cost per finding and one MFU on every screen', { timeout: 300_000 
     summary: string;
     resolution?: string;
   }
+  /** The job's page, signed in with the read token, once its findings are listed. */
+  const jobPage = async (): Promise<Page> => {
+    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    page.setDefaultTimeout(60_000);
+    await page.goto(url);
+    await page.fill('input[name=token]', READ);
+    await page.click('button[type=submit]');
+    await page.waitForSelector(`tr[data-job="${JOB}"]`);
+    await page.goto(`${url}/#/job/${JOB}`);
+    await page.waitForSelector('li.finding');
+    return page;
+  };
   const apiFindings = async () =>
     (await get<{ findings: ApiFinding[] }>(`/v1/findings?job=${JOB}&limit=1000`)).findings;
   const pct = (v: number | undefined) => (v === undefined ? '-' : `${(Math.round(v * 10) / 10).toFixed(1)}%`);
@@ -158,14 +170,7 @@ describe('one cost per finding and one MFU on every screen', { timeout: 300_000 
     expect(reported).toEqual(want);
 
     // The page: the job's findings with their costs, and the MFU average.
-    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.setDefaultTimeout(60_000);
-    await page.goto(url);
-    await page.fill('input[name=token]', READ);
-    await page.click('button[type=submit]');
-    await page.waitForSelector(`tr[data-job="${JOB}"]`);
-    await page.goto(`${url}/#/job/${JOB}`);
-    await page.waitForSelector('li.finding');
+    const page = await jobPage();
     const shown = await page.$$eval('li.finding', (els) =>
       els.map((e) => {
         const d = (e as HTMLElement).dataset;
@@ -235,13 +240,7 @@ describe('one cost per finding and one MFU on every screen', { timeout: 300_000 
     expect(acks.get('slow_link')).toBe('acked by oncall');
     expect(acks.get('straggler')).toMatch(/^silenced by oncall until /);
 
-    const page = await browser.newPage();
-    page.setDefaultTimeout(60_000);
-    await page.goto(url);
-    await page.fill('input[name=token]', READ);
-    await page.click('button[type=submit]');
-    await page.waitForSelector(`tr[data-job="${JOB}"]`);
-    await page.goto(`${url}/#/job/${JOB}`);
+    const page = await jobPage();
     await page.waitForSelector(`li.finding[data-id="${link.id}"] .acks`);
     expect(await page.textContent(`li.finding[data-id="${link.id}"] .acks`)).toMatch(/acked by oncall/);
     expect(await page.textContent(`li.finding[data-id="${straggler.id}"] .acks`)).toMatch(

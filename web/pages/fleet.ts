@@ -3,6 +3,7 @@
  * time, checkpoints.
  */
 import type uPlot from 'uplot';
+import type { AutomationBudget } from '../../schema/output.js';
 import { api, type CheckpointStats, type Fault, type Finding, type NodeRow, type SlowGpu } from '../api.js';
 import { type Chart, lineChart } from '../charts.js';
 import { ago, esc, ms, num, time } from '../format.js';
@@ -25,18 +26,7 @@ interface Actions {
   driver: string;
   breaker_tripped: boolean;
   leading?: boolean;
-  budget: {
-    nodes_out: number;
-    nodes_limit: number;
-    limit_by: string;
-    fleet: number;
-    cordons_last_hour: number;
-    per_hour: number | null;
-    breaker_burst: number;
-    breaker_window_s: number;
-    breaker_tripped_at: number | null;
-    breaker_reason: string | null;
-  } | null;
+  budget: AutomationBudget | null;
   pending: { id: string; host: string; finding_id: string }[];
 }
 

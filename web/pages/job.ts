@@ -107,7 +107,15 @@ export function jobPage(view: View, job: string): void {
       $('mfu-chart').hidden = false;
       mfuChart ??= lineChart($('mfu-chart'), [
         { label: 'MFU', color: '--accent', scale: 'mfu', value: (v) => pct(v), tick: (v) => pct(v, 0) },
-        { label: 'tokens/s', color: '--accent2', scale: 'tok', value: (v) => num(v), tick: short },
+        // Dashed: with the model fixed, MFU is tokens/s times a constant, and the lines coincide.
+        {
+          label: 'tokens/s',
+          color: '--accent2',
+          scale: 'tok',
+          value: (v) => num(v),
+          tick: short,
+          dash: [6, 6],
+        },
       ]);
       const pts = mfu.points;
       const cp = cps.checkpoints.filter((c) => c.phase === 'save');

@@ -243,7 +243,7 @@ describe('rankwatch up with automation enabled and no budget', () => {
       },
     );
     rmSync(dir, { recursive: true, force: true });
-    expect(r.status).toBe(1);
+    expect(r.status).toBe(2); // a flag left out: what was typed is wrong (README's rule)
     expect(r.stderr).toMatch(
       /^rankwatch up: RANKWATCH_ERR_CONFIG: cordon automation: enabled without a budget: set .*--cordon-per-hour/,
     );

@@ -82,6 +82,8 @@ export interface CordonListEntry {
   /** When it entered its state, and why. */
   since?: number;
   reason?: string;
+  /** Verifying: the last check set aside because it was dated before the repair finished. */
+  ignored_check?: string;
 }
 
 /** What `takeOver()` found and did, for the start-up line. */
@@ -193,8 +195,11 @@ export class Automation {
     for (const e of events) {
       last = Math.max(last, e.ts);
       if ('host' in e && typeof e.host === 'string') this.hosts.add(e.host);
-      if (e.kind === 'check') moves.push(...this.health.onCheck(e));
-      else if (e.kind === 'gpu') {
+      if (e.kind === 'check') {
+        const ignored: string[] = [];
+        moves.push(...this.health.onCheck(e, ignored));
+        for (const line of ignored) this.o.logger?.warn({ host: e.host, tool: e.tool }, `check ${line}`);
+      } else if (e.kind === 'gpu') {
         if (e.ecc_dbe !== undefined || e.ecc_sbe !== undefined) moves.push(...this.health.onGpu(e));
       } else if (e.kind === 'step') {
         const hosts = this.jobHosts.get(e.job) ?? new Set<string>();
@@ -277,6 +282,7 @@ export class Automation {
         pending_approval: pending.has(u.host),
         since: u.since,
         reason: u.reason,
+        ...(u.ignored_check ? { ignored_check: u.ignored_check } : {}),
       }));
     // Out by rankwatch yet healthy in health (returned by an override while the resume failed).
     for (const r of this.rankwatchOut.values())

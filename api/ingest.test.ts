@@ -38,7 +38,7 @@ async function setup(token?: string) {
     await bus.drain();
     return got.flatMap((d) => d.events);
   };
-  return { app, bus, events };
+  return { app, bus, events, got };
 }
 
 let cleanup: (() => Promise<void>) | undefined;
@@ -73,8 +73,8 @@ describe('POST /v1/ingest', () => {
     expect(bus.counters().published_batches).toBe(3);
   });
 
-  it('keeps good lines and answers 400 with line numbers and reasons for the bad ones', async () => {
-    const { app, bus, events } = await setup();
+  it('keeps good lines and answers 200 (400 when none was good) with line numbers and reasons for the bad ones, which it passes on to be kept', async () => {
+    const { app, bus, events, got } = await setup();
     cleanup = async () => {
       await app.close();
       await bus.stop();
@@ -93,15 +93,27 @@ describe('POST /v1/ingest', () => {
       headers: { 'content-type': 'text/plain' },
       payload: body,
     });
-    expect(r.statusCode).toBe(400);
+    expect(r.statusCode).toBe(200);
     const j = r.json();
     expect(j.accepted).toBe(2);
     expect(j.rejected).toBe(3);
+    expect(j.message).toBe('2 event(s) accepted, 3 line(s) rejected and kept as dead letters');
     expect(j.errors.map((e: { line: number }) => e.line)).toEqual([2, 4, 5]);
     expect(j.errors[0].reason).toMatch(/not valid JSON/);
     expect(j.errors[1].reason).toMatch(/step_ms/);
     expect(j.errors[2].reason).toMatch(/unknown kind "weather"/);
     expect(((await events()) as { rank: number }[]).map((e) => e.rank)).toEqual([0, 3]);
+    // The rejected lines go on the bus as they were sent, for the pipeline's dead letters.
+    const rejects = got.flatMap((d) => d.undecodable ?? []);
+    expect(rejects.map((u) => [u.line, u.raw])).toEqual([
+      [2, '{"v":1,"kind":"step",'],
+      [4, JSON.stringify({ ...step(1), step_ms: 'slow' })],
+      [5, JSON.stringify({ v: 1, kind: 'weather', ts: 1 })],
+    ]);
+    expect(rejects[0].reason).toMatch(/^ingest line 2 \(token anonymous\): not valid JSON/);
+    const none = await app.inject({ method: 'POST', url: '/v1/ingest', payload: 'not json\n' });
+    expect(none.statusCode).toBe(400);
+    expect(none.json()).toMatchObject({ accepted: 0, rejected: 1, errors: [{ line: 1 }] });
   });
 
   it('rejects bad gzip and empty bodies with a 400 that says why', async () => {
@@ -231,7 +243,7 @@ describe('POST /v1/ingest', () => {
       JSON.stringify(step(99)),
     ];
     const r = await app.inject({ method: 'POST', url: '/v1/ingest', payload: lines.join('\n') });
-    expect(r.statusCode).toBe(400);
+    expect(r.statusCode).toBe(200);
     const j = r.json();
     expect(j.accepted).toBe(1);
     expect(j.rejected).toBe(70);
@@ -376,7 +388,7 @@ describe('POST /v1/ingest through the write-ahead log, as `rankwatch up` runs it
     await again.consume(async (d) => {
       replayed.push(d);
     });
-    expect(await again.recover()).toEqual({ batches: 1, events: 3 });
+    expect(await again.recover()).toEqual({ batches: 2, events: 3 });
     await again.drain();
     await again.stop();
     await again.close();
@@ -384,6 +396,12 @@ describe('POST /v1/ingest through the write-ahead log, as `rankwatch up` runs it
     expect(replayed[0].events).toEqual(kept.map((l) => JSON.parse(l)));
     // As the text it was sent in, too: stored again after a crash, it is the same raw event (one copy).
     expect(replayed[0].lines).toEqual(kept);
+    // The rejected lines are journaled with them: after a crash they still become dead letters.
+    expect(replayed[1]).toMatchObject({ key: 'ingest', events: [] });
+    expect(replayed[1].undecodable?.map((u) => [u.line, u.raw])).toEqual([
+      [2, sent[1]],
+      [4, sent[3]],
+    ]);
     // The bus hands the pipeline each event's text, stored as the raw event without encoding it again.
     const got: Delivery[] = [];
     await wal.consume(async (d) => {

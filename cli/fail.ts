@@ -62,6 +62,17 @@ function known(err: unknown): Errno | undefined {
   return undefined;
 }
 
+/**
+ * Codes that mean what was typed is wrong: a flag, a value, a config file or key (a budget left
+ * out, a GPU model or model file the command cannot use). Exit 2, as README's rule says.
+ */
+const TYPED: ReadonlySet<ErrorCode> = new Set([
+  'RANKWATCH_ERR_USAGE',
+  'RANKWATCH_ERR_CONFIG',
+  'RANKWATCH_ERR_MODEL',
+  'RANKWATCH_ERR_UNKNOWN_GPU',
+]);
+
 const NODE_CODES: Record<string, true> = {
   EADDRINUSE: true,
   EADDRNOTAVAIL: true,
@@ -76,6 +87,9 @@ const NODE_CODES: Record<string, true> = {
   ENOENT: true,
 };
 
+/** The check a store makes before opening its folder (store/chdb.ts) is an access() call. */
+const unwritable = (e: Errno) => (e.syscall === 'access' ? 'not writable by this user, ' : '');
+
 function line(cmd: string, code: ErrorCode, what: string): string {
   const text = what.replace(/\s*\n\s*/g, '; ').replace(/[.\s]+$/, '');
   const hint = ERRORS[code].hint.replace(/\.$/, '');
@@ -85,7 +99,7 @@ function line(cmd: string, code: ErrorCode, what: string): string {
 export function explain(err: unknown, cmd: string, argv: string[]): Failure {
   if (err instanceof RankwatchError) {
     // A catalogued error wrapping a Node/chDB one (e.g. the store) keeps its own words.
-    return { line: line(cmd, err.code, err.message), exit: err.code === 'RANKWATCH_ERR_USAGE' ? 2 : 1 };
+    return { line: line(cmd, err.code, err.message), exit: TYPED.has(err.code) ? 2 : 1 };
   }
   const e = known(err);
   if (e) {
@@ -123,12 +137,20 @@ export function explain(err: unknown, cmd: string, argv: string[]): Failure {
             exit: 2,
           };
         return {
-          line: line(cmd, 'RANKWATCH_ERR_PATH', `permission denied: ${at(e.path, 'a path')}`),
+          line: line(
+            cmd,
+            'RANKWATCH_ERR_PATH',
+            `${unwritable(e)}permission denied (${e.code}): ${at(e.path, 'a path')}`,
+          ),
           exit: 1,
         };
       case 'EROFS':
         return {
-          line: line(cmd, 'RANKWATCH_ERR_PATH', `read-only file system: ${at(e.path, 'a path')}`),
+          line: line(
+            cmd,
+            'RANKWATCH_ERR_PATH',
+            `${unwritable(e)}read-only file system (EROFS): ${at(e.path, 'a path')}`,
+          ),
           exit: 1,
         };
       case 'ENOSPC':

@@ -7,7 +7,7 @@
 import { RankwatchError } from '../core/errors.js';
 import type { Store } from '../store/store.js';
 import { defineOptions, type OptionValues, optionsHelp } from './args.js';
-import { openStore, STORE_OPTIONS } from './store-options.js';
+import { openStore, refuseMissingStore, STORE_OPTIONS } from './store-options.js';
 
 const API_OPTIONS = defineOptions({
   json: { kind: 'boolean', help: 'print JSON (for scripts) instead of tables' },
@@ -67,12 +67,13 @@ export async function openSource(values: SourceValues): Promise<ReadSource> {
       },
     };
   }
+  const folder = refuseMissingStore(values);
   const { store, where } = await openStore(values).catch((err: unknown) => {
     // chDB lets one process hold a data folder: a running `rankwatch up` answers through its API.
     if (/lock|already running|Failed to create connection/i.test(String((err as Error).message)))
       throw new RankwatchError(
-        'RANKWATCH_ERR_USAGE',
-        'the chDB folder is held by another process (rankwatch up?): read through its API with --api URL --token T',
+        'RANKWATCH_ERR_DATA_IN_USE',
+        `the chDB folder ${folder} is held by another process (rankwatch up?): read through its API with --api URL --token T, --data`,
         { cause: err },
       );
     throw err;

@@ -4,7 +4,8 @@
  * they make.
  */
 
-import { resolve } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { RankwatchError } from '../core/errors.js';
 import { createStore, type StoreConfig } from '../store/index.js';
 import { SCHEMA_DEFAULTS } from '../store/schema.js';
@@ -137,4 +138,26 @@ function redact(url: string): string {
   u.password = '';
   u.username = '';
   return u.toString();
+}
+
+/**
+ * Reading never creates a store: a mistyped --data would otherwise become an empty chDB folder
+ * and the answer "no jobs". A folder chDB has written holds its `metadata` folder. Returns the
+ * chDB folder ('' for a server).
+ */
+export function refuseMissingStore(values: StoreValues): string {
+  const config = storeConfig(values);
+  if (config.type !== 'chdb') return '';
+  const at = resolve(config.path);
+  const why = !existsSync(at)
+    ? 'no such folder'
+    : statSync(at).isDirectory() && !existsSync(join(at, 'metadata'))
+      ? 'it holds no rankwatch data'
+      : undefined;
+  if (why)
+    throw new RankwatchError(
+      'RANKWATCH_ERR_USAGE',
+      `no chDB data folder at ${at} (${why}), --data: give the folder rankwatch up, replay --data or demo wrote, or --api URL of a running server`,
+    );
+  return at;
 }

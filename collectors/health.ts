@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Health } from '../core/health.js';
 import { httpServerTimeouts, SERVER_TIMEOUTS, type ServerTimeouts } from '../core/server-timeouts.js';
-import { readIngestBody } from '../stream/ingest-body.js';
+import { ingestStatus, readIngestBody } from '../stream/ingest-body.js';
 import { IngestBudget, type IngestLimits } from '../stream/ingest-limits.js';
 import type { CollectorCounters } from './collector.js';
 
@@ -141,7 +141,7 @@ export async function startHealthServer(
         Promise.resolve()
           .then(() => (r.good.length ? deps.ingest(r.good) : undefined))
           .then(
-            () => json(r.rejected ? 400 : 200, reply),
+            () => json(ingestStatus(r), reply),
             (err: Error) =>
               json(503, { accepted: 0, rejected: 0, message: `not accepted, send again: ${err.message}` }),
           )

@@ -141,6 +141,6 @@ describe('a recorded file as the source', () => {
   });
 
   it('a missing file is a clear input error before anything is read', async () => {
-    await expect(replay(join(dir, 'nope.jsonl'))).rejects.toThrow(/no such file: .*nope\.jsonl/);
+    await expect(replay(join(dir, 'nope.jsonl'))).rejects.toThrow(/no such file or directory.*nope\.jsonl/);
   });
 });

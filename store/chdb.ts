@@ -8,8 +8,8 @@
  * tmpfs and ext4, store/chdb-outage.test.ts). Such a part answers every read with CORRUPTED_DATA,
  * and its block id keeps the retried batch out as a duplicate.
  */
-import { mkdirSync, statfsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { accessSync, constants, mkdirSync, readdirSync, statfsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Session } from 'chdb';
 import { RankwatchError } from '../core/errors.js';
@@ -42,6 +42,17 @@ const REPAIR_LOOKBACK_S = 60;
 const PART_NAME = /^[A-Za-z0-9_-]+$/;
 
 let openPath: string | undefined;
+
+/**
+ * Throws Node's own EACCES/EROFS (with the path) when this user cannot write the data folder or
+ * what lies at its top (e.g. files a root run left): the engine says only "cannot create a
+ * connection" then, which reads like a folder held by another process.
+ */
+function assertWritable(path: string): void {
+  const rw = constants.R_OK | constants.W_OK;
+  accessSync(path, rw | constants.X_OK);
+  for (const name of readdirSync(path)) accessSync(join(path, name), rw);
+}
 
 /** The rows of a JSONEachRow answer. */
 const rowsOf = <T = Record<string, unknown>>(text: string): T[] =>
@@ -90,6 +101,7 @@ export class ChdbStore implements Store {
       );
     }
     mkdirSync(this.path, { recursive: true });
+    assertWritable(this.path);
     const fs = statfsSync(this.path);
     if (fs.type === TMPFS_MAGIC)
       config.warn?.(

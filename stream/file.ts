@@ -52,14 +52,9 @@ export class FileTransport implements Transport {
   async consume(handler: DeliveryHandler): Promise<void> {
     if (this.done) throw new RankwatchError('RANKWATCH_ERR_USAGE', 'one handler per transport');
     if (this.path !== '-') {
-      let folder = false;
-      try {
-        folder = statSync(this.path).isDirectory();
-      } catch {
-        throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${this.path}`);
-      }
-      // Said before anything is read, as the CLI says a path error (cli/fail.ts).
-      if (folder)
+      // Node's own errors (ENOENT, EACCES…) carry the path: the CLI names the flag (cli/fail.ts).
+      // Said before anything is read.
+      if (statSync(this.path).isDirectory())
         throw Object.assign(new Error(`EISDIR: ${this.path} is a folder`), {
           code: 'EISDIR',
           path: this.path,

@@ -2,8 +2,9 @@
  * A Publisher that POSTs batches to `rankwatch up` (POST /v1/ingest) as gzip JSON lines, with a
  * bearer token when one is set. An endpoint that is down, overloaded (429) or failing (5xx)
  * raises a retriable RANKWATCH_ERR_TRANSPORT_UNAVAILABLE, so a SpoolingPublisher keeps the batch
- * on disk and replays it; a 400 means some lines were bad: the server kept the good ones, so the
- * batch counts as sent and the rejected lines are reported, never retried. A 413 halves the
+ * on disk and replays it; a reply that counts rejected lines (200 when some were accepted, 400
+ * when none was) means the server kept the good ones and set the bad ones aside, so the batch
+ * counts as sent and the rejected lines are reported, never retried. A 413 halves the
  * request until it fits; an event over the limit on its own is refused alone (onRefused).
  */
 import { promisify } from 'node:util';
@@ -103,13 +104,15 @@ export class HttpPublisher implements Publisher {
       );
     }
     const text = await res.text().catch(() => '');
-    if (res.ok) {
+    // 200 with rejected lines (some accepted) or 400 (none): the server kept the good ones and set
+    // the rest aside; the batch counts as sent and the rejected lines are reported, never retried.
+    const reply = res.ok || res.status === 400 ? safeJson(text) : undefined;
+    if (res.ok && !(Number(reply?.rejected) > 0)) {
       this.c.sent_events += events.length;
       this.c.bytes_sent += body.length;
       return;
     }
-    if (res.status === 400) {
-      const reply = safeJson(text);
+    if (res.ok || res.status === 400) {
       const rejected = Number(reply?.rejected ?? events.length);
       this.c.rejected_events += rejected;
       this.c.sent_events += Number(reply?.accepted ?? 0);

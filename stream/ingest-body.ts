@@ -28,6 +28,16 @@ export interface CheckedBody {
   lines: string[];
   errors: { line: number; reason: string }[];
   rejected: number;
+  /** Every rejected line as sent, with its line number and reason: kept as dead letters. */
+  rejects: { line: number; reason: string; raw: string }[];
+}
+
+/**
+ * The status of a body that was read whole: 200 when any event was accepted (the reply counts the
+ * rejected lines and lists the first ones), 400 only when none was.
+ */
+export function ingestStatus(b: Pick<CheckedBody, 'good' | 'rejected'>): 200 | 400 {
+  return b.good.length === 0 && b.rejected > 0 ? 400 : 200;
 }
 
 /** Why a body was not taken at all; nothing of it was accepted. */
@@ -214,6 +224,7 @@ class BodyChecker {
   private readonly good: RankwatchEvent[] = [];
   private readonly lines: string[] = [];
   private readonly errors: { line: number; reason: string }[] = [];
+  private readonly rejects: { line: number; reason: string; raw: string }[] = [];
   private rejected = 0;
   private lineNo = 0;
   private events = 0;
@@ -258,7 +269,13 @@ class BodyChecker {
   }
 
   result(): CheckedBody {
-    return { good: this.good, lines: this.lines, errors: this.errors, rejected: this.rejected };
+    return {
+      good: this.good,
+      lines: this.lines,
+      errors: this.errors,
+      rejected: this.rejected,
+      rejects: this.rejects,
+    };
   }
 
   private async yieldTurn(): Promise<void> {
@@ -280,19 +297,20 @@ class BodyChecker {
     try {
       value = JSON.parse(line);
     } catch (err) {
-      this.reject(`not valid JSON: ${(err as Error).message}`);
+      this.reject(`not valid JSON: ${(err as Error).message}`, line);
       return;
     }
     const v = validateEvent(value);
     if (v.ok) {
       this.good.push(v.event);
       this.lines.push(line);
-    } else this.reject(v.reason);
+    } else this.reject(v.reason, line);
   }
 
   /** Lines come in order, so the first `maxReasons` kept are the first rejected lines. */
-  private reject(reason: string): void {
+  private reject(reason: string, raw: string): void {
     this.rejected++;
+    this.rejects.push({ line: this.lineNo, reason, raw });
     if (this.errors.length < this.maxReasons) this.errors.push({ line: this.lineNo, reason });
   }
 }

@@ -68,6 +68,7 @@ export class MemoryTransport implements Transport {
         throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped memory transport');
       const d: Delivery = { key: b.key, partition: index, offset: part.nextOffset++, events: b.events };
       if (b.lines) d.lines = b.lines;
+      if (b.undecodable?.length) d.undecodable = b.undecodable;
       part.queue.push(d);
       part.events += d.events.length;
       this.c.published_batches++;

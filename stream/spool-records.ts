@@ -55,7 +55,10 @@ export function encodeRecords(batches: Batch[]): { data: Buffer; sizes: number[]
 /** The key's header line, then one line per event: the text it arrived in when the batch kept it. */
 function payloadOf(b: Batch): string {
   const kept = b.lines?.length === b.events.length ? b.lines : undefined;
-  let text = JSON.stringify({ key: b.key });
+  // JSON.stringify escapes newlines and RS inside strings, so the header stays one line.
+  let text = JSON.stringify(
+    b.undecodable?.length ? { key: b.key, undecodable: b.undecodable } : { key: b.key },
+  );
   for (let i = 0; i < b.events.length; i++) {
     const line = kept?.[i];
     // A kept line is one JSON text (so it holds neither); checked anyway, as framing rests on it.
@@ -69,17 +72,20 @@ function payloadOf(b: Batch): string {
 
 function batchOfPayload(payload: Buffer): Batch | undefined {
   const lines = payload.toString('utf8').split('\n');
-  let key: unknown;
+  let head: { key?: unknown; undecodable?: Batch['undecodable'] };
   try {
-    key = (JSON.parse(lines[0]) as { key?: unknown })?.key;
+    head = JSON.parse(lines[0]) ?? {};
   } catch {
     return undefined;
   }
+  const key = head.key;
   if (typeof key !== 'string') return undefined;
   const kept = lines.slice(1);
   // A whole record is a batch: a line that is no JSON (never written so) comes back as its text,
   // which the pipeline sets aside with a reason, so the batch count stays what the writer counted.
-  return { key, events: kept.map(parseOrText), lines: kept };
+  const batch: Batch = { key, events: kept.map(parseOrText), lines: kept };
+  if (Array.isArray(head.undecodable) && head.undecodable.length) batch.undecodable = head.undecodable;
+  return batch;
 }
 
 function parseOrText(line: string): unknown {

@@ -16,6 +16,11 @@ export interface Batch {
    * (ingest): the write-ahead log and the raw-event table take it as is instead of encoding again.
    */
   lines?: string[];
+  /**
+   * Lines ingest rejected, with their reason: delivered (as `Delivery.undecodable`) for the
+   * pipeline to set aside as dead letters. Carried by the write-ahead log and the in-process bus.
+   */
+  undecodable?: { raw: string; reason: string; line?: number }[];
 }
 
 export interface Delivery {

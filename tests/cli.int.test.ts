@@ -224,8 +224,8 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
 
   it('explains a missing input file', async () => {
     const r = await rankwatch('replay', join(dir, 'nope.jsonl'));
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/RANKWATCH_ERR_INPUT: no such file/);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/RANKWATCH_ERR_PATH: no such file or folder: .*nope\.jsonl, the input FILE/);
   });
 });
 
@@ -296,7 +296,7 @@ describe('rankwatch mfu', () => {
       '--peak-tflops',
       '1',
     );
-    expect(r2.code).toBe(1);
+    expect(r2.code).toBe(2);
     expect(r2.stderr).toMatch(/RANKWATCH_ERR_MODEL/);
   });
 });
@@ -318,8 +318,8 @@ describe('help and errors', () => {
     expect(Date.now() - started).toBeLessThan(30_000); // the full matrix takes minutes
     expect(readFileSync(doc, 'utf8')).toBe('# results\n');
     const missing = await rankwatch('eval', '--sweep', '--update-docs', join(dir, 'nope.md'));
-    expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/RANKWATCH_ERR_INPUT: no such file/);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/RANKWATCH_ERR_PATH: no such file or folder: .*nope\.md, --update-docs/);
   });
 
   it('detect refuses a replay window that is not a positive number of minutes, before connecting', async () => {

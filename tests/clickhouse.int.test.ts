@@ -194,7 +194,8 @@ describe('store outage through the pipeline', () => {
     const s = open(fixtureConfig({ database: `${database}_outage`, attempts: 1 }));
     const sim = new ClusterSim({
       ranks: 8,
-      steps: 20,
+      // Slow from step 5, before its own baseline exists: a chronic straggler, judged after ~20 steps.
+      steps: 40,
       seed: 3,
       startTs: Date.now() - 600_000,
       collectives: false,

@@ -5,7 +5,16 @@
  * one line with the flag or path it is about, exit 2 when what was typed is wrong.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +45,14 @@ function expectOneLine(stderr: string, cmd: string, what: RegExp) {
   expect(lines[0]).toMatch(new RegExp(`^rankwatch ${cmd}: RANKWATCH_ERR_[A-Z_]+: `));
   expect(lines[0]).toMatch(what);
   expect(stderr).not.toMatch(/\n\s+at /);
+}
+
+/** A chDB folder holding a simulated job, made as a user makes one: sim, then replay --data. */
+async function storedJob(data: string, ...simArgs: string[]) {
+  const events = `${data}.jsonl`;
+  expect((await rankwatch(['sim', ...simArgs, '-o', events])).code).toBe(0);
+  const r = await rankwatch(['replay', events, '--quiet', '--data', data, '--findings', `${data}.findings`]);
+  expect(r.code, r.stderr).toBe(0);
 }
 
 describe('demo at any size, run after run', () => {
@@ -76,6 +93,26 @@ describe('usage errors are one line naming the flag, exit 2', () => {
     [['up', '--port', 'http'], /--port needs a number, got "http"/],
     [['collect', '--health-port', '-1'], /--health-port/],
     [['mfu', '--gpus', '-4'], /--gpus/],
+    // A budget left out is a flag left out (it used to exit 1).
+    [
+      [
+        'up',
+        '--port',
+        '0',
+        '--data',
+        join(dir, 'budget-data'),
+        '--cordon-driver',
+        'slurm',
+        '--cordon-enable',
+      ],
+      /enabled without a budget: set maxShare \(--cordon-max-share\), maxNodes \(--cordon-max-nodes\), perHour \(--cordon-per-hour\)/,
+    ],
+    [['report'], /give one job id/],
+    [['replay', join(dir, 'no-such.jsonl')], /no such file or folder: .*no-such\.jsonl, the input FILE/],
+    [
+      ['mfu', '--gpu-model', 'H1OO', '--model', join(dir, 'none.json')],
+      /--model .*none\.json: cannot read it/,
+    ],
   ])('%j', async (args, what) => {
     const r = await rankwatch(args);
     expect(r.code, r.stderr).toBe(2);
@@ -140,6 +177,96 @@ describe('paths and ports', () => {
   });
 });
 
+describe('the data folder', () => {
+  it.each([
+    ['jobs'],
+    ['findings', '--open'],
+    ['report', 'some-job'],
+    ['failures'],
+    ['checkpoint', '--job', 'some-job'],
+    ['serve', '--port', '0'],
+  ])('%s on a mistyped --data refuses it, exit 2, and creates nothing', async (...args) => {
+    const typo = join(dir, 'dtaa');
+    const r = await rankwatch([...args, '--data', typo]);
+    expect(r.code, r.stdout).toBe(2);
+    expectOneLine(
+      r.stderr,
+      args[0],
+      new RegExp(`no chDB data folder at ${typo} \\(no such folder\\), --data`),
+    );
+    expect(r.stdout).toBe('');
+    expect(existsSync(typo)).toBe(false);
+  });
+
+  it('a folder that is no chDB store (say, the working folder) is refused too, and left as it was', async () => {
+    const plain = join(dir, 'plain-folder');
+    mkdirSync(plain);
+    const r = await rankwatch(['jobs', '--data', plain]);
+    expect(r.code).toBe(2);
+    expectOneLine(
+      r.stderr,
+      'jobs',
+      /no chDB data folder at .*plain-folder \(it holds no rankwatch data\), --data/,
+    );
+    expect(readdirSync(plain)).toEqual([]);
+  });
+
+  // Root writes anywhere: as root the command runs as nobody (setpriv), over a folder root owns.
+  const root = process.getuid?.() === 0;
+  const nobody = root ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] : [];
+  it.skipIf(root && !existsSync('/usr/bin/setpriv'))(
+    'a folder this user cannot write is said to be unwritable (path and errno), not held by another process: exit 1',
+    async () => {
+      const open = mkdtempSync(join(tmpdir(), 'rankwatch-unwritable-'));
+      chmodSync(open, 0o755); // nobody may enter, not write
+      const data = join(open, 'data');
+      try {
+        // A store written by another user (here: root, or this user before the chmod).
+        await storedJob(data, '--ranks', '8', '--steps', '3');
+        if (!root) chmodSync(data, 0o555);
+        for (const args of [
+          ['up', '--port', '0', '--data', data],
+          ['jobs', '--data', data],
+        ]) {
+          const [cmd, ...rest] = nobody.length
+            ? [nobody[0], ...nobody.slice(1), process.execPath, bin, ...args]
+            : [process.execPath, bin, ...args];
+          const r = await run(cmd, rest).then(
+            (o) => ({ code: 0, stderr: o.stderr }),
+            (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+          );
+          expect(r.code, r.stderr).toBe(1);
+          expectOneLine(
+            r.stderr,
+            args[0],
+            new RegExp(
+              `RANKWATCH_ERR_PATH: not writable by this user, permission denied \\(EACCES\\): ${data}, --data`,
+            ),
+          );
+          expect(r.stderr).not.toMatch(/another process/);
+        }
+      } finally {
+        rmSync(open, { recursive: true, force: true });
+      }
+    },
+  );
+});
+
+// A terminal of 100 columns: util-linux's `script` runs the command on a real pseudo-terminal.
+describe.skipIf(!existsSync('/usr/bin/script'))('tables on a terminal', () => {
+  it('fit its width (wrapping the long columns); piped, they are as wide as their cells', async () => {
+    const data = join(dir, 'tty-data');
+    await storedJob(data, '--ranks', '16', '--steps', '120', '--fault', 'throttle:rank=5,at=30');
+    const widest = (text: string) => Math.max(...text.split('\n').map((l) => l.replace(/\r$/, '').length));
+    const piped = await rankwatch(['findings', '--data', data]);
+    expect(widest(piped.stdout)).toBeGreaterThan(100);
+    const cmd = `stty cols 100 rows 40; ${JSON.stringify(process.execPath)} ${JSON.stringify(bin)} findings --data ${JSON.stringify(data)}`;
+    const tty = await run('script', ['-qec', cmd, '/dev/null'], { maxBuffer: 16 << 20 });
+    expect(tty.stdout).toMatch(/│ throttle +│/);
+    expect(widest(tty.stdout)).toBeLessThanOrEqual(100);
+  });
+});
+
 describe('replay input', () => {
   const sim = join(dir, 'job.jsonl');
   const simArgs = ['sim', '--ranks', '16', '--steps', '40', '--fault', 'slow_rank:rank=3,at=5,slowdown=0.4'];
@@ -197,6 +324,51 @@ describe('replay input', () => {
     expect(r.stderr).toMatch(
       new RegExp(`${lines} of ${lines} events are older than the raw-data retention \\(30 days`),
     );
+  });
+
+  it('sim --failures ends its days now, so a store keeps them all (--start still fixes the time)', async () => {
+    const file = join(dir, 'fleet.jsonl');
+    const before = Date.now();
+    const sim = await rankwatch([
+      'sim',
+      '--failures',
+      '--nodes',
+      '16',
+      '--days',
+      '3',
+      '--seed',
+      '2',
+      '-o',
+      file,
+    ]);
+    expect(sim.code, sim.stderr).toBe(0);
+    const ts = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { ts: number }).ts);
+    expect(Math.min(...ts)).toBeGreaterThanOrEqual(before - 3 * 86_400_000 - 60_000);
+    expect(Math.max(...ts)).toBeLessThanOrEqual(Date.now());
+    const r = await rankwatch([
+      'replay',
+      file,
+      '--data',
+      join(dir, 'fleet-data'),
+      '--findings',
+      join(dir, 'ff.jsonl'),
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toMatch(/older than the raw-data retention/);
+    const fixed = await rankwatch([
+      'sim',
+      '--failures',
+      '--nodes',
+      '2',
+      '--days',
+      '1',
+      '--start',
+      '2026-01-01T00:00:00Z',
+    ]);
+    expect((JSON.parse(fixed.stdout.split('\n')[0]) as { ts: number }).ts).toBe(Date.UTC(2026, 0, 1));
   });
 
   it('sim dates events now unless --start says otherwise', async () => {

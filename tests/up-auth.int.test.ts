@@ -133,7 +133,7 @@ describe('rankwatch serve --auth FILE', () => {
       '--port',
       '0',
       '--data',
-      join(dir, 'serve-data'),
+      join(dir, 'data'), // what up stored (serve reads a store; it creates none)
       '--auth',
       authFile,
     ]);

@@ -128,8 +128,8 @@ describe('rankwatch up under the 3.5 M-event body', () => {
     ]);
     running.push(bad);
     expect(await new Promise((r) => bad.proc.once('exit', r))).toBe(2);
-    expect(bad.stderr()).toContain(
-      'RANKWATCH_ERR_USAGE: --ingest-memory-mb 2 is below --ingest-max-mb 4: a request that large could never be taken',
+    expect(bad.stderr()).toMatch(
+      /RANKWATCH_ERR_USAGE: --ingest-memory-mb \(RANKWATCH_INGEST_MEMORY_MB\) 2 is below --ingest-max-mb \(RANKWATCH_INGEST_MAX_MB\) 4: a request that large could never be taken/,
     );
 
     const up = startRankwatch([

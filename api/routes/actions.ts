@@ -136,6 +136,12 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
                 ),
                 since: Type.Optional(Type.Number({ description: 'when it entered its state (epoch ms)' })),
                 reason: Type.Optional(Type.String({ description: 'why it is in its state' })),
+                ignored_check: Type.Optional(
+                  Type.String({
+                    description:
+                      'verifying: the last check set aside because it was dated before the repair finished',
+                  }),
+                ),
               }),
               { description: 'hosts not healthy in the automation’s node health, now' },
             ),

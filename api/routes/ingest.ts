@@ -1,7 +1,8 @@
 /**
  * POST /v1/ingest: a batch of v1 events as JSON lines (gzip by magic number or
- * Content-Encoding). Good events are published even when some lines are bad; the reply says how
- * many were accepted and, for a 400, which lines were rejected and why. A bearer token is
+ * Content-Encoding). Good events are published even when some lines are bad: 200 when any was
+ * accepted, 400 when none was; the reply says how many were accepted and rejected, and which lines
+ * were rejected and why. Rejected lines are kept as dead letters. A bearer token is
  * (ingest scope, api/auth.ts) is required when tokens are configured. The reply waits for the bus,
  * so a busy pipeline slows producers down instead of dropping their events. A 2xx means the events
  * are durable (in `rankwatch up`: fsynced to its write-ahead log); a failed publish is a 500 with its code.
@@ -14,10 +15,13 @@ import { STATUS_CODES } from 'node:http';
 import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { readIngestBody } from '../../stream/ingest-body.js';
+import { ingestStatus, readIngestBody } from '../../stream/ingest-body.js';
 import { DEFAULT_INGEST_LIMITS, IngestBudget } from '../../stream/ingest-limits.js';
 import { batchByKey, type Publisher } from '../../stream/transport.js';
 import { DEFAULT_INGEST_RATE, limitRate } from './rate-limit.js';
+
+/** The source rejected lines are stored under (dead_letters.source). */
+const REJECTS_KEY = 'ingest';
 
 /** Rejected lines listed in a reply; the count covers them all. */
 const MAX_REASONS = 50;
@@ -114,14 +118,27 @@ export const ingestRoutes: FastifyPluginAsync<IngestOptions> = async (app, opts)
         });
       }
       try {
-        const { good, lines, errors, rejected } = body;
-        if (good.length > 0) await opts.publisher.publish(batchByKey(good, lines, DELIVERY_EVENTS));
+        const { good, lines, errors, rejected, rejects } = body;
+        const batches = batchByKey(good, lines, DELIVERY_EVENTS);
+        // Rejected lines travel with the good ones (one journal write): the pipeline stores them as
+        // dead letters (table dead_letters), each with its line number and reason.
+        if (rejects.length)
+          batches.push({
+            key: REJECTS_KEY,
+            events: [],
+            undecodable: rejects.map((r) => ({
+              raw: r.raw,
+              line: r.line,
+              reason: `ingest line ${r.line}${req.principal ? ` (token ${req.principal})` : ''}: ${r.reason}`,
+            })),
+          });
+        if (batches.length > 0) await opts.publisher.publish(batches);
         if (rejected === 0) return { accepted: good.length, rejected: 0 };
-        return reply.code(400).send({
+        return reply.code(ingestStatus(body)).send({
           accepted: good.length,
           rejected,
           errors,
-          message: `${rejected} line(s) rejected, ${good.length} event(s) accepted`,
+          message: `${good.length} event(s) accepted, ${rejected} line(s) rejected and kept as dead letters`,
         });
       } finally {
         body.release();

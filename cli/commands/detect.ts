@@ -146,6 +146,9 @@ ${optionsHelp(STORE_OPTIONS)}`,
       );
     const { store, where } = await openStore(values, (m) => logger.warn(m));
     const alerting = alertingFrom(values, (d) => void store.insert(deadLetterRows([d])).catch(() => {}));
+    const findingsFile = values.findings
+      ? findingFileSink(`file ${values.findings}`, new LineWriter(values.findings))
+      : undefined;
     let pipeline: Pipeline | undefined;
     const transport = new KafkaTransport(config, {
       log: kafkaLog,
@@ -170,12 +173,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
       storeEvents: values['no-events'] !== true,
       // Dead letters and findings go out before the offset is committed: at least once as well.
       deadLetterSinks: [busDeadLetterSink(transport)],
-      findingSinks: [
-        ...(values.findings
-          ? [findingFileSink(`file ${values.findings}`, new LineWriter(values.findings))]
-          : []),
-        ...(alerting ? [alertSink(alerting)] : []),
-      ],
+      findingSinks: [...(findingsFile ? [findingsFile] : []), ...(alerting ? [alertSink(alerting)] : [])],
       onHandled: () => {
         if (busFailedAt) busOk();
       },
@@ -227,7 +225,11 @@ ${optionsHelp(STORE_OPTIONS)}`,
     if (values['repair-loop'] === true) {
       loop = repairLoopFrom(values, store, {
         logger,
-        publish: (fs) => alerting?.onFindings(fs),
+        // What the loop resolves itself (an Xid verified after repair) joins the findings file too.
+        publish: (fs) => {
+          alerting?.onFindings(fs);
+          Promise.resolve(findingsFile?.write(fs)).catch(() => {}); // closed once the pipeline stopped
+        },
         shared: true,
       });
       await loop.start();

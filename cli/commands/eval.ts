@@ -1,5 +1,4 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { RankwatchError } from '../../core/errors.js';
 import { runCase, summarise } from '../../eval/evaluate.js';
 import { expand, MATRICES } from '../../eval/matrix.js';
 import { FALSE_HEAD, falseRateRows, HEAD, markdownTable, replaceBlock, rows } from '../../eval/report.js';
@@ -51,14 +50,9 @@ ${optionsHelp(OPTIONS)}`,
     if (wantsPathEval(values)) return runPathEval(values);
     // A docs file without its markers is reported before minutes of evaluation, not after.
     if (values['update-docs']) {
-      try {
-        const doc = readFileSync(values['update-docs'], 'utf8');
-        replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix ?? 'default'), '');
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT')
-          throw new RankwatchError('RANKWATCH_ERR_INPUT', `no such file: ${values['update-docs']}`);
-        throw err;
-      }
+      // A missing file is Node's ENOENT with its path: the CLI names --update-docs (exit 2).
+      const doc = readFileSync(values['update-docs'], 'utf8');
+      replaceBlock(doc, values.sweep ? 'sweep' : blockOf(values.matrix ?? 'default'), '');
     }
     const progress = new Progress();
     if (values.sweep) {

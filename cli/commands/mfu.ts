@@ -82,8 +82,8 @@ ${optionsHelp(OPTIONS)}`,
       model = JSON.parse(readFileSync(values.model, 'utf8'));
     } catch (err) {
       throw new RankwatchError(
-        'RANKWATCH_ERR_INPUT',
-        `cannot read model file ${values.model}: ${(err as Error).message}`,
+        'RANKWATCH_ERR_USAGE',
+        `--model ${values.model}: cannot read it as JSON: ${(err as Error).message}`,
       );
     }
     if (!checkModel.Check(model)) {

@@ -1,3 +1,4 @@
+import { RankwatchError } from '../../core/errors.js';
 import { costliest, costText, mfuText } from '../../core/figures.js';
 import type { Finding } from '../../schema/finding.js';
 import type { SlowGpu } from '../../schema/output.js';
@@ -305,12 +306,11 @@ ${SOURCE_OPTIONS_HELP}`,
       return 0;
     }
     const [job, ...extra] = positionals;
-    if (!job || extra.length > 0) {
-      console.error(
-        'rankwatch report: give one job id, e.g. rankwatch report llama-70b-run3 (rankwatch jobs lists them)',
+    if (!job || extra.length > 0)
+      throw new RankwatchError(
+        'RANKWATCH_ERR_USAGE',
+        'give one job id, e.g. rankwatch report llama-70b-run3 (rankwatch jobs lists them)',
       );
-      return 2;
-    }
     const r = await withSource(values, (s) => fetchReport(s, job, values.step));
     console.log(values.json ? JSON.stringify(r, null, 2) : renderReport(r));
     return 0;

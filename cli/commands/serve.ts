@@ -1,7 +1,7 @@
 import { createLogger } from '../../core/log.js';
 import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { reloadOnHangup } from '../hangup.js';
-import { openStore, STORE_OPTIONS } from '../store-options.js';
+import { openStore, refuseMissingStore, STORE_OPTIONS } from '../store-options.js';
 
 const SERVE_OPTIONS = defineOptions({
   host: { kind: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address to listen on' },
@@ -53,6 +53,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
     const host = values.host;
     if (!token && !auth?.current().length && host !== '127.0.0.1' && host !== 'localhost' && host !== '::1')
       log.warn('listening beyond loopback without --auth or --token: anyone who can reach it can read');
+    refuseMissingStore(values); // it serves what is stored: a mistyped --data is refused, not created
     const { store, where } = await openStore(values, (m) => log.warn(m));
     try {
       await store.migrate();

@@ -37,7 +37,8 @@ export const SIM_FAILURE_OPTIONS = defineOptions({
 export const SIM_FAILURES_HELP = `
 A fleet's failures instead of one job's steps (--failures): Poisson failures per node with a cause
 mix, saves every interval, restarts that cost time; no per-step events, so weeks of large fleets
-stay small. Defaults: the Llama 3 405B run's rate and Table 5 cause mix.
+stay small. Defaults: the Llama 3 405B run's rate and Table 5 cause mix; the --days end now
+(--start: a fixed first event time instead).
 ${optionsHelp(SIM_FAILURE_OPTIONS)}`;
 
 function parseCauses(v: string): { cause: string; weight: number }[] {
@@ -59,20 +60,19 @@ function parseCauses(v: string): { cause: string; weight: number }[] {
 /** What the failure simulation reads: its own options and some of `sim`'s (seed, start, job, GPU model, outputs). */
 type FailureSimValues = OptionValues<typeof SIM_FAILURE_OPTIONS> & {
   seed: number;
-  start: string | undefined;
   'gpu-model': string;
   job: string | undefined;
   out: string | undefined;
   truth: string | undefined;
 };
 
-export async function runFailureSim(v: FailureSimValues): Promise<number> {
-  const start = v.start;
+/** `startTs`: the first event's time (sim.ts reads --start). */
+export async function runFailureSim(v: FailureSimValues, startTs: number): Promise<number> {
   let sim: FailureSim;
   try {
     sim = new FailureSim({
       seed: v.seed,
-      startTs: start === undefined ? undefined : /^\d+$/.test(start) ? Number(start) : Date.parse(start),
+      startTs,
       nodes: v.nodes,
       gpusPerNode: v['gpus-per-node'],
       jobs: v.jobs,

@@ -156,7 +156,15 @@ ${SIM_FAILURES_HELP}`,
       console.log(this.usage);
       return 0;
     }
-    if (values.failures) return runFailureSim(values);
+    // By default the simulated days end now (to the minute), so a store keeps them (raw events
+    // past its retention are dropped at insert); --start gives a fixed time, the same events every run.
+    if (values.failures)
+      return runFailureSim(
+        values,
+        values.start === undefined
+          ? startFrom(undefined) - values.days * 86_400_000
+          : startFrom(values.start),
+      );
     const simulation = simFromFlags(values);
     // Both outputs are opened before the first event, so a bad path fails before any work.
     const truth = values.truth === undefined ? undefined : openSync(values.truth, 'w');

@@ -128,10 +128,15 @@ ${optionsHelp(STORE_OPTIONS)}`,
       );
     const { store, where } = await openStore(values, (m) => log.warn(m));
     const alerting = alertingFrom(values, (d) => void store.insert(deadLetterRows([d])).catch(() => {}));
+    const console_ = consoleSink((line) => console.log(line));
     // Durable, behind the leader lease; on a ClickHouse server other processes may share, fed from it.
+    // What the loop resolves itself (an Xid verified after repair) is a RESOLVED line like any other.
     const repairLoop = repairLoopFrom(values, store, {
       logger: log,
-      publish: (fs) => alerting?.onFindings(fs),
+      publish: (fs) => {
+        alerting?.onFindings(fs);
+        void console_.write(fs);
+      },
       shared: store.type !== 'chdb',
     });
     const server = await startUp({
@@ -151,7 +156,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
       automation: repairLoop.automation,
       repairLoop,
       storeName: where,
-      sinks: [consoleSink((line) => console.log(line))],
+      sinks: [console_],
     });
     console.log(
       `rankwatch up: listening on ${server.url} (POST /v1/ingest, GET /v1/jobs, /v1/findings, /docs, /healthz, /metrics); storing in ${where}`,

@@ -84,6 +84,23 @@ describe('node health', () => {
     expect(t[0].evidence).toHaveLength(3);
   });
 
+  it('a check dated before the repair finished is set aside and said so, on the unit until it moves', () => {
+    const h = new NodeHealth();
+    repaired(h, 1_000); // finished at 2,000
+    const ignored: string[] = [];
+    expect(h.onCheck(check({ ts: 1_500 }), ignored)).toEqual([]);
+    expect(ignored).toEqual([
+      'gpu-0007: nccl-tests passed at 1970-01-01T00:00:01.500Z, dated before the repair finished at 1970-01-01T00:00:02.000Z: ignored; only checks run after it count',
+      expect.stringMatching(/^gpu-0007\/2: nccl-tests passed at .*: ignored/),
+    ]);
+    expect(h.unhealthy().find((u) => u.gpu === undefined)?.ignored_check).toMatch(/dated before the repair/);
+    h.onCheck(check({ ts: 3_000 }));
+    h.onCheck(check({ ts: 4_000, tool: 'dcgm-diag' }));
+    expect(h.state('gpu-0007')).toBe('healthy');
+    h.onFinding(finding({ id: 'again', ts: 5_000 }));
+    expect(h.unhealthy().some((u) => u.ignored_check !== undefined)).toBe(false);
+  });
+
   it('verifying returns to healthy only on a passing nccl-tests run and a diagnostic after the repair', () => {
     const h = new NodeHealth();
     repaired(h, 1_000);

@@ -73,6 +73,8 @@ interface UnitFields {
   /** When the unit entered its state, and why (the last transition's reason). */
   since?: number;
   reason?: string;
+  /** The last check set aside while verifying because it was dated before the repair finished. */
+  ignoredCheck?: string;
 }
 
 /** A unit as stored between runs (ECC baselines are not kept: the next samples start new ones). */
@@ -107,6 +109,7 @@ export class NodeHealth {
     needs_human: boolean;
     since?: number;
     reason?: string;
+    ignored_check?: string;
   }[] {
     return [...this.units.values()]
       .filter((u) => u.state !== 'healthy')
@@ -117,6 +120,7 @@ export class NodeHealth {
         needs_human: u.needsHuman,
         since: u.since,
         reason: u.reason,
+        ...(u.ignoredCheck ? { ignored_check: u.ignoredCheck } : {}),
       }));
   }
 
@@ -138,6 +142,7 @@ export class NodeHealth {
         needsHuman: u.needsHuman,
         since: u.since,
         reason: u.reason,
+        ignoredCheck: u.ignoredCheck,
       });
     }
     return out;
@@ -158,6 +163,7 @@ export class NodeHealth {
       u.needsHuman = s.needsHuman;
       u.since = s.since;
       u.reason = s.reason;
+      u.ignoredCheck = s.ignoredCheck;
     }
   }
 
@@ -238,13 +244,22 @@ export class NodeHealth {
     return out;
   }
 
-  onCheck(e: CheckEvent): Transition[] {
+  /**
+   * A check moves a verifying unit. One dated at or before the repair's end proves nothing: it is
+   * set aside, said in `ignored` (one line per unit, for the log) and kept on the unit (the API).
+   */
+  onCheck(e: CheckEvent, ignored: string[] = []): Transition[] {
     const out: Transition[] = [];
     const hosts = e.hosts?.length ? e.hosts : [e.host];
     const what = `${e.tool} ${e.ok ? 'passed' : 'failed'} at ${e.ts}`;
     for (const host of hosts) {
       for (const u of this.unitsOf(host, e.gpu, true)) {
-        if (u.state !== 'verifying' || u.repairedTs === undefined || e.ts <= u.repairedTs) continue;
+        if (u.state !== 'verifying' || u.repairedTs === undefined) continue;
+        if (e.ts <= u.repairedTs) {
+          u.ignoredCheck = `${e.tool} ${e.ok ? 'passed' : 'failed'} at ${iso(e.ts)}, dated before the repair finished at ${iso(u.repairedTs)}: ignored; only checks run after it count`;
+          ignored.push(`${key(u.host, u.gpu)}: ${u.ignoredCheck}`);
+          continue;
+        }
         const ok = e.ok && this.bandwidthOk(e);
         if (!ok) {
           const why = e.ok
@@ -391,6 +406,7 @@ export class NodeHealth {
     u.state = to;
     u.since = ts;
     u.reason = reason;
+    u.ignoredCheck = undefined;
   }
 
   private bandwidthOk(e: CheckEvent): boolean {
@@ -420,3 +436,4 @@ export class NodeHealth {
 
 const DAY = 86_400_000;
 const key = (host: string, gpu?: number) => (gpu === undefined ? host : `${host}/${gpu}`);
+const iso = (ts: number) => new Date(ts).toISOString();

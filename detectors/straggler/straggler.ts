@@ -707,6 +707,7 @@ export class StragglerDetector {
     const lead = rs.reduce((a, b) => (cost(a) >= cost(b) ? a : b));
     const single = rs.length === 1;
     const chronic = this.trigger[lead] === CHRONIC;
+    const windowed = this.n[lead] > 0;
     const n = Math.max(1, this.n[lead]);
     const slowdown = 100 * (Math.exp(this.sumLog[lead] / n) - 1);
     const total = Math.min(MAX_COST_PCT, Math.max(...rs.map(cost)));
@@ -739,14 +740,18 @@ export class StragglerDetector {
       action: total >= 2 ? ('cordon' as const) : ('watch' as const),
       evidence: {
         onset_step: Math.min(...rs.map((r) => this.onsetStep[r])),
-        slowdown_pct: round(slowdown, 1),
-        compute_ms: round(compute, 1),
-        peer_median_compute_ms: round(peer, 1),
-        comm_wait_ms: round(wait, 1),
-        peer_median_comm_wait_ms: round(peerWait, 1),
+        // A chronic rank has no change window: its slowdown is its own level, and the window's
+        // figures (all zero) are left out rather than shown as if measured.
+        slowdown_pct: round(windowed ? slowdown : 100 * (Math.exp(own) - 1), 1),
+        ...(windowed && {
+          compute_ms: round(compute, 1),
+          peer_median_compute_ms: round(peer, 1),
+          comm_wait_ms: round(wait, 1),
+          peer_median_comm_wait_ms: round(peerWait, 1),
+          steps: this.n[lead],
+          cusum: round(this.s[lead], 1),
+        }),
         stage: this.ranks.stage[lead],
-        steps: this.n[lead],
-        cusum: round(this.s[lead], 1),
         trigger: TRIGGERS[this.trigger[lead]],
         // The rank's own level against its peers' median before the change, and the change itself.
         own_level_pct: round(100 * (Math.exp(own) - 1), 2),

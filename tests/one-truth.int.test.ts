@@ -231,9 +231,11 @@ describe('one cost per finding and one MFU on every screen', { timeout: 300_000 
 
     const found = await cli('findings', '--job', JOB, '--api', url, '--token', READ);
     expect(found.code, found.err).toBe(0);
-    const byType = new Map(rows(found.out, /^\d{4}-/).map((c) => [c[1], c[3]]));
-    expect(byType.get('slow_link')).toBe('acked by oncall');
-    expect(byType.get('straggler')).toMatch(/^silenced by oncall until \d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
+    const byType = new Map(rows(found.out, /^\d{4}-/).map((c) => [c[1], c[2]]));
+    expect(byType.get('slow_link')).toBe('resolved, acked by oncall');
+    expect(byType.get('straggler')).toMatch(
+      /^resolved, silenced by oncall until \d{4}-\d\d-\d\d \d\d:\d\d UTC$/,
+    );
 
     const rep = await cli('report', JOB, '--api', url, '--token', READ);
     const acks = new Map(rows(section(rep.out, 'Resolved findings'), /%$/).map((c) => [c[1], c[3]]));

@@ -58,23 +58,12 @@ ${SOURCE_OPTIONS_HELP}`,
     }
     console.log(
       table(
-        [
-          'last change',
-          'type',
-          'state',
-          'ack / silence',
-          'severity',
-          'job',
-          'where',
-          'cost',
-          'action',
-          'summary',
-        ],
+        ['last change', 'type', 'state', 'severity', 'job', 'where', 'cost', 'action', 'summary'],
         all.map((f) => [
           new Date(f.ts).toISOString().slice(0, 19).replace('T', ' '),
           f.type,
-          f.state,
-          ackText(f),
+          // Who acked or silenced it goes with its state: one column less to fit a terminal.
+          ackText(f) === '-' ? f.state : `${f.state}, ${ackText(f)}`,
           f.severity,
           f.job ?? '-',
           place(f),

@@ -230,9 +230,10 @@ describe('the edge reduction', () => {
     now += REDUCER_DEFAULTS.settleMs;
     red.tick(now);
     const sends = out.filter((e) => e.op === 'send');
-    expect(sends.map((e) => [e.comm, e.peer, e.peer_host, e.peer_comm_rank, e.count])).toEqual([
-      ['0xpp', 1, 'node-a', undefined, 2],
-      ['0xworld', undefined, undefined, 40, 1],
+    expect(sends.map((e) => [e.comm, e.peer, e.peer_host, e.peer_comm_rank, e.comm_rank, e.count])).toEqual([
+      ['0xpp', 1, 'node-a', undefined, undefined, 2],
+      // A peer this collector never saw: both ends by their communicator ranks.
+      ['0xworld', undefined, undefined, 40, 0, 1],
     ]);
   });
 

@@ -65,6 +65,8 @@ interface Acc {
   commName?: string;
   nranks: number;
   peer?: number;
+  /** This rank's own rank in the communicator (sent with a peer named by its communicator rank). */
+  commRank: number;
   count: number;
   bytes: number;
   durUs: number;
@@ -402,7 +404,12 @@ export class CollectiveReducer {
       if (peer && peer.job === id.job) {
         e.peer = peer.rank;
         e.peer_host = peer.host;
-      } else e.peer_comm_rank = a.peer;
+      } else {
+        // The peer runs where this collector cannot see (another node): named by its rank in the
+        // communicator, and this rank by its own, so the peer's events name both ends centrally.
+        e.peer_comm_rank = a.peer;
+        e.comm_rank = a.commRank;
+      }
     }
     if (window) e.window = window;
     if (window === 'interval') e.interval_ms = this.o.intervalMs;
@@ -431,6 +438,7 @@ function accumulate(accs: Map<string, Acc>, r: InspectorOp): void {
       op: r.op,
       comm: r.comm,
       nranks: r.nranks,
+      commRank: r.commRank,
       count: 0,
       bytes: 0,
       durUs: 0,

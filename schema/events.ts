@@ -147,6 +147,11 @@ export const CollectiveEvent = kind('collective', 'timing of one NCCL collective
   peer_comm_rank: Opt(
     Int32("send/recv: the peer's rank in the communicator, when its global rank is unknown"),
   ),
+  comm_rank: Opt(
+    Int32(
+      "send/recv with peer_comm_rank: this rank's own rank in the communicator, so the peer's events name it",
+    ),
+  ),
   window: Opt(
     Type.Union(
       ['step', 'open', 'interval'].map((w) => Type.Literal(w)),

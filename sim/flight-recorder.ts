@@ -18,25 +18,32 @@
  *     collective stack trace:
  *      <frames>
  *
- * The simulator reports completed collectives only, so who joined is read from who went on: a
- * rank hung when its collectives stop in a step where other ranks' still complete (the ones that
- * do not need it); every collective communicator it belongs to then waits at its next operation,
- * entered by the members still running and never by the hung ones. A job where every rank stops
- * at once names no one (as the analyzer cannot when every rank joined). Sets are printed sorted.
+ * The analyzer reads the dumps the ranks write when their watchdogs fire (or on demand), so the
+ * report is what they held then: each waiting rank's last entry is the collective it entered and
+ * never completed, the one its `nccl_timeout` names (process group, SeqNum). For each process group
+ * some members wait in, the members that never entered that collective are missing: the hung rank,
+ * and also ranks stuck earlier in another collective (the analyzer prints those too; the hang
+ * detector tells them apart: they joined a collective elsewhere). Point-to-point waits are not
+ * printed (the analyzer matches them apart). The report is taken before the job restarts (the
+ * restart starts new process groups); a hang that never reached the watchdog wrote no dump and
+ * prints nothing. Sets are printed sorted.
  */
 import type { CollectiveEvent, RankwatchEvent } from '../schema/events.js';
 import type { ClusterSim } from './cluster.js';
 import { commMembers } from './inspector.js';
 
 interface CommState {
-  name: string;
-  /** Process group name as PyTorch numbers them ("0" is the default group), in order of first use. */
-  pg: string;
   op: CollectiveEvent['op'];
   bytes: number;
   members: number[];
-  /** Operations each member completed. */
-  done: Map<number, number>;
+}
+
+/** A waiting rank's last entry, as its watchdog timeout names it. */
+interface Entered {
+  rank: number;
+  pg: string;
+  comm: string;
+  seq: number;
 }
 
 /** The analyzer's profiling names (ProcessGroupNCCL's `nccl:` + op). */
@@ -50,63 +57,54 @@ const PROFILING: Partial<Record<CollectiveEvent['op'], string>> = {
 
 export class FlightRecorderReport {
   private readonly comms = new Map<string, CommState>();
-  /** Each rank's last step with a completed collective. */
-  private readonly lastStep = new Map<number, number>();
   private readonly seen = new Map<string, number[]>();
+  private entered: Entered[] = [];
+  /** The report of the dumps written before a restart. */
+  private dumped?: string;
 
   constructor(private readonly sim: ClusterSim) {}
 
-  /** One simulated event in (collectives are what it reads); a restart starts new process groups. */
+  /** One simulated event in (collectives and watchdog timeouts are what it reads); a restart starts new process groups. */
   take(e: RankwatchEvent): void {
     if (e.kind === 'job_event' && e.event === 'restart') {
+      if (this.entered.length) this.dumped ??= this.render();
       this.comms.clear();
-      this.lastStep.clear();
       this.seen.clear();
+      this.entered = [];
       return;
     }
-    if (e.kind !== 'collective' || e.op === 'send' || e.op === 'recv') return;
-    let c = this.comms.get(e.comm);
-    if (!c) {
-      c = {
-        name: e.comm,
-        pg: String(this.comms.size + 1),
-        op: e.op,
-        bytes: e.bytes,
-        members: commMembers(this.sim, e, this.seen),
-        done: new Map(),
-      };
-      this.comms.set(e.comm, c);
+    if (e.kind === 'fault' && e.source === 'nccl_timeout') {
+      const t = e as typeof e & { pg?: string; pg_name?: string; seq?: number; op?: string };
+      if (t.rank !== undefined && t.pg_name && t.seq !== undefined && t.op !== 'RECV' && t.op !== 'SEND')
+        this.entered.push({ rank: t.rank, pg: t.pg ?? '?', comm: t.pg_name, seq: t.seq });
+      return;
     }
-    c.done.set(e.rank, (c.done.get(e.rank) ?? 0) + 1);
-    if (e.step > (this.lastStep.get(e.rank) ?? -1)) this.lastStep.set(e.rank, e.step);
-  }
-
-  /** The ranks whose collectives stopped before other ranks' did. */
-  hungRanks(): number[] {
-    let last = -1;
-    for (const s of this.lastStep.values()) if (s > last) last = s;
-    const hung: number[] = [];
-    for (const [r, s] of this.lastStep) if (s < last) hung.push(r);
-    return hung.sort((a, b) => a - b);
+    if (e.kind !== 'collective' || e.op === 'send' || e.op === 'recv' || this.comms.has(e.comm)) return;
+    this.comms.set(e.comm, { op: e.op, bytes: e.bytes, members: commMembers(this.sim, e, this.seen) });
   }
 
   /** The analyzer's report: one block per process group waiting on ranks that never joined ('' when none). */
   text(): string {
-    const hung = new Set(this.hungRanks());
-    if (hung.size === 0) return '';
+    return this.dumped ?? (this.entered.length ? this.render() : '');
+  }
+
+  private render(): string {
+    const byComm = new Map<string, Entered[]>();
+    for (const x of this.entered) byComm.set(x.comm, [...(byComm.get(x.comm) ?? []), x]);
     const blocks: string[] = [];
-    for (const c of this.comms.values()) {
-      const missing = c.members.filter((r) => hung.has(r));
-      if (missing.length === 0 || missing.length === c.members.length) continue;
-      const joined = c.members.filter((r) => !hung.has(r));
-      // The next operation of the group, which the running members entered.
-      const seq = Math.max(...joined.map((r) => c.done.get(r) ?? 0)) + 1;
+    for (const [name, waits] of byComm) {
+      const c = this.comms.get(name);
+      if (!c) continue;
+      const seq = Math.max(...waits.map((w) => w.seq));
+      const joined = new Set(waits.filter((w) => w.seq === seq).map((w) => w.rank));
+      const missing = c.members.filter((r) => !joined.has(r));
+      if (missing.length === 0) continue;
       const numel = Math.round(c.bytes / 2); // bf16
       blocks.push(
         [
           `Not all ranks joining collective, sequence number: ${seq}`,
           `internal record id: ${seq - 1}`,
-          `group info: ${c.pg}:${c.name}`,
+          `group info: ${waits[0].pg}:${name}`,
           `collective: ${PROFILING[c.op] ?? `nccl:${c.op}`}`,
           `missing ranks: ${pySet(missing)}`,
           `input sizes: [[${numel}]]`,

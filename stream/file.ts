@@ -4,6 +4,12 @@
  * pipeline's pace is the reading pace. Lines that are not JSON come with their line number in
  * `undecodable`; every event carries its line number too, so what is set aside can be found in the
  * file. `replay` reads through this, with the same pipeline `up` and `detect` run.
+ *
+ * Several files are read together, merged by event time (`ts`; each file in its own time order,
+ * ties in the order the files were given): a file of the hooks' step events and a collector's file
+ * of collectives reach the detectors interleaved as they were live, not one file after the other
+ * (all steps first: every step judged before any of its collectives came). Their line numbers are
+ * each file's own.
  */
 import { statSync } from 'node:fs';
 import { RankwatchError } from '../core/errors.js';
@@ -19,6 +25,8 @@ import {
 export interface FileTransportConfig {
   /** A file's path, or `-` for stdin. */
   path: string;
+  /** More files read with it, merged by event time. */
+  more?: string[];
   /** Lines gathered into one delivery (default 8,192): larger means fewer, larger store writes. */
   linesPerDelivery?: number;
 }
@@ -27,6 +35,7 @@ export class FileTransport implements Transport {
   readonly type = 'file';
   readonly bounded = true;
   private readonly path: string;
+  private readonly paths: string[];
   private readonly perDelivery: number;
   private stopped = false;
   private done: Promise<void> | undefined;
@@ -34,11 +43,12 @@ export class FileTransport implements Transport {
 
   constructor(config: FileTransportConfig) {
     this.path = config.path;
+    this.paths = [config.path, ...(config.more ?? [])];
     this.perDelivery = config.linesPerDelivery ?? 8192;
   }
 
   get name(): string {
-    return this.path === '-' ? 'stdin' : this.path;
+    return this.path === '-' ? 'stdin' : this.paths.join(' + ');
   }
 
   async publish(): Promise<void> {
@@ -51,16 +61,14 @@ export class FileTransport implements Transport {
   /** Checks the input can be read, then reads it in the background; `drain` says when it is done. */
   async consume(handler: DeliveryHandler): Promise<void> {
     if (this.done) throw new RankwatchError('RANKWATCH_ERR_USAGE', 'one handler per transport');
-    if (this.path !== '-') {
+    for (const path of this.paths) {
+      if (path === '-') continue;
       // Node's own errors (ENOENT, EACCES…) carry the path: the CLI names the flag (cli/fail.ts).
       // Said before anything is read.
-      if (statSync(this.path).isDirectory())
-        throw Object.assign(new Error(`EISDIR: ${this.path} is a folder`), {
-          code: 'EISDIR',
-          path: this.path,
-        });
+      if (statSync(path).isDirectory())
+        throw Object.assign(new Error(`EISDIR: ${path} is a folder`), { code: 'EISDIR', path });
     }
-    this.done = this.read(handler);
+    this.done = this.paths.length > 1 ? this.readMerged(handler) : this.read(handler);
     this.done.catch(() => {}); // surfaced by drain()
   }
 
@@ -103,6 +111,34 @@ export class FileTransport implements Transport {
     await deliver();
   }
 
+  /** Several files, the earliest next event of any first. */
+  private async readMerged(handler: DeliveryHandler): Promise<void> {
+    let d = this.empty(0);
+    let offset = 0;
+    const bad = (u: Undecodable) => d.undecodable!.push(u);
+    const cursors = this.paths.map((p) => new Cursor(p));
+    for (const c of cursors) await c.next(bad);
+    for (;;) {
+      if (this.stopped) return;
+      let c: Cursor | undefined;
+      for (const x of cursors) if (x.head && (!c || x.head.ts < c.head!.ts)) c = x;
+      if (!c) break;
+      const h = c.head!;
+      d.events.push(h.value);
+      d.lines!.push(h.line);
+      d.lineNumbers!.push(h.lineNo);
+      await c.next(bad);
+      if (d.events.length >= this.perDelivery) {
+        this.c.delivered_batches++;
+        await handler(d);
+        d = this.empty(++offset);
+      }
+    }
+    if (d.events.length + d.undecodable!.length === 0) return;
+    this.c.delivered_batches++;
+    await handler(d);
+  }
+
   private empty(offset: number): Delivery {
     return { key: this.name, partition: 0, offset, events: [], lines: [], undecodable: [], lineNumbers: [] };
   }
@@ -119,5 +155,49 @@ export class FileTransport implements Transport {
 
   counters(): TransportCounters {
     return { ...this.c };
+  }
+}
+
+type Undecodable = NonNullable<Delivery['undecodable']>[number];
+
+/** One file of a merged read: its next event (parsed, with its time) and where it is. */
+class Cursor {
+  private readonly it: AsyncIterator<{ first: number; lines: string[] }>;
+  private lines: string[] = [];
+  private first = 0;
+  private i = 0;
+  head: { value: unknown; line: string; lineNo: number; ts: number } | undefined;
+
+  constructor(private readonly path: string) {
+    this.it = readLineChunks(path)[Symbol.asyncIterator]();
+  }
+
+  /** Moves to the next line that is JSON; the others go to `bad`, named by file and line. */
+  async next(bad: (u: Undecodable) => void): Promise<void> {
+    for (;;) {
+      while (this.i < this.lines.length) {
+        const lineNo = this.first + this.i;
+        const line = this.lines[this.i++].trim();
+        if (line.length === 0) continue;
+        let value: unknown;
+        try {
+          value = JSON.parse(line);
+        } catch (err) {
+          bad({ raw: line, reason: `${this.path}: not valid JSON: ${(err as Error).message}`, line: lineNo });
+          continue;
+        }
+        const ts = (value as { ts?: unknown } | null)?.ts;
+        // No time to place it by: it goes at once (and is set aside as the events' check says).
+        this.head = { value, line, lineNo, ts: typeof ts === 'number' ? ts : Number.NEGATIVE_INFINITY };
+        return;
+      }
+      const r = await this.it.next();
+      if (r.done) {
+        this.head = undefined;
+        return;
+      }
+      ({ first: this.first, lines: this.lines } = r.value);
+      this.i = 0;
+    }
   }
 }

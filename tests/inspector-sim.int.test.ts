@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InjectedFault } from '../sim/cluster.js';
-import { BIN, postLines, type Running, startRankwatch, until } from './helpers.js';
+import { BIN, type Running } from './helpers.js';
+import { collectInspector } from './inspector-path.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-inspector-sim-'));
 const running: Running[] = [];
@@ -74,94 +75,42 @@ async function throughCollect(name: string, faults: string[]) {
   expect(files).toHaveLength(512);
   expect(hook.some((l) => l.includes('"kind":"collective"'))).toBe(false);
 
-  // The collector over the job's folder. Settling 0 and polling every 50 ms: the files already
-  // hold every record, so a step's events can leave as soon as its end is known, and the test can
-  // post the hooks' events step by step and wait for each step's collectives, as a live run
-  // interleaves them (the detectors judge a step's collectives in the order a bus carries them).
-  // The later steps' records wait for their steps' ends meanwhile: on a slow machine longer than
-  // 15 s, which would send them as a snapshot of a step still running, so that is turned off.
-  const bus = join(work, 'bus.jsonl');
-  const config = join(work, 'collect.json');
-  writeFileSync(
-    config,
-    JSON.stringify({
-      sources: [
-        {
-          type: 'nccl_inspector',
-          dir: join(work, 'dumps'),
-          hosts: 'all',
-          from: 'start',
-          pollMs: 50,
-          settleMs: 0,
-          openEveryMs: 3_600_000,
-        },
-      ],
-    }),
-  );
-  const c = startRankwatch(
-    [
-      'collect',
-      '--config',
-      config,
-      '--bus',
-      `file:${bus}`,
-      '--host',
-      'collector-test',
-      '--health-port',
-      '0',
-      '--flush-ms',
-      '100',
-    ],
-    { ...process.env, RANKWATCH_LOG_FORMAT: 'json' },
-  );
-  running.push(c);
-  const local = await until(
-    'the health port',
-    () => /health on (http:\/\/\S+)\/healthz/.exec(c.stderr())?.[1],
-  );
-  const sentSoFar = async (n: number) =>
-    until(
-      `${n} events sent`,
-      async () => {
-        const h = (await (await fetch(`${local}/healthz`)).json()) as Record<string, unknown>;
-        return (h.events_sent as number) >= n ? h : undefined;
-      },
-      120_000,
-    );
-  // The hooks' events, step by step as they post them to the node's collector; after each step,
-  // that step's collectives (one event per record: one operation per simulated collective).
-  const steps = 12;
-  let posted = 0;
-  let chunk: string[] = [];
-  let step = 0;
-  for (const line of hook) {
-    chunk.push(line);
-    if (!line.includes('"kind":"step"') || !line.includes('"rank":511,')) continue;
-    expect(new Set(await postLines(local, chunk))).toEqual(new Set([200]));
-    posted += chunk.length;
-    chunk = [];
-    step++;
-    await sentSoFar(posted + (records / steps) * step);
-  }
-  expect(step).toBe(steps);
-  expect(new Set(await postLines(local, chunk))).toEqual(new Set([200]));
-  const counters = await sentSoFar(hook.length + records);
-  expect(counters.records_dropped).toEqual({});
-  expect(counters.parse_errors).toEqual({});
-  expect(await c.stop()).toBe(0);
-
-  const sent = readFileSync(bus, 'utf8').split('\n').filter(Boolean);
-  const collectives = sent.map((l) => JSON.parse(l)).filter((e) => e.kind === 'collective');
+  const sent = await collectInspector(work, join(work, 'dumps'), hook, running);
+  const collectives = sent.filter((e) => e.kind === 'collective');
   expect(collectives).toHaveLength(records);
   for (const e of collectives.slice(0, 50)) expect(e).toMatchObject({ count: 1, seq: expect.any(Number) });
 
-  const replay = await cliAsync(['replay', bus, '--findings', join(work, 'findings.jsonl')]);
+  const replay = await cliAsync([
+    'replay',
+    join(work, 'bus.jsonl'),
+    '--findings',
+    join(work, 'findings.jsonl'),
+  ]);
   expect(replay.status).toBe(0);
   const findings = readFileSync(join(work, 'findings.jsonl'), 'utf8')
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l));
   const truth = JSON.parse(readFileSync(join(work, 'truth.json'), 'utf8')) as InjectedFault[];
+  // Offline, the hooks' file and the collector's collectives as two files, merged by event time:
+  // the same findings as the bus, whose collectives came seconds after their steps.
+  const only = join(work, 'collectives.jsonl');
+  writeFileSync(only, `${collectives.map((e) => JSON.stringify(e)).join('\n')}\n`);
+  const merged = await cliAsync([
+    'replay',
+    join(work, 'hook.jsonl'),
+    only,
+    '--findings',
+    join(work, 'merged.jsonl'),
+  ]);
+  expect(merged.status).toBe(0);
+  const brief = (f: { state: string; type: string; host: string; gpu?: number }) =>
+    `${f.state} ${f.type} ${f.host}/${f.gpu}`;
+  const again = readFileSync(join(work, 'merged.jsonl'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+  expect(again.map(brief)).toEqual(findings.map(brief));
   return { findings, truth };
 }
 

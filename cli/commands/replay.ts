@@ -32,13 +32,15 @@ const SHOW_FIRST_ERRORS = 5;
 
 export const replay: Command = {
   name: 'replay',
-  usage: `rankwatch replay FILE|- [--findings OUT.jsonl] [options]
+  usage: `rankwatch replay FILE...|- [--findings OUT.jsonl] [options]
 
 Reads v1 events (JSON lines, plain or gzip: detected by its first bytes) from FILE or stdin, runs every detector with event time as the
 clock, and writes each finding event (open, update, resolved) as one JSON line. The same input
 gives the same findings, every time. Malformed lines are counted, the first few reported with
 their line numbers, and the rest of the input is still processed. Input without a single valid
-event exits 1.
+event exits 1. Several FILEs are read together, merged by event time (each in its own time
+order): the hooks' step events in one file and a collector's collectives in another give the
+findings they give interleaved.
 
 ${optionsHelp(REPLAY_OPTIONS)}
 ${optionsHelp(HEAP_OPTIONS)}
@@ -52,8 +54,8 @@ ${optionsHelp(STORE_OPTIONS)}`,
       console.log(this.usage);
       return 0;
     }
-    if (positionals.length !== 1)
-      throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give one input FILE, or - for stdin');
+    if (positionals.length === 0 || (positionals.length > 1 && positionals.includes('-')))
+      throw new RankwatchError('RANKWATCH_ERR_USAGE', 'give input FILEs, or - (alone) for stdin');
     // Loaded once past --help and the usage check, which then need none of them.
     const [{ DETECTOR_DEFAULTS }, { buildPipeline }, { FileTransport }] = await Promise.all([
       import('../../detectors/runner.js'),
@@ -74,7 +76,11 @@ ${optionsHelp(STORE_OPTIONS)}`,
     const expired = new ExpiredCount(opened?.config.schema?.rawTtlDays);
     const errors: string[] = [];
     const jobsSeen = new Set<string>();
-    const source = new FileTransport({ path: input, linesPerDelivery: store ? 50_000 : 8192 });
+    const source = new FileTransport({
+      path: input,
+      more: positionals.slice(1),
+      linesPerDelivery: store ? 50_000 : 8192,
+    });
     const pipeline = buildPipeline({
       transport: source,
       store,
@@ -143,7 +149,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
     if (events === 0) {
       throw new RankwatchError(
         'RANKWATCH_ERR_INPUT',
-        `no valid event in ${positionals[0] === '-' ? 'stdin' : positionals[0]}` +
+        `no valid event in ${positionals[0] === '-' ? 'stdin' : positionals.join(', ')}` +
           (malformed > 0
             ? ` (${malformed} malformed line${malformed === 1 ? '' : 's'}${errors[0] ? `; ${errors[0].trim()}` : ''})`
             : ' (it is empty)'),

@@ -133,7 +133,7 @@ const OUTPUT_OPTIONS = defineOptions({
   },
   'flight-recorder-report': {
     kind: 'file',
-    help: "also write what PyTorch's Flight Recorder analyzer (fr_trace) would print: which ranks never joined which collective when ranks hang (empty when none did)",
+    help: "also write what PyTorch's Flight Recorder analyzer (fr_trace) would print of the dumps the ranks write when a hang outlasts the watchdog: which ranks never joined which collective (empty when no watchdog fired)",
   },
 });
 

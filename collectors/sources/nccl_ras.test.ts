@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { validateEvent } from '../../schema/validate.js';
+import { RankMap } from '../ranks.js';
 import { ncclRas, RAS_DEFAULT_ADDRESS } from './nccl_ras.js';
 import { recordingDeps, until } from './recording-deps.js';
 
@@ -218,6 +219,37 @@ describe('nccl_ras reading a saved output', () => {
       ['missing', 'this-node', undefined, undefined, 'cf264af53edbe986', 21, 32],
     ]);
     expect(events[1]).toMatchObject({ host_source: 'collector' });
+  });
+
+  it('a process RAS names by its pid gets its job and global rank from the rank map; one it cannot map, none', async () => {
+    const p = join(dir, 'incomplete-mapped.txt');
+    writeFileSync(p, fixture('docs-2.24-incomplete.txt'));
+    const { d, events } = deps();
+    // The node's hooks sent their step events through this collector, pids included.
+    d.ranks = new RankMap({ localHosts: ['this-node'], readEnviron: () => '' });
+    const step = { v: 1, kind: 'step', ts: 1, job: 'llm', step: 3, step_ms: 900 };
+    d.ranks.learn([{ ...step, rank: 45, host: 'node-213', gpu: 5, pid: 3487984 }]);
+    const s = ncclRas.create({ ...base, path: p, hosts: { '172.16.64.213': 'node-213' } }, d);
+    s.start();
+    await until(() => events.length >= 2);
+    await s.stop();
+    expect(events.map((e) => [e.ras, e.host, e.gpu, e.pid, e.job, e.rank])).toEqual([
+      ['unresponsive', 'node-213', 5, 3487984, 'llm', 45],
+      ['missing', 'this-node', undefined, undefined, undefined, undefined],
+    ]);
+    for (const e of events) expect(validateEvent(e).ok).toBe(true);
+    // Another job's process (the source is set to one job) is not given that job's rank.
+    const other = deps();
+    other.d.ranks = d.ranks;
+    const s2 = ncclRas.create(
+      { ...base, path: p, job: 'eval', hosts: { '172.16.64.213': 'node-213' } },
+      other.d,
+    );
+    s2.start();
+    await until(() => other.events.length >= 2);
+    await s2.stop();
+    expect(other.events[0]).toMatchObject({ ras: 'unresponsive', job: 'eval', pid: 3487984 });
+    expect(other.events[0].rank).toBeUndefined();
   });
 
   it('every operation-count difference of one snapshot is sent; a rewritten file is read again', async () => {

@@ -11,11 +11,16 @@
  * difference (`"every"`). JSON is asked for (NCCL ≥ 2.28.7: every rank is named); an older NCCL
  * answers in text and the source keeps to text. RAS names nodes by IP address: this node's own
  * addresses become its host name, others through `hosts`, else the address stays the host.
+ * RAS names a process by its pid on its node: the collector's rank map (collectors/ranks.ts: the
+ * hook's step events it relays, or the process environment on this node) turns (host, pid) into
+ * the job and global rank; a process it cannot map is sent without a rank, never guessed.
  */
 import { readFile, stat } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { Type } from '@sinclair/typebox';
+import type { FaultEvent } from '../../schema/events.js';
 import { parseRas, type RasObservation, rasFaultEvent } from '../parsers/nccl_ras.js';
+import type { Open } from '../parsers/problems.js';
 import { backoffMs, type SourceFactory, sourceName } from '../source.js';
 import { queryRas } from './ras_client.js';
 import { repeat } from './repeat.js';
@@ -108,7 +113,20 @@ export const ncclRas: SourceFactory<typeof schema> = {
         if (mismatch === 'every' || lastCounts.get(key) === o.ops) send.push(o);
       }
       lastCounts = counts;
-      if (send.length) deps.emit(send.map((o) => rasFaultEvent(o, ts, ctx)));
+      if (send.length) deps.emit(send.map((o) => withRank(rasFaultEvent(o, ts, ctx), o.pid)));
+    };
+
+    /** The job and global rank of the process RAS named, where the rank map knows it (the job's own, when one is set). */
+    const withRank = (e: Open<FaultEvent>, pid: number | undefined): Open<FaultEvent> => {
+      const id = pid !== undefined ? deps.ranks?.lookup(e.host, pid, deps.now()) : undefined;
+      if (!id || (cfg.job !== undefined && id.job !== cfg.job)) return e;
+      return {
+        ...e,
+        host: id.host,
+        job: id.job,
+        rank: id.rank,
+        ...(e.gpu === undefined && id.gpu !== undefined ? { gpu: id.gpu } : {}),
+      };
     };
 
     const poll = async () => {

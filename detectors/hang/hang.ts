@@ -28,7 +28,7 @@ import type {
 import type { Action } from '../../schema/finding.js';
 import { type FindingLog, findingId } from '../findings.js';
 import { IDLE, JobProgress } from './progress.js';
-import { CODE_BUG, RAS_CULPRIT, type Report, reportBrief, toReport } from './reports.js';
+import { CODE_BUG, notJoinedCulprits, RAS_CULPRIT, type Report, reportBrief, toReport } from './reports.js';
 import { behindPeers, idleWhilePeersBusy, stoppedFirst, stuckIn, suspectLimit } from './signals.js';
 import { brief, type Desync, JobTimeouts, type Timeout, toTimeout, who } from './watchdog.js';
 
@@ -92,6 +92,9 @@ interface JobHang {
   /** First timeout not yet judged (watchdog-only hangs wait `settleMs` for the others). */
   pendingSince?: number;
   reports: Report[];
+  /** Flight Recorder's "not all ranks joining" blocks, and when the report's first came (judged whole, once event time passes it). */
+  frBlocks: Map<string, Report>;
+  frPendingTs?: number;
   /** RAS and Flight Recorder culprits by global rank, and by host where no rank was given. */
   named: Map<number, Set<string>>;
   namedHosts: Map<string, { gpu?: number; kinds: Set<string> }>;
@@ -106,10 +109,13 @@ interface JobHang {
 
 const SWEEP_MS = 1_000;
 const MAX_REPORTS = 64;
+const MAX_FR_BLOCKS = 1024;
 
 export class HangDetector {
   private readonly jobs = new Map<string, JobHang>();
   private nextSweep = 0;
+  /** Jobs with a Flight Recorder report whose blocks may still be coming: judged at the next other event. */
+  private readonly frPending = new Set<string>();
 
   constructor(
     private readonly log: FindingLog,
@@ -118,17 +124,20 @@ export class HangDetector {
   ) {}
 
   step(e: StepEvent): void {
+    this.judgeReports(e.ts);
     this.job(e.job).progress.step(e.rank, e.host, e.gpu, e.step, e.ts);
   }
 
   collective(e: CollectiveEvent): void {
     const { seq, window } = e as { seq?: unknown; window?: unknown };
     const n = typeof seq === 'number' && Number.isFinite(seq) ? seq : undefined;
+    this.judgeReports(e.ts);
     this.job(e.job).progress.collective(e, n, window);
   }
 
   /** GPU samples count only for jobs already seen (steps, collectives, faults). */
   gpu(e: GpuEvent): void {
+    this.judgeReports(e.ts);
     let { job, rank } = e;
     if (job === undefined || rank === undefined) {
       const o = this.ownerOf(e.host, e.gpu);
@@ -142,24 +151,29 @@ export class HangDetector {
   fault(e: FaultEvent): void {
     const t = toTimeout(e);
     const r = t ? undefined : toReport(e);
+    if (!(r?.source === 'flight_recorder' && r.kind === 'not_joined')) this.judgeReports(e.ts);
     if (t) this.timeout(e.job ?? '', t);
     else if (r) this.report(r);
   }
 
   /** Event time moved on: stalls, settled timeouts, jobs that moved on or went away. */
   advance(now: number): void {
+    // Called before each event is handed over: only a report older than it is surely whole.
+    this.judgeReports(now, true);
     if (now < this.nextSweep) return;
     this.nextSweep = now + SWEEP_MS;
     for (const [key, j] of this.jobs) this.sweep(key, j, now);
   }
 
-  /** End of input: timeouts still waiting are judged now. */
+  /** End of input: Flight Recorder reports and timeouts still waiting are judged now. */
   flush(ts: number): void {
+    this.judgeReports(ts);
     for (const [key, j] of this.jobs) if (j.pendingSince !== undefined) this.settle(key, j, ts);
   }
 
   /** A restart or finish ends what the hang opened. */
   jobChanged(e: JobLifecycleEvent): void {
+    this.judgeReports(e.ts);
     if (e.event !== 'restart' && e.event !== 'finished') return;
     const j = this.jobs.get(e.job);
     if (!j) return;
@@ -188,6 +202,7 @@ export class HangDetector {
         progress: new JobProgress(this.cfg.maxComms),
         timeouts: new JobTimeouts(),
         reports: [],
+        frBlocks: new Map(),
         named: new Map(),
         namedHosts: new Map(),
         rasBehind: new Map(),
@@ -222,6 +237,7 @@ export class HangDetector {
         // What was said about that stall says nothing about the next one.
         j.timeouts = new JobTimeouts();
         j.reports = [];
+        j.frBlocks.clear();
         j.named.clear();
         j.namedHosts.clear();
         j.rasBehind.clear();
@@ -285,10 +301,19 @@ export class HangDetector {
       return;
     }
     const kind = `${r.source === 'nccl_ras' ? 'ras' : 'fr'}_${r.kind}`;
-    const notJoined = r.source === 'flight_recorder' && r.kind === 'not_joined';
-    const names = notJoined || this.namesCulprit(j, r, rank);
-    const culprits = notJoined && r.missing ? r.missing : names && rank !== undefined ? [rank] : [];
-    if (names && culprits.length === 0) {
+    if (r.source === 'flight_recorder' && r.kind === 'not_joined' && r.missing) {
+      // One block of a report that names ranks stuck behind the culprit too: judged whole
+      // (notJoinedCulprits) once event time passes the report's.
+      const block = [r.pg, r.pgName, r.seq, r.op, r.missing.join(',')].join('|');
+      if (j.frBlocks.size < MAX_FR_BLOCKS) j.frBlocks.set(block, report);
+      j.frPendingTs ??= r.ts;
+      this.frPending.add(key);
+      return;
+    }
+    const names = r.kind === 'not_joined' || this.namesCulprit(j, r, rank);
+    const culprits = names && rank !== undefined ? [rank] : [];
+    // A report placed on no rank and only on the collector's host names no host either.
+    if (names && culprits.length === 0 && !r.hostUnknown) {
       const h = j.namedHosts.get(r.host) ?? { gpu: r.gpu, kinds: new Set<string>() };
       h.kinds.add(kind);
       if (j.namedHosts.size < 64) j.namedHosts.set(r.host, h);
@@ -304,6 +329,36 @@ export class HangDetector {
     if (j.named.size === 0 && j.namedHosts.size === 0) return;
     const c = this.culprit(j, r.ts) ?? this.reportedHost(j);
     if (c) this.open(key, j, c, r.ts, 'report');
+  }
+
+  /**
+   * Flight Recorder reports whose blocks are all in (a source sends a report's blocks together,
+   * so any other event, or the clock moving, ends them), at event time `now` (the latest report's
+   * time when it is later).
+   */
+  private judgeReports(now: number, olderOnly = false): void {
+    if (this.frPending.size === 0) return;
+    for (const key of this.frPending) {
+      const j = this.jobs.get(key);
+      if (j?.frPendingTs !== undefined && olderOnly && now <= j.frPendingTs) continue;
+      this.frPending.delete(key);
+      if (j?.frPendingTs !== undefined) this.judgeNotJoined(key, j, Math.max(now, j.frPendingTs));
+    }
+  }
+
+  /** A Flight Recorder report's blocks, all in: the ranks it blames are named. */
+  private judgeNotJoined(key: string, j: JobHang, now: number): void {
+    j.frPendingTs = undefined;
+    for (const c of notJoinedCulprits(j.frBlocks.values())) {
+      if (j.named.size >= 1024 && !j.named.has(c)) break;
+      j.named.set(c, (j.named.get(c) ?? new Set<string>()).add('fr_not_joined'));
+    }
+    if (j.incident) {
+      j.incident.dirty = true;
+      return;
+    }
+    const c = this.culprit(j, now) ?? this.reportedHost(j);
+    if (c) this.open(key, j, c, now, 'report');
   }
 
   /** Whether a report singles out its rank (or host) as the culprit now. */
@@ -577,12 +632,12 @@ export class HangDetector {
 
   /** The collective the peers wait in: what the timeouts, Flight Recorder or sequence numbers say. */
   private stuckText(j: JobHang): string {
-    const fr = j.reports.find((r) => r.source === 'flight_recorder' && r.kind === 'not_joined');
+    const r = j.incident!.culprit.rank;
+    const fr = [...j.frBlocks.values()].find((b) => r === undefined || b.missing?.includes(r));
     const group = (pg?: string, name?: string) =>
       pg !== undefined ? ` of process group ${pg}${name ? ` (${name})` : ''}` : '';
     if (fr)
       return ` in ${fr.op ?? 'a collective'}${group(fr.pg, fr.pgName)}${fr.seq !== undefined ? ` (seq ${fr.seq})` : ''}`;
-    const r = j.incident!.culprit.rank;
     // RAS names the communicator it found the rank behind in (or in error).
     const ras = j.reports.find((x) => x.source === 'nccl_ras' && x.comm !== undefined && x.rank === r);
     if (ras) return ` on communicator ${ras.comm}`;

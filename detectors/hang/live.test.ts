@@ -5,10 +5,13 @@
  * them (docs: the shapes in schema/events.ts); and what must open nothing: pauses of the whole job.
  */
 import { describe, expect, it } from 'vitest';
+import { frFaultEvent } from '../../collectors/parsers/flight_recorder.js';
+import { parseFrReport } from '../../collectors/parsers/fr_report.js';
 import type { RankwatchEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
 import { ClusterSim, type SimOptions } from '../../sim/cluster.js';
 import { parseFault } from '../../sim/faults.js';
+import { FlightRecorderReport } from '../../sim/flight-recorder.js';
 import { scoreRun } from '../../sim/score.js';
 import { DetectorRunner } from '../runner.js';
 
@@ -312,6 +315,21 @@ describe('NCCL RAS and Flight Recorder reports', () => {
       ...extra,
     }) as RankwatchEvent;
 
+  /** A peer's GPU sample, spinning in NCCL: what tells the detector a report's blocks are all in. */
+  const spinning = (ts: number) =>
+    ({
+      v: 1,
+      kind: 'gpu',
+      ts,
+      host: 'gpu-0000',
+      gpu: 0,
+      job: 'j',
+      rank: 0,
+      sm_clock_mhz: 1980,
+      power_w: 170,
+      util_pct: 100,
+    }) as RankwatchEvent;
+
   it('Flight Recorder "never joined" names the rank, host and GPU, and the collective of the process group', () => {
     const s = quiet();
     const f = hangs(
@@ -320,6 +338,8 @@ describe('NCCL RAS and Flight Recorder reports', () => {
           after: 40_000,
           event: (ts) => fr(ts, 'not_joined', { missing_ranks: [45], expected_ranks: [37, 45, 53, 61] }),
         },
+        // A report is judged whole: at the next event after its blocks (or the idle bus's clock).
+        { after: 41_000, event: spinning },
       ]),
     );
     expect(f[0]).toMatchObject({
@@ -330,9 +350,43 @@ describe('NCCL RAS and Flight Recorder reports', () => {
       gpu: 5,
       action: 'watch',
     });
-    expect(f[0].ts - s.faults[0].onsetTs!).toBe(40_000);
+    expect(f[0].ts - s.faults[0].onsetTs!).toBe(41_000);
     expect(f[0].summary).toContain('in allreduce of process group 14 (dp.s1.t5) (seq 31)');
   });
+
+  for (const type of ['hang', 'hang_allreduce'])
+    it(`${type}: a whole analyzer report, which also names the ranks stuck behind it, names the one that hung`, () => {
+      // The report the dumps give when the watchdogs fire (sim/flight-recorder.ts), through the
+      // collector's parser: the hung rank is missing from its groups, each rank stuck behind it
+      // from its own data-parallel group (its tensor-parallel peers joined the culprit's group).
+      const job = () => sim(128, `${type}:rank=45,at=30`, { telemetry: false });
+      const first = job();
+      const recorder = new FlightRecorderReport(first);
+      let dumpTs = 0;
+      for (const e of first.events()) {
+        recorder.take(e);
+        if (!dumpTs && e.kind === 'fault' && e.source === 'nccl_timeout') dumpTs = e.ts;
+      }
+      // The analyzer prints its groups in no set order: here the blocks of the ranks stuck behind first.
+      const problems = parseFrReport(recorder.text()).problems.reverse();
+      expect(new Set(problems.map((p) => p.rank)).size).toBeGreaterThan(4);
+      const s = job();
+      const after = dumpTs - first.faults[0].onsetTs!;
+      const f = hangs(
+        run(s, [
+          ...problems.map((p) => ({
+            after,
+            event: (ts: number) => frFaultEvent(p, ts, { host: 'collector-1', job: 'j' }, 'fr_trace.txt'),
+          })),
+          { after: after + 1, event: spinning },
+        ]),
+      );
+      const opened = f.filter((x) => x.state === 'open');
+      expect(opened.map((x) => [x.type, x.rank, x.host, x.gpu])).toEqual([
+        ['nccl_hang', 45, s.faults[0].host, s.faults[0].gpu],
+      ]);
+      expect(opened[0].evidence.signals).toContain('fr_not_joined');
+    });
 
   it('a size mismatch is a code bug: a desync naming the rank, no cordon, and the hang says so', () => {
     const s = quiet();
@@ -362,6 +416,9 @@ describe('NCCL RAS and Flight Recorder reports', () => {
   it('a Flight Recorder report alone, of a job nothing else was heard from, is a finding with its names', () => {
     const runner = new DetectorRunner();
     runner.push(fr(1_764_480_000_000, 'not_joined', { rank: 7, missing_ranks: [7], host: 'node-3', gpu: 7 }));
+    expect(runner.take().findings).toEqual([]);
+    // The end of the input (or the next event) says the report is whole.
+    runner.flush();
     const f = runner.take().findings;
     expect(f.map((x) => [x.type, x.job, x.host, x.gpu, x.rank])).toEqual([
       ['nccl_hang', 'j', 'node-3', 7, 7],

@@ -22,6 +22,8 @@ export interface Report {
   kind: string;
   ts: number;
   host: string;
+  /** The host is only the collector's (`host_source: "collector"`): the source could not place it. */
+  hostUnknown?: boolean;
   gpu?: number;
   rank?: number;
   job?: string;
@@ -34,6 +36,8 @@ export interface Report {
   peersOps?: number;
   /** Global ranks that never joined (Flight Recorder). */
   missing?: number[];
+  /** The process group's members (Flight Recorder; absent where the analyzer printed a count). */
+  expected?: number[];
   errorType?: string;
   message: string;
 }
@@ -46,15 +50,17 @@ export function toReport(e: FaultEvent): Report | undefined {
   const int = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined);
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
   const opt = <K extends string, V>(k: K, v: V | undefined) => (v === undefined ? {} : { [k]: v });
-  const missing = Array.isArray(x.missing_ranks)
-    ? x.missing_ranks.filter((r): r is number => int(r) !== undefined).slice(0, 1024)
-    : undefined;
+  const ranks = (v: unknown) =>
+    Array.isArray(v) ? v.filter((r): r is number => int(r) !== undefined).slice(0, 1024) : undefined;
+  const missing = ranks(x.missing_ranks);
+  const expected = ranks(x.expected_ranks);
   const pg = typeof x.pg === 'number' ? String(x.pg) : str(x.pg);
   return {
     source: e.source,
     kind,
     ts: e.ts,
     host: e.host,
+    ...opt('hostUnknown', x.host_source === 'collector' ? true : undefined),
     message: e.message.slice(0, 500),
     ...opt('gpu', e.gpu),
     ...opt('rank', e.rank),
@@ -67,6 +73,7 @@ export function toReport(e: FaultEvent): Report | undefined {
     ...opt('ops', int(x.ops)),
     ...opt('peersOps', int(x.peers_ops)),
     ...opt('missing', missing?.length ? missing : undefined),
+    ...opt('expected', expected?.length ? expected : undefined),
     ...opt('errorType', str(x.error_type)),
   };
 }
@@ -94,4 +101,26 @@ export function reportBrief(r: Report): Record<string, unknown> {
       error_type: errorType,
     }).filter(([, v]) => v !== undefined),
   );
+}
+
+/**
+ * The ranks a Flight Recorder report blames, from its "not all ranks joining" blocks: the members
+ * missing from a collective their peers entered, less those that entered another collective of
+ * the report (they wait behind someone else: the analyzer names them missing from their own other
+ * groups too), the ones missing from the most collectives first (a hung rank is missing from every
+ * group of it that waits; a rank stuck elsewhere from its own group only). Where that leaves no
+ * one, every missing rank counts.
+ */
+export function notJoinedCulprits(blocks: Iterable<Pick<Report, 'missing' | 'expected'>>): number[] {
+  const times = new Map<number, number>();
+  const joined = new Set<number>();
+  for (const b of blocks) {
+    const missing = new Set(b.missing ?? []);
+    for (const r of missing) times.set(r, (times.get(r) ?? 0) + 1);
+    for (const r of b.expected ?? []) if (!missing.has(r)) joined.add(r);
+  }
+  const alone = [...times.keys()].filter((r) => !joined.has(r));
+  const pool = alone.length ? alone : [...times.keys()];
+  const most = Math.max(0, ...pool.map((r) => times.get(r)!));
+  return pool.filter((r) => times.get(r) === most).sort((a, b) => a - b);
 }

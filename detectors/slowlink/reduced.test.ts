@@ -25,33 +25,52 @@ function judge(events: Iterable<RankwatchEvent>) {
   return runner.take().findings.filter((f: Finding) => f.type === 'slow_link');
 }
 
-/** The simulator's events with every collective replaced by what the edge reduction sends. */
-function* throughTheEdge(sim: ClusterSim, ranks: number, seen: { records: number; reduced: number }) {
+/**
+ * The simulator's events with every collective replaced by what the edge reduction sends: one
+ * collector for the job (every host's dumps in one folder), or `perNode`, one per host, each
+ * seeing only its own host's processes (a cross-node p2p peer is then named by its communicator rank).
+ */
+function* throughTheEdge(
+  sim: ClusterSim,
+  ranks: number,
+  seen: { records: number; reduced: number },
+  perNode = false,
+) {
   let now = 0;
   const out: CollectiveEvent[] = [];
-  const map = new RankMap({ localHosts: [] });
-  const reducer = new CollectiveReducer({
-    ranks: map,
-    ...REDUCER_DEFAULTS,
-    emit: (e) => out.push(...e),
-    drop: (reason, n) => {
-      throw new Error(`dropped ${n} record(s): ${reason}`);
-    },
-    now: () => now,
-  });
+  const collectors = new Map<string, { map: RankMap; reducer: CollectiveReducer }>();
+  const collector = (host: string) => {
+    const k = perNode ? host : '';
+    let c = collectors.get(k);
+    if (!c) {
+      const map = new RankMap({ localHosts: [] });
+      const reducer = new CollectiveReducer({
+        ranks: map,
+        ...REDUCER_DEFAULTS,
+        emit: (e) => out.push(...e),
+        drop: (reason, n) => {
+          throw new Error(`dropped ${n} record(s): ${reason}`);
+        },
+        now: () => now,
+      });
+      c = { map, reducer };
+      collectors.set(k, c);
+    }
+    return c;
+  };
   const seq = new Map<string, number>();
   for (const e of sim.events()) {
     if (e.kind === 'collective') {
-      for (const r of records(e, seq)) reducer.add(r, now);
+      for (const r of records(e, seq)) collector(e.host).reducer.add(r, now);
       seen.records += SPLIT.length;
       continue;
     }
     if (e.kind === 'step') {
-      map.learn([{ ...e, pid: pidOf(e.rank) }]);
+      collector(e.host).map.learn([{ ...e, pid: pidOf(e.rank) }]);
       yield e;
       if (e.rank === ranks - 1) {
         now += REDUCER_DEFAULTS.settleMs;
-        reducer.tick(now);
+        for (const c of collectors.values()) c.reducer.tick(now);
         seen.reduced += out.length;
         yield* out.splice(0);
       }
@@ -59,7 +78,7 @@ function* throughTheEdge(sim: ClusterSim, ranks: number, seen: { records: number
     }
     yield e;
   }
-  reducer.flush(now);
+  for (const c of collectors.values()) c.reducer.flush(now);
   seen.reduced += out.length;
   yield* out.splice(0);
 }
@@ -95,10 +114,10 @@ function records(e: CollectiveEvent, seq: Map<string, number>): InspectorOp[] {
   });
 }
 
-function compare(opts: SimOptions) {
+function compare(opts: SimOptions, perNode = false) {
   const native = judge(new ClusterSim(opts).events());
   const seen = { records: 0, reduced: 0 };
-  const reduced = judge(throughTheEdge(new ClusterSim(opts), opts.ranks ?? 256, seen));
+  const reduced = judge(throughTheEdge(new ClusterSim(opts), opts.ranks ?? 256, seen, perNode));
   const brief = (f: Finding) => `${f.state} ${f.host}/${f.gpu ?? '-'} ${f.peer_host ?? ''}`;
   return { native, reduced, seen, brief };
 }
@@ -123,6 +142,29 @@ describe('slow link on edge-reduced collectives', () => {
       expect(Math.abs(reduced[i].ts - native[i].ts)).toBeLessThanOrEqual(1500);
     // Four operations per collective went in; one event per rank, step, communicator and op came out.
     expect(seen.records / seen.reduced).toBe(SPLIT.length);
+  }, 60_000);
+
+  it('one collector per node: a cross-node p2p peer, named by its communicator rank, is placed by its own events; the pair link is found', () => {
+    const opts = {
+      ranks: 128,
+      steps: 120,
+      seed: 8,
+      faults: [parseFault('link:rank=10,peer=42,at=40,factor=4')],
+    };
+    const { native, reduced, brief } = compare(opts, true);
+    expect(native.map(brief)).toContain('open gpu-0001/2 gpu-0005');
+    expect(reduced.map(brief)).toEqual(native.map(brief));
+    for (let i = 0; i < native.length; i++)
+      expect(Math.abs(reduced[i].ts - native[i].ts)).toBeLessThanOrEqual(1500);
+    // What the node collectors sent: cross-node transfers by communicator rank, both ends.
+    const seen = { records: 0, reduced: 0 };
+    const sent = [...throughTheEdge(new ClusterSim(opts), 128, seen, true)].filter(
+      (e): e is CollectiveEvent => e.kind === 'collective' && (e.op === 'send' || e.op === 'recv'),
+    );
+    const cross = sent.filter((e) => e.peer === undefined);
+    expect(cross.length).toBeGreaterThan(0);
+    for (const e of cross.slice(0, 20))
+      expect(e).toMatchObject({ peer_comm_rank: expect.any(Number), comm_rank: expect.any(Number) });
   }, 60_000);
 
   it('opens nothing on a clean job', () => {

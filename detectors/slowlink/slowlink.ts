@@ -36,6 +36,7 @@ import { type FindingLog, findingId, severityForCost } from '../findings.js';
 import { madSigmaInPlace, medianInPlace } from '../robust.js';
 import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
+import { CommPeers } from './comm-peers.js';
 import { type LinkKind, StepLinks } from './links.js';
 import { CusumTable, pairDst, pairSrc, RailIds, railPair } from './state.js';
 
@@ -169,6 +170,8 @@ export class SlowLinkDetector {
   private intraSig: number[] = [];
   private intraMix: number[] = [];
   private intraKeyOf: (string | undefined)[] = [];
+  /** p2p peers a node collector could name only by their communicator rank. */
+  private readonly peers = new CommPeers();
 
   constructor(
     private readonly job: string,
@@ -195,9 +198,10 @@ export class SlowLinkDetector {
     const L = step.links;
     const rail = this.rail(e.rank, e.host, e.gpu);
     if (e.op === 'send' || e.op === 'recv') {
-      if (e.peer === undefined) return;
+      const peer = this.peers.peerOf(e);
+      if (peer === undefined) return;
       // Both ends report the same transfer: key the edge by sender and receiver rank.
-      const [from, to] = e.op === 'send' ? [e.rank, e.peer] : [e.peer, e.rank];
+      const [from, to] = e.op === 'send' ? [e.rank, peer.rank] : [peer.rank, e.rank];
       const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
       if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
       let link: number;
@@ -206,7 +210,7 @@ export class SlowLinkDetector {
         while (link >= 0 && L.to[link] !== to) link = L.next[link];
       } else link = step.oddEdges.get(from * 1_048_576 + to) ?? -1;
       if (link < 0) {
-        const peerRail = this.rail(e.peer, e.peer_host, undefined);
+        const peerRail = this.rail(peer.rank, peer.host, undefined);
         const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
         link = this.newLink(L, 'p2p', e, false, src, dst);
         L.to[link] = to;

@@ -26,6 +26,7 @@ import {
 } from '../detectors/health/health.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { AutomationBudget } from '../schema/output.js';
 import type { InsertBatch } from '../store/rows.js';
 import type { CordonDriver, ListedNode } from './drivers/driver.js';
 import { describeLimit, type Limit, type SafetyConfig, SafetyGovernor } from './governor.js';
@@ -333,6 +334,25 @@ export class Automation {
     };
   }
 
+  /** The budget and the breaker now, in figures (GET /v1/actions, the page's automation panel). */
+  budgetNow(): AutomationBudget {
+    const c = this.governor.cfg;
+    const b = this.governor.budget();
+    const trip = this.governor.trip();
+    return {
+      nodes_out: this.mode === 'dry_run' ? this.dryOut.size : this.rankwatchOut.size,
+      nodes_limit: b.nodes,
+      limit_by: describeLimit(c, b),
+      fleet: b.fleet,
+      cordons_last_hour: this.governor.cordonsInHour(this.now()),
+      per_hour: c.perHour ?? null,
+      breaker_burst: c.breakerBurst,
+      breaker_window_s: Math.round(c.breakerWindowMs / 1000),
+      breaker_tripped_at: trip?.at ?? null,
+      breaker_reason: trip?.reason ?? null,
+    };
+  }
+
   /** Decisions since start, by verb and outcome (for /metrics). */
   decisionCounts(): { verb: string; outcome: string; n: number }[] {
     return [...this.decisions].map(([k, n]) => {
@@ -504,7 +524,7 @@ export class Automation {
         ...f,
         state: 'resolved',
         ts: t.ts,
-        summary: `${f.summary} Resolved: ${t.reason} (${t.actor}).`,
+        resolution: `${t.reason} (${t.actor}).`,
       });
     }
     if (done.length) this.o.publish?.(done);

@@ -4,7 +4,9 @@
  * with those labels is open, is re-sent every `resendMs` (below Alertmanager's resolve_timeout,
  * 5 min by default, so an open alert never times out) and gets `endsAt` when the last resolves.
  */
+
 import { retry } from '../core/errors.js';
+import { costText } from '../core/figures.js';
 import type { Finding } from '../schema/finding.js';
 import { postJson } from './http.js';
 import { BoundedQueue, type QueueCounters } from './queue.js';
@@ -131,8 +133,7 @@ export function toAlert(f: Finding, linkBase?: string): PostableAlert {
   if (f.job) labels.job = f.job;
   if (f.gpu !== undefined) labels.gpu = String(f.gpu);
   const annotations: Record<string, string> = { summary: f.summary, finding_id: f.id, action: f.action };
-  if (f.est_cost_pct !== undefined)
-    annotations.cost = `${f.est_cost_pct.toFixed(1)}% of the job's throughput`;
+  if (f.est_cost_pct !== undefined) annotations.cost = `${costText(f.est_cost_pct)} of the job's throughput`;
   const link = linkBase
     ? `${linkBase.replace(/\/+$/, '')}/v1/findings/${encodeURIComponent(f.id)}`
     : undefined;

@@ -7,6 +7,8 @@
  * host), and the dashboard's time range through $__timeFilter / $__timeInterval.
  */
 
+import { JOB_MFU_SQL } from '../store/queries.js';
+
 // biome-ignore-start lint/suspicious/noTemplateCurlyInString: Grafana variables, filled in by Grafana
 const JOB = '${job:singlequote}';
 const HOSTS = '${host:singlequote}';
@@ -110,9 +112,9 @@ export const PANELS: PanelSpec[] = [
     key: 'mfu',
     title: 'MFU and TFLOP/s per GPU',
     description:
-      'Model FLOPs utilisation per step, averaged per interval. Annotations: checkpoint saves and interruptions.',
+      "Model FLOPs utilisation per interval: its steps' FLOPs over their wall time, as rankwatch's screens compute a job's MFU. Annotations: checkpoint saves and interruptions.",
     kind: 'timeseries',
-    sql: `SELECT $__timeInterval(ts) AS time, avg(mfu) AS mfu, avg(tflops_per_gpu) AS tflops_per_gpu
+    sql: `SELECT $__timeInterval(ts) AS time, ${JOB_MFU_SQL} AS mfu, sum(tflops_per_gpu * step_ms) / sum(step_ms) AS tflops_per_gpu
 FROM mfu FINAL
 WHERE job = ${JOB} AND implausible = '' AND $__timeFilter(ts)
 GROUP BY time ORDER BY time`,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { costClause } from '../core/figures.js';
 import type { Finding } from '../schema/finding.js';
 import { FindingLog, findingId, LIFECYCLE_DEFAULTS } from './findings.js';
 
@@ -44,5 +45,25 @@ describe('finding lifecycle', () => {
     expect(findingId('straggler', 'j', 'h', 1, 40)).toBe(findingId('straggler', 'j', 'h', 1, 40));
     expect(findingId('straggler', 'j', 'h', 1, 40)).not.toBe(findingId('straggler', 'j', 'h', 2, 40));
     expect(findingId('throttle', 'j', 'h', undefined, 40)).toMatch(/^throttle-[0-9a-f]{16}$/);
+  });
+
+  it('a resolved finding keeps the summary it had while open, says why it ended, and one cost throughout', () => {
+    const out: Finding[] = [];
+    const log = new FindingLog(out);
+    const said = (cost: number) => ({
+      ...draft(cost),
+      summary: `rank 1 on h/1 is slow and ${costClause(cost)}.`,
+    });
+    log.openFinding('x', 1_000, said(9.71));
+    // A figure patched in without a new sentence (a throttle takes its straggler's cost).
+    log.amend('x', { est_cost_pct: 6.04 });
+    log.resolve('x', 2_000, { summary: 'h: compute back in line with stage peers.' });
+    expect(out[0].summary).toBe('rank 1 on h/1 is slow and costs the job ~9.7% of its throughput.');
+    expect(out[1]).toMatchObject({
+      state: 'resolved',
+      est_cost_pct: 6.04,
+      summary: 'rank 1 on h/1 is slow and costs the job ~6.0% of its throughput.',
+      resolution: 'h: compute back in line with stage peers.',
+    });
   });
 });

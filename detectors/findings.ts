@@ -4,6 +4,7 @@
  * as a finding event sharing the incident's stable id.
  */
 import { createHash } from 'node:crypto';
+import { withCost } from '../core/figures.js';
 import type { Action, Finding, Severity } from '../schema/finding.js';
 
 export type FindingDraft = Omit<Finding, 'id' | 'state' | 'ts'>;
@@ -12,6 +13,12 @@ export type FindingDraft = Omit<Finding, 'id' | 'state' | 'ts'>;
 export function findingId(type: string, ...parts: (string | number | undefined)[]): string {
   const key = [type, ...parts.map((p) => (p === undefined ? '*' : String(p)))].join('|');
   return `${type}-${createHash('sha1').update(key).digest('hex').slice(0, 16)}`;
+}
+
+/** The finding with its summary saying the cost it carries (one figure, however it was patched). */
+function said(f: Finding): Finding {
+  const summary = withCost(f.summary, f.est_cost_pct);
+  return summary === f.summary ? f : { ...f, summary };
 }
 
 export function severityForCost(costPct: number | undefined): Severity {
@@ -85,7 +92,7 @@ export class FindingLog {
   /** Opens an incident; a second open of the same id is ignored (idempotent under redelivery). */
   openFinding(id: string, ts: number, draft: FindingDraft): Finding | undefined {
     if (this.open.has(id)) return undefined;
-    const f: Finding = { id, ts, state: 'open', ...draft };
+    const f: Finding = said({ id, ts, state: 'open', ...draft });
     this.open.set(id, { finding: f, emitted: f });
     this.out.push(f);
     return f;
@@ -95,7 +102,7 @@ export class FindingLog {
   update(id: string, ts: number, patch: Partial<FindingDraft>, force = false): void {
     const rec = this.open.get(id);
     if (!rec) return;
-    const next: Finding = { ...rec.finding, ...patch, id, ts, state: 'update' };
+    const next: Finding = said({ ...rec.finding, ...patch, id, ts, state: 'update' });
     rec.finding = next;
     const due = ts - rec.emitted.ts >= this.cfg.minUpdateIntervalMs;
     if (force || (due && this.moved(rec.emitted, next))) {
@@ -107,14 +114,21 @@ export class FindingLog {
   /** Changes the latest figures without emitting anything (the next update or resolve carries them). */
   amend(id: string, patch: Partial<FindingDraft>): void {
     const rec = this.open.get(id);
-    if (rec) rec.finding = { ...rec.finding, ...patch };
+    if (rec) rec.finding = said({ ...rec.finding, ...patch });
   }
 
+  /**
+   * Resolves an incident with its latest figures and the summary that says them (what it found
+   * and cost while open); a `summary` given here says why it ended, as `resolution`.
+   */
   resolve(id: string, ts: number, patch: Partial<FindingDraft> = {}): void {
     const rec = this.open.get(id);
     if (!rec) return;
     this.open.delete(id);
-    this.out.push({ ...rec.finding, ...patch, id, ts, state: 'resolved' });
+    const { summary: resolution, ...rest } = patch;
+    this.out.push(
+      said({ ...rec.finding, ...rest, id, ts, state: 'resolved', ...(resolution ? { resolution } : {}) }),
+    );
   }
 
   /** Drops an open incident without a word: another process carries it on (see DetectorRunner.forget). */

@@ -3,7 +3,9 @@
  * the reason, at the same event time whether the end is seen live (idle clock, other traffic)
  * or at the end of a replayed file.
  */
+
 import { describe, expect, it } from 'vitest';
+import { costText } from '../core/figures.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
@@ -64,7 +66,10 @@ describe('jobs that go quiet', () => {
     // Ended at its last step plus the end threshold, not whenever the idle clock happened to tick.
     expect(r.ts).toBe(last + endFloorMs);
     expect(r.evidence).toMatchObject({ resolved_reason: 'job_quiet', quiet_since_ts: last });
-    expect(r.summary).toContain(`went quiet at ${new Date(last).toISOString()}`);
+    expect(r.resolution).toContain(`went quiet at ${new Date(last).toISOString()}`);
+    // What it found and cost stays its summary: the reason it ended is said beside it.
+    expect(r.summary).toMatch(/^rank 5 on \S+ computes .* costs the job ~\d+\.\d% of its throughput\.$/);
+    expect(r.summary).toContain(`~${costText(r.est_cost_pct)}`);
     expect(runner.jobState('j-quiet')).toBeUndefined();
     expect(runner.openFindings().filter((f) => f.job === 'j-quiet' && f.type === 'straggler')).toEqual([]);
     expect(runner.stats().quiet_ended_jobs).toBe(1);

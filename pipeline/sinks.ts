@@ -7,6 +7,7 @@
  */
 import type { Automation } from '../actions/automation.js';
 import type { Alerting } from '../alerts/alerting.js';
+import { costText } from '../core/figures.js';
 import type { Finding } from '../schema/finding.js';
 import type { DeadLetter } from '../store/rows.js';
 import type { Delivery } from '../stream/transport.js';
@@ -46,20 +47,32 @@ export function findingFileSink(name: string, out: LineSink): FindingSink {
   };
 }
 
-/** How a finding reads on a terminal: `FOUND` when it opens, `RESOLVED` when it ends; updates stay quiet. */
+/**
+ * How a finding reads on a terminal: `FOUND` when it opens, `UPDATED` when its cost reads
+ * differently from the last line, `RESOLVED` (with why) when it ends. Every line names the place
+ * and the cost as every other screen shows it (core/figures.ts), so an incident's last line says
+ * what the summary, `report`, the API and the page say.
+ */
 export function consoleSink(
   print: (line: string) => void,
   when: (f: Finding) => string = (f) => new Date(f.ts).toISOString(),
   withJob = true,
 ): FindingSink {
+  /** The cost last printed for each open incident. */
+  const said = new Map<string, string>();
   return {
     name: 'console',
     write(findings) {
       for (const f of findings) {
-        if (f.state === 'update') continue;
-        const where = `${f.host}${f.gpu !== undefined ? `/${f.gpu}` : ''}${f.rank !== undefined ? ` rank ${f.rank}` : ''}`;
-        const head = `[${when(f)}] ${f.state === 'open' ? 'FOUND   ' : 'RESOLVED'} ${f.type}`;
-        print(withJob ? `${head} ${f.job ?? ''} ${where}: ${f.summary}` : `${head}: ${f.summary}`);
+        const cost = costText(f.est_cost_pct, '');
+        if (f.state === 'update' && said.get(f.id) === cost) continue;
+        if (f.state === 'resolved') said.delete(f.id);
+        else said.set(f.id, cost);
+        const verb = { open: 'FOUND   ', update: 'UPDATED ', resolved: 'RESOLVED' }[f.state];
+        const where = `${f.host}${f.gpu !== undefined ? `/${f.gpu}` : ''}${f.rank !== undefined ? ` rank ${f.rank}` : ''}${f.peer_host ? ` ↔ ${f.peer_host}` : ''}`;
+        const head = `[${when(f)}] ${verb} ${f.type}${withJob && f.job ? ` ${f.job}` : ''}${where ? ` ${where}` : ''}`;
+        const text = f.state === 'resolved' ? (f.resolution ?? f.summary) : f.summary;
+        print(`${head}${cost ? ` · cost ${cost}` : ''}: ${text}`);
       }
     },
   };

@@ -45,7 +45,10 @@ export const Finding = Type.Object(
       Type.Number({ description: "share of the job's throughput it costs, percent" }),
     ),
     action: Action,
-    summary: Type.String({ description: 'one sentence a person reads' }),
+    summary: Type.String({
+      description: 'one sentence a person reads; a resolved finding keeps the one it had while open',
+    }),
+    resolution: Type.Optional(Type.String({ description: 'resolved findings: why it ended' })),
     related: Type.Optional(
       Type.Array(Type.String(), { description: 'ids of findings this one explains or is explained by' }),
     ),

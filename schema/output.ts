@@ -60,3 +60,18 @@ export interface DetectorOutput {
   /** The straggler detector's slowest-GPUs rankings (each a job's latest, a few GPUs). */
   slowGpus?: SlowGpu[];
 }
+
+/** The repair loop's budget and breaker now (GET /v1/actions `budget`); in dry-run, `nodes_out` counts the nodes out on paper. */
+export interface AutomationBudget {
+  nodes_out: number;
+  nodes_limit: number;
+  /** Which setting sets the node limit, in the operator's words. */
+  limit_by: string;
+  fleet: number;
+  cordons_last_hour: number;
+  per_hour: number | null;
+  breaker_burst: number;
+  breaker_window_s: number;
+  breaker_tripped_at: number | null;
+  breaker_reason: string | null;
+}

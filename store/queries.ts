@@ -52,6 +52,13 @@ export async function tableCounts(store: Store): Promise<Record<string, number>>
   return out;
 }
 
+/**
+ * A job's MFU over a set of its steps: total model FLOPs over total wall time, i.e. each step's
+ * MFU weighted by its wall time (what the runner's overall figure is), plausible figures only.
+ * Every screen's job MFU (the demo's summary, `report`, the API, the page) is this.
+ */
+export const JOB_MFU_SQL = "sumIf(mfu * step_ms, implausible = '') / sumIf(step_ms, implausible = '')";
+
 export interface JobSummary {
   job: string;
   /** `running`: steps seen within `activeWithinMs` of `now`; `finished`/`interrupted`: its last lifecycle event; else `stale`. */
@@ -94,7 +101,7 @@ export async function jobs(
        FROM job_events FINAL GROUP BY job
      ) AS e ON e.job = j.job
      LEFT JOIN (
-       SELECT job, argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg, 1 AS has_mfu FROM mfu FINAL WHERE implausible = '' GROUP BY job
+       SELECT job, argMax(mfu, step) AS mfu_last, ${JOB_MFU_SQL} AS mfu_avg, 1 AS has_mfu FROM mfu FINAL WHERE implausible = '' GROUP BY job
      ) AS m ON m.job = j.job
      ORDER BY (ifNull(e.last_event, '') NOT IN ('finished', 'interrupted')
        AND j.last_ts >= {now:Int64} - {active:Int64}) DESC, j.last_ts DESC, j.job
@@ -138,7 +145,7 @@ export interface MfuBucket {
   tokens_per_s: number | null;
 }
 
-/** A job's MFU over time, averaged per `bucketSeconds` (default 60). */
+/** A job's MFU over time per `bucketSeconds` (default 60): each bucket's FLOPs over its wall time (JOB_MFU_SQL). */
 export async function mfuOverTime(
   store: Store,
   job: string,
@@ -149,7 +156,7 @@ export async function mfuOverTime(
   const conds = ['job = {job:String}', "implausible = ''", ...timeFilter('ts', opts, params)];
   const rows = await store.query<Record<string, string | number>>(
     `SELECT toUnixTimestamp64Milli(toDateTime64(toStartOfInterval(ts, toIntervalSecond({bucket:UInt32})), 3)) AS t,
-       avg(mfu) AS mean_mfu, avg(tflops_per_gpu) AS mean_tflops, avg(step_ms) AS mean_step_ms, count() AS steps,
+       ${JOB_MFU_SQL} AS mean_mfu, sum(tflops_per_gpu * step_ms) / sum(step_ms) AS mean_tflops, avg(step_ms) AS mean_step_ms, count() AS steps,
        if(sum(tokens) > 0 AND sum(step_ms) > 0, sum(tokens) / sum(step_ms) * 1000, NULL) AS tokens_per_s
      FROM mfu FINAL ${where(conds)} GROUP BY t ORDER BY t`,
     params,
@@ -403,7 +410,7 @@ export async function jobDetail(store: Store, job: string, recentMinutes = 5): P
     { job },
   );
   const [u] = await store.query<Record<string, string | number | null>>(
-    'SELECT argMax(mfu, step) AS mfu_last, avg(mfu) AS mfu_avg, count() AS n FROM mfu FINAL WHERE job = {job:String}',
+    `SELECT argMax(mfu, step) AS mfu_last, ${JOB_MFU_SQL} AS mfu_avg, count() AS n FROM mfu FINAL WHERE job = {job:String}`,
     { job },
   );
   const hosts = await store.query<{ host: string }>(

@@ -101,7 +101,7 @@ describe('rankwatch sim | replay on a 256-rank, 240-step job', () => {
     const quiet = fs.filter((f) => f.state === 'resolved' && f.evidence.resolved_reason === 'job_quiet');
     expect(quiet.map((f) => [f.type, f.host, f.gpu])).toEqual([['straggler', 'gpu-0004', 5]]);
     expect(quiet[0].ts).toBeGreaterThan(lastStep);
-    expect(quiet[0].summary).toMatch(/went quiet at \d{4}-\d\d-\d\dT/);
+    expect(quiet[0].resolution).toMatch(/went quiet at \d{4}-\d\d-\d\dT/);
     // The throttle belongs to the GPU, not the job: it stays open.
     const throttle = fs.filter((f) => f.type === 'throttle' && f.host === 'gpu-0004');
     expect(throttle.at(-1)?.state).not.toBe('resolved');
@@ -382,7 +382,7 @@ describe('rankwatch demo', () => {
       'throttle:rank=9,at=30',
     );
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/FOUND +throttle: gpu-0001\/1/);
+    expect(r.stdout).toMatch(/FOUND +throttle gpu-0001\/1 rank 9/);
     expectBuiltPipeline(r.stdout, 'memory', /^chDB at .* · findings: summary, console$/);
     expect(r.stdout).toMatch(/Injected faults/);
     expect(r.stdout).toMatch(/Job MFU: \d+\.\d%/);

@@ -83,7 +83,9 @@ describe('rankwatch up through a repair', () => {
       ),
     ).toEqual([200]);
     await until('the RESOLVED line', () =>
-      /RESOLVED\s+xid\s.*gpu-0031\/0: .*Resolved: verified after repair/.test(up.stdout()) ? true : undefined,
+      /RESOLVED\s+xid\s.*gpu-0031\/0.*: verified after repair \(rankwatch\)/.test(up.stdout())
+        ? true
+        : undefined,
     );
   }, 120_000);
 });

@@ -62,6 +62,12 @@ export interface Finding {
   est_cost_pct?: number;
   action: string;
   summary: string;
+  /** Resolved: why it ended (the summary stays what it was while open). */
+  resolution?: string;
+  acked_by?: string;
+  acked_at?: number;
+  silenced_until?: number;
+  silenced_by?: string;
 }
 
 export interface JobRow {
@@ -126,11 +132,19 @@ export interface Fault {
 
 export interface NodeRow {
   host: string;
+  /** The node's state in the repair loop's durable state. */
+  state: string;
+  out_by_rankwatch: boolean;
+  dry_run_out: boolean;
+  needs_human: boolean;
+  state_since: number | null;
+  state_reason: string | null;
   faults: number;
   fault_sources: string[];
   throttled_gpu_minutes: number;
   ecc_dbe: number;
   active_findings: number;
+  /** The strongest action an open finding asks for (a request, not a state). */
   worst_action: string;
 }
 

@@ -23,6 +23,8 @@ export interface SeriesSpec {
   tick?: (v: number) => string;
   /** Counts: drawn as bars from 0, whole-number ticks. */
   counts?: boolean;
+  /** A dashed line (canvas setLineDash), so a series drawn over another leaves it visible. */
+  dash?: number[];
 }
 
 export interface Chart {
@@ -64,6 +66,7 @@ export function lineChart(el: HTMLElement, specs: SeriesSpec[], height = 220): C
         stroke: cssVar(s.color),
         width: 1.5,
         points: { show: false },
+        ...(s.dash ? { dash: s.dash } : {}),
         ...(s.counts ? { paths: uPlot.paths.bars?.({ size: [0.9, 40] }), fill: cssVar(s.color) } : {}),
         value: (_u: uPlot, v: number | null) => (v === null ? '—' : s.value(v)),
         spanGaps: false,

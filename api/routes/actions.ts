@@ -99,6 +99,28 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
             }),
             driver: Type.String({ description: 'slurm, kubernetes, or none' }),
             breaker_tripped: Type.Boolean(),
+            budget: Type.Union(
+              [
+                Type.Object({
+                  nodes_out: Type.Integer({ description: 'out by rankwatch (in dry-run: out on paper)' }),
+                  nodes_limit: Type.Integer({ description: 'most nodes out at once' }),
+                  limit_by: Type.String({ description: 'the setting that sets nodes_limit' }),
+                  fleet: Type.Integer({ description: 'nodes the share is of' }),
+                  cordons_last_hour: Type.Integer(),
+                  per_hour: Type.Union([Type.Integer(), Type.Null()], {
+                    description: 'cordons per hour allowed',
+                  }),
+                  breaker_burst: Type.Integer({
+                    description: 'requests in the window that trip the breaker',
+                  }),
+                  breaker_window_s: Type.Integer(),
+                  breaker_tripped_at: Type.Union([Type.Number(), Type.Null()]),
+                  breaker_reason: Type.Union([Type.String(), Type.Null()]),
+                }),
+                Type.Null(),
+              ],
+              { description: 'the budget and breaker now; null without automation in this server' },
+            ),
             leading: Type.Optional(
               Type.Boolean({ description: 'this process leads the repair loop (its decisions count)' }),
             ),
@@ -136,6 +158,7 @@ export const actionRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?
       mode: modeOf(automation),
       driver: automation?.driverType ?? 'none',
       breaker_tripped: automation?.governor.tripped ?? false,
+      budget: automation?.budgetNow() ?? null,
       leading: automation?.active ?? false,
       nodes: automation?.cordonList() ?? [],
       pending: automation?.pendingApprovals() ?? [],

@@ -32,7 +32,9 @@ const Incident = Type.Intersect([
   Finding,
   Type.Object({
     acked_by: Type.Optional(Type.String({ description: 'token name of the latest ack' })),
+    acked_at: Type.Optional(Type.Number({ description: 'epoch ms of the latest ack' })),
     silenced_until: Type.Optional(Type.Number({ description: 'epoch ms, while a silence holds' })),
+    silenced_by: Type.Optional(Type.String({ description: 'token name of the silence in force' })),
   }),
 ]);
 
@@ -56,8 +58,8 @@ async function withAcks(store: Store, fs: Finding[], now: number) {
     const until = a?.silence?.until ?? null;
     return {
       ...f,
-      ...(a?.ack ? { acked_by: a.ack.by } : {}),
-      ...(until !== null && until > now ? { silenced_until: until } : {}),
+      ...(a?.ack ? { acked_by: a.ack.by, acked_at: a.ack.ts } : {}),
+      ...(until !== null && until > now ? { silenced_until: until, silenced_by: a?.silence?.by } : {}),
     };
   });
 }
@@ -149,7 +151,11 @@ export const findingRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async 
         throw notFound(`no finding with id "${id}" (GET /v1/findings lists them)`);
       const a: FindingAck = { id, action, ts: Date.now(), by, until, note };
       await recordAck(store, a);
-      log.info({ audit: { action, finding: id, by, until } }, `finding ${action}`);
+      // The audit line (docs/api.md): who acked or silenced what, beside the finding_acks row.
+      log.info(
+        { audit: { action, finding: id, by, until, note } },
+        `audit: finding ${id} ${action === 'ack' ? 'acked' : `silenced until ${new Date(until ?? 0).toISOString()}`} by ${by}`,
+      );
       return a;
     };
 

@@ -19,7 +19,7 @@ export const readRoutes: FastifyPluginAsync<{ store: Store; automation?: Automat
   app.setErrorHandler(errorHandler(app.initialConfig.bodyLimit ?? 32 << 20, { storeRoutes: true }));
   await app.register(jobRoutes, { store });
   await app.register(findingRoutes, { store });
-  await app.register(nodeRoutes, { store });
+  await app.register(nodeRoutes, { store, automation });
   await app.register(checkpointRoutes, { store });
   await app.register(failureRoutes, { store });
   await app.register(actionRoutes, { store, automation });

@@ -4,6 +4,7 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type TSchema, Type } from '@sinclair/typebox';
+import { costliest } from '../../core/figures.js';
 import { Finding } from '../../schema/finding.js';
 import {
   findings,
@@ -61,8 +62,6 @@ const SeriesQuery = Type.Object({
     }),
   ),
 });
-
-const costliest = (a: Finding, b: Finding) => (b.est_cost_pct ?? 0) - (a.est_cost_pct ?? 0) || a.ts - b.ts;
 
 export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
   const config = { scope: 'read' as const };

@@ -4,8 +4,16 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type TSchema, Type } from '@sinclair/typebox';
+import type { Automation } from '../../actions/automation.js';
+import { HEALTHY, type NodeState, nodeStates } from '../../actions/node-states.js';
 import { Finding } from '../../schema/finding.js';
-import { faultHistory, gpuHistory, nodeHealth, quietNode } from '../../store/health-queries.js';
+import {
+  faultHistory,
+  gpuHistory,
+  type NodeHealth as NodeHealthRow,
+  nodeHealth,
+  quietNode,
+} from '../../store/health-queries.js';
 import { findings } from '../../store/queries.js';
 import type { Store } from '../../store/store.js';
 import { errors, notFound, parseRange, READ_ERRORS, TimeQuery } from './common.js';
@@ -25,9 +33,41 @@ const Node = Type.Object({
   ecc_dbe: Type.Integer(),
   active_findings: Type.Integer(),
   worst_action: Type.String({
-    description: 'strongest action an open finding asks for: none, watch, cordon, drain, rma',
+    description:
+      'what open findings ask for (a request, not a state): the strongest of none, watch, cordon, drain, rma',
   }),
+  state: Type.String({
+    description:
+      "the node's state in the repair loop's durable state: healthy, suspect, cordoned, repairing, verifying",
+  }),
+  out_by_rankwatch: Type.Boolean({ description: 'the scheduler has it out by rankwatch' }),
+  dry_run_out: Type.Boolean({ description: 'a dry-run took it out on paper (the scheduler never heard)' }),
+  needs_human: Type.Boolean({ description: 'only an admin override brings it back' }),
+  state_since: Nullable(Type.Number({ description: 'when it entered its state (epoch ms)' })),
+  state_reason: Nullable(Type.String({ description: 'why it is in its state' })),
 });
+
+/** Health rows with each node's state (nodes only the repair loop knows of join as quiet rows). */
+function withStates(rows: NodeHealthRow[], states: Map<string, NodeState>, host?: string) {
+  const seen = new Set(rows.map((r) => r.host));
+  const extra = [...states.keys()]
+    .filter((h) => !seen.has(h) && (host === undefined || h === host))
+    .map(quietNode);
+  const out = [...rows, ...extra].map((r) => {
+    const n = states.get(r.host) ?? HEALTHY;
+    return {
+      ...r,
+      state: n.state,
+      out_by_rankwatch: n.out_by_rankwatch,
+      dry_run_out: n.dry_run_out,
+      needs_human: n.needs_human,
+      state_since: n.since,
+      state_reason: n.reason,
+    };
+  });
+  // Nodes out of their healthy state first, in the store's order (worst first) within each.
+  return out.sort((a, b) => Number(b.state !== 'healthy') - Number(a.state !== 'healthy'));
+}
 
 const Fault = Type.Object({
   ts: Type.Number(),
@@ -60,7 +100,10 @@ const wantsText = (accept = '') => {
 /** Actions that take a node out of scheduling. */
 const CORDON = new Set(['cordon', 'drain', 'rma']);
 
-export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store; automation?: Automation }> = async (
+  app,
+  { store, automation },
+) => {
   const config = { scope: 'read' as const };
 
   app.get(
@@ -68,13 +111,20 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (ap
     {
       config,
       schema: {
-        summary: 'Node health, worst first: faults, throttling and open findings per host',
+        summary:
+          "Nodes, worst first: each one's state in the repair loop, and its faults, throttling and what its open findings ask for",
         tags: ['nodes'],
         querystring: Type.Object(TimeQuery),
         response: { 200: Type.Object({ nodes: Type.Array(Node) }), ...errors(...READ_ERRORS) },
       },
     },
-    async (req) => ({ nodes: await nodeHealth(store, parseRange(req.query)) }),
+    async (req) => {
+      const [rows, states] = await Promise.all([
+        nodeHealth(store, parseRange(req.query)),
+        nodeStates(store, automation),
+      ]);
+      return { nodes: withStates(rows, states) };
+    },
   );
 
   app.get(
@@ -100,15 +150,17 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (ap
     async (req) => {
       const { host } = req.params;
       const range = parseRange(req.query);
-      const [node] = await nodeHealth(store, { ...range, host });
-      const [faults, found, gpu] = await Promise.all([
+      const [rows, states, faults, found, gpu] = await Promise.all([
+        nodeHealth(store, { ...range, host }),
+        nodeStates(store, automation),
         faultHistory(store, { ...range, host, limit: 200 }),
         findings(store, { ...range, host, limit: 200 }),
         gpuHistory(store, host, { ...range, limit: 1000 }),
       ]);
-      if (!node && gpu.length === 0)
+      if (rows.length === 0 && gpu.length === 0 && !states.has(host))
         throw notFound(`no host "${host}" in faults, GPU telemetry or findings (GET /v1/nodes lists them)`);
-      return { node: node ?? quietNode(host), faults, findings: found, gpu_history: gpu };
+      const [node] = withStates(rows.length ? rows : [quietNode(host)], states, host);
+      return { node, faults, findings: found, gpu_history: gpu };
     },
   );
 

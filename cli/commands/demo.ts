@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { costText, mfuText } from '../../core/figures.js';
 import { callbackSink, consoleSink } from '../../pipeline/sinks.js';
 import type { RankwatchEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
@@ -71,7 +72,7 @@ ${optionsHelp(SIM_OPTIONS)}`,
     const speed = values.speed;
     const dataDir = resolve(values.data);
     // Loaded once past --help, which then needs neither the engine nor the detectors.
-    const [{ buildPipeline }, { ChdbStore }, { findingsOf }] = await Promise.all([
+    const [{ buildPipeline }, { ChdbStore }, { findingsOf, jobDetail }] = await Promise.all([
       import('../../pipeline/build.js'),
       import('../../store/chdb.js'),
       import('../../store/queries.js'),
@@ -143,9 +144,10 @@ ${optionsHelp(SIM_OPTIONS)}`,
 
     const stored = await findingsOf(store, simulation.opts.job);
     const counts = await jobCounts(store, simulation.opts.job);
+    // The job's MFU as the store gives it to `report`, the API and the page.
+    const mfu = (await jobDetail(store, simulation.opts.job))?.mfu_avg ?? null;
     await store.close();
     const score = scoreRun(stored, simulation.faults);
-    const mfu = pipeline.runner.jobMfu(simulation.opts.job);
 
     const dropped = expired.message(produced);
     if (dropped) console.log(`\n${dropped}`);
@@ -160,7 +162,7 @@ ${optionsHelp(SIM_OPTIONS)}`,
           s.first ? s.first.type : 'MISSED',
           s.first ? clock(s.first.ts) : '-',
           s.ttdMs !== undefined ? `${(s.ttdMs / 1000).toFixed(1)} s` : '-',
-          s.estCostPct !== undefined ? `${s.estCostPct.toFixed(1)}%` : '-',
+          costText(s.estCostPct),
           `${s.fault.trueCostPct.toFixed(1)}%`,
         ]),
       ),
@@ -183,13 +185,13 @@ ${optionsHelp(SIM_OPTIONS)}`,
           f.state,
           f.severity,
           f.action,
-          f.est_cost_pct !== undefined ? `${f.est_cost_pct.toFixed(1)}%` : '-',
+          costText(f.est_cost_pct),
           f.summary.length > 70 ? `${f.summary.slice(0, 67)}...` : f.summary,
         ]),
       ),
     );
     console.log(
-      `\nJob MFU: ${mfu !== undefined ? `${(mfu * 100).toFixed(1)}%` : 'unknown'} · ${produced.toLocaleString('en-US')} events in ${wall.toFixed(1)} s wall ` +
+      `\nJob MFU: ${mfuText(mfu, 'unknown')} · ${produced.toLocaleString('en-US')} events in ${wall.toFixed(1)} s wall ` +
         `· stored: ${Object.entries(counts)
           .map(([t, n]) => `${t} ${n.toLocaleString('en-US')}`)
           .join(', ')}`,

@@ -1,8 +1,7 @@
-import type { Finding } from '../../schema/finding.js';
 import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { SOURCE_OPTIONS, SOURCE_OPTIONS_HELP, withSource } from '../read-source.js';
 import { table } from '../table.js';
-import { cost, place } from './report.js';
+import { ackText, cost, type Incident, place } from './report.js';
 
 const FINDINGS_OPTIONS = defineOptions({
   job: { kind: 'string', arg: 'J', help: "only this job's" },
@@ -18,7 +17,8 @@ export const findings: Command = {
   name: 'findings',
   usage: `rankwatch findings [--job J] [--open] [options]
 
-Lists incidents in their latest state, newest first.
+Lists incidents in their latest state, newest first, with who acked or silenced each (a
+resolved one keeps the summary and cost it had while open).
 
 ${optionsHelp(FINDINGS_OPTIONS)}
 ${SOURCE_OPTIONS_HELP}`,
@@ -36,13 +36,13 @@ ${SOURCE_OPTIONS_HELP}`,
     if (values.type) q.set('type', values.type);
     if (values.open) q.set('status', 'open');
     const all = await withSource(values, async (s) => {
-      const out: (Finding & { acked_by?: string })[] = [];
+      const out: Incident[] = [];
       let cursor: string | null = null;
       do {
         const page = new URLSearchParams(q);
         page.set('limit', String(Math.min(1000, limit - out.length)));
         if (cursor) page.set('cursor', cursor);
-        const r = await s.get<{ findings: Finding[]; next_cursor: string | null }>(`/v1/findings?${page}`);
+        const r = await s.get<{ findings: Incident[]; next_cursor: string | null }>(`/v1/findings?${page}`);
         out.push(...r.findings);
         cursor = r.next_cursor;
       } while (cursor && out.length < limit);
@@ -62,7 +62,8 @@ ${SOURCE_OPTIONS_HELP}`,
         all.map((f) => [
           new Date(f.ts).toISOString().slice(0, 19).replace('T', ' '),
           f.type,
-          f.acked_by ? `${f.state} (acked by ${f.acked_by})` : f.state,
+          // Who acked or silenced it goes with its state: one column less to fit a terminal.
+          ackText(f) === '-' ? f.state : `${f.state}, ${ackText(f)}`,
           f.severity,
           f.job ?? '-',
           place(f),

@@ -1,4 +1,5 @@
 import { RankwatchError } from '../../core/errors.js';
+import { costliest, costText, mfuText } from '../../core/figures.js';
 import type { Finding } from '../../schema/finding.js';
 import type { SlowGpu } from '../../schema/output.js';
 import type { Store } from '../../store/store.js';
@@ -43,8 +44,18 @@ interface StepPoint {
   compute_max_ms: number;
 }
 
+/** A finding as GET /v1/findings gives it: its latest state, with who acked or silenced it. */
+export type Incident = Finding & {
+  acked_by?: string;
+  acked_at?: number;
+  silenced_until?: number;
+  silenced_by?: string;
+};
+
 export interface JobReport {
   summary: Summary;
+  /** Every incident of the job in its latest state, open and resolved (absent from servers before it). */
+  findings?: Incident[];
   /** Width of the chart buckets, seconds. */
   step_s: number;
   mfu: MfuPoint[];
@@ -53,9 +64,19 @@ export interface JobReport {
   slowGpus: SlowGpu[];
 }
 
-export const pct = (v: number | null | undefined) =>
-  v === null || v === undefined ? '-' : `${(v * 100).toFixed(1)}%`;
-export const cost = (f: Finding) => (f.est_cost_pct === undefined ? '-' : `${f.est_cost_pct.toFixed(1)}%`);
+export const pct = (v: number | null | undefined) => mfuText(v);
+export const cost = (f: Finding) => costText(f.est_cost_pct);
+
+/** Who acked or silenced an incident: `acked by ops; silenced by ops until 2026-12-03 18:00 UTC`, or '-'. */
+export function ackText(f: Incident): string {
+  const parts = [
+    f.acked_by ? `acked by ${f.acked_by}` : '',
+    f.silenced_until !== undefined
+      ? `silenced${f.silenced_by ? ` by ${f.silenced_by}` : ''} until ${new Date(f.silenced_until).toISOString().slice(0, 16).replace('T', ' ')} UTC`
+      : '',
+  ].filter(Boolean);
+  return parts.length ? parts.join('; ') : '-';
+}
 export const place = (f: Finding) =>
   `${f.host}${f.gpu !== undefined ? `/${f.gpu}` : ''}${f.rank !== undefined ? ` rank ${f.rank}` : ''}${f.peer_host ? ` ↔ ${f.peer_host}` : ''}`;
 
@@ -78,7 +99,7 @@ export async function fetchReport(s: ReadSource, job: string, stepArg?: string):
   const summary = await s.get<Summary>(`/v1/jobs/${j}`);
   // By default about 60 buckets over the job's life: one per chart column.
   const step = stepArg ?? String(Math.max(10, Math.ceil((summary.last_ts - summary.first_ts) / 60_000)));
-  const [mfu, steps, slow] = await Promise.all([
+  const [mfu, steps, slow, found] = await Promise.all([
     s.get<{ step_s: number; points: MfuPoint[] }>(`/v1/jobs/${j}/mfu?step=${step}`),
     s.get<{ points: StepPoint[] }>(`/v1/jobs/${j}/steps?step=${step}`),
     // A server older than the ranking has no such route: the report goes on without it.
@@ -88,8 +109,17 @@ export async function fetchReport(s: ReadSource, job: string, stepArg?: string):
         if (err.code === 'RANKWATCH_ERR_NOT_FOUND') return { gpus: [] };
         throw err;
       }),
+    // Open and resolved, with who acked or silenced them.
+    s.get<{ findings: Incident[] }>(`/v1/findings?job=${j}&limit=1000`),
   ]);
-  return { summary, step_s: mfu.step_s, mfu: mfu.points, steps: steps.points, slowGpus: slow.gpus };
+  return {
+    summary,
+    findings: found.findings,
+    step_s: mfu.step_s,
+    mfu: mfu.points,
+    steps: steps.points,
+    slowGpus: slow.gpus,
+  };
 }
 
 /** GPUs the report's slowest-GPUs section lists. */
@@ -190,22 +220,36 @@ export function renderReport(r: JobReport): string {
     (v) => fmt(v, 1),
   );
   out.push('');
-  if (s.findings.length === 0) out.push('No open findings.');
+  const all: Incident[] = r.findings ?? s.findings;
+  const open = all.filter((f) => f.state !== 'resolved').sort(costliest);
+  const resolved = all.filter((f) => f.state === 'resolved').sort(costliest);
+  if (open.length === 0) out.push('No open findings.');
   else {
-    out.push(`Open findings, costliest first (${s.findings.length})`);
+    out.push(`Open findings, costliest first (${open.length})`);
     out.push(
       table(
-        ['cost', 'type', 'severity', 'where', 'action', 'summary'],
-        s.findings.map((f) => [cost(f), f.type, f.severity, place(f), f.action, f.summary]),
+        ['cost', 'type', 'severity', 'where', 'action', 'ack / silence', 'summary'],
+        open.map((f) => [cost(f), f.type, f.severity, place(f), f.action, ackText(f), f.summary]),
       ),
     );
-    for (const f of s.findings) out.push(`  ${f.type} ${place(f)}: ${evidence(f.evidence)}`);
+    for (const f of open) out.push(`  ${f.type} ${place(f)}: ${evidence(f.evidence)}`);
+  }
+  if (resolved.length) {
+    out.push('');
+    // Each with the summary and cost it had while open, and why it ended.
+    out.push(`Resolved findings, costliest first (${resolved.length})`);
+    out.push(
+      table(
+        ['cost', 'type', 'where', 'ack / silence', 'summary', 'resolved'],
+        resolved.map((f) => [cost(f), f.type, place(f), ackText(f), f.summary, f.resolution ?? '-']),
+      ),
+    );
   }
   out.push('');
   slowGpuSection(r.slowGpus ?? [], out);
   out.push('');
   const flagged = new Map<string, Finding[]>();
-  for (const f of s.findings)
+  for (const f of open)
     for (const h of [f.host, f.peer_host]) if (h) flagged.set(h, [...(flagged.get(h) ?? []), f]);
   out.push(`Hosts (${s.hosts.length})`);
   const hostRows = s.hosts

@@ -162,7 +162,7 @@ describe('Xid 154: the driver says what the GPU needs', () => {
     expect(out[3]).toMatchObject({ id: out[0].id, state: 'update', action: 'cordon' });
     t.process(fault({ code: 154, recovery_action: 0, recovery_action_name: 'None', ts: 180_000 }));
     expect(out[4]).toMatchObject({ id: out[0].id, state: 'resolved' });
-    expect(out[4].summary).toMatch(/back to None/);
+    expect(out[4].resolution).toMatch(/back to None/);
     expect(t.overrideFor('gpu-0001', 3)).toBeUndefined();
     t.process(fault({ code: 13, ts: 240_000 }));
     expect(out[5]).toMatchObject({ action: 'none' });

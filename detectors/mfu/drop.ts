@@ -10,6 +10,7 @@
  * of MFU) to fall too, by half the margin. A restart refills the window. Only a finding with a
  * cost is named as the cause; without one the drop says nothing explains it.
  */
+import { costFigure, costText, mfuText } from '../../core/figures.js';
 import { round } from '../../core/round.js';
 import type { Finding } from '../../schema/finding.js';
 import type { MfuPoint } from '../../schema/output.js';
@@ -121,7 +122,7 @@ export class MfuDropDetector {
     else this.above = 0;
     if (this.above >= this.cfg.resolveSteps) {
       this.log.resolve(this.id!, p.ts, {
-        summary: `MFU of job ${this.job} is back to ${pct(short)} (baseline ${pct(base)}).`,
+        summary: `MFU of job ${this.job} is back to ${mfuText(short)} (baseline ${mfuText(base)}).`,
       });
       this.id = undefined;
       this.below = 0;
@@ -148,7 +149,7 @@ export class MfuDropDetector {
       host: cause?.host ?? '',
       severity: fall >= 20 ? ('critical' as const) : ('warning' as const),
       onset_ts: this.onsetTs,
-      est_cost_pct: round(fall, 2),
+      est_cost_pct: costFigure(fall),
       action: 'none' as const,
       related: causes.map((c) => c.id),
       evidence: {
@@ -159,12 +160,11 @@ export class MfuDropDetector {
         probable_cause: cause?.id,
       },
       summary:
-        `MFU of job ${this.job} fell ${round(fall, 1)}%, from ${pct(base)} to ${pct(short)}` +
+        `MFU of job ${this.job} fell ${costText(costFigure(fall))}, from ${mfuText(base)} to ${mfuText(short)}` +
         (cause
-          ? `; probable cause: ${cause.summary}`
+          ? // Named, not quoted: the cause's own cost moves on, and its finding is where it is said.
+            `; probable cause: the ${cause.type} on ${cause.host}${cause.gpu !== undefined ? `/${cause.gpu}` : ''}${cause.peer_host ? ` ↔ ${cause.peer_host}` : ''} (finding ${cause.id})`
           : '; no open finding with a cost explains it (job-wide: input pipeline, filesystem, network weather).'),
     };
   }
 }
-
-const pct = (x: number) => `${(100 * x).toFixed(1)}%`;

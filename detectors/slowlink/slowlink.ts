@@ -27,6 +27,7 @@
  * GPUs (the pair when the group has two; one GPU when an NVLink XID named it).
  */
 
+import { costClause, costFigure } from '../../core/figures.js';
 import { round } from '../../core/round.js';
 import type { CollectiveEvent } from '../../schema/events.js';
 import { grown } from '../arrays.js';
@@ -915,7 +916,7 @@ export class SlowLinkDetector {
       peer_host: peerHost,
       severity: severityForCost(cost),
       onset_ts: st.onsetTs,
-      est_cost_pct: round(cost, 2),
+      est_cost_pct: costFigure(cost),
       action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
       evidence: {
         onset_step: st.onsetStep,
@@ -931,7 +932,7 @@ export class SlowLinkDetector {
       },
       summary:
         `${where} moves ${round(measured, 1)} GB/s bus bandwidth where its peers move ${round(expected, 1)} GB/s${when}; ` +
-        `${what}; costs the job ~${round(cost, 1)}% of its throughput.`,
+        `${what}; ${costClause(cost)}.`,
     };
   }
 
@@ -955,7 +956,7 @@ export class SlowLinkDetector {
       gpu,
       severity: severityForCost(cost),
       onset_ts: st.onsetTs,
-      est_cost_pct: round(cost, 2),
+      est_cost_pct: costFigure(cost),
       action: cost >= 2 ? ('cordon' as const) : ('watch' as const),
       evidence: {
         link: 'nvlink',
@@ -971,7 +972,7 @@ export class SlowLinkDetector {
       },
       summary:
         `the NVLink ${which} on ${host} moves ${round(measured, 1)} GB/s bus bandwidth where the same groups on other hosts move ${round(expected, 1)} GB/s; ` +
-        `costs the job ~${round(cost, 1)}% of its throughput.`,
+        `${costClause(cost)}.`,
     };
   }
 

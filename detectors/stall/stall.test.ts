@@ -97,7 +97,7 @@ describe('recurring stalls', () => {
     // Stalls at 20, 60, 140, 180, 220: the one at 100 is the checkpoint's.
     expect(open.evidence.last_stall_step).toBe(220);
     expect(resolved.evidence).toMatchObject({ resolved_reason: 'stalls_stopped', last_stall_step: 300 });
-    expect(resolved.summary).toMatch(/the recurring stall stopped/);
+    expect(resolved.resolution).toMatch(/the recurring stall stopped/);
   });
 
   it('resolves a finding whose rank an elastic restart moved to another host, and finds its stalls there afresh', () => {
@@ -115,7 +115,7 @@ describe('recurring stalls', () => {
     expect(opens).toHaveLength(2);
     const moved = fs.find((f) => f.state === 'resolved' && f.id === opens[0].id)!;
     expect(moved.evidence.resolved_reason).toBe('rank_moved');
-    expect(moved.summary).toContain(`rank 9 now runs on ${sim.places[9].host}`);
+    expect(moved.resolution).toContain(`rank 9 now runs on ${sim.places[9].host}`);
     expect(moved.ts).toBeLessThan(opens[1].ts);
     expect([opens[0].host, opens[1].host]).toEqual(['gpu-0001', sim.places[9].host]);
     expect(opens[1].rank).toBe(9);

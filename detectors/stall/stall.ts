@@ -16,6 +16,7 @@
  * Pure: no I/O, no clock.
  */
 
+import { costClause, costFigure } from '../../core/figures.js';
 import { round } from '../../core/round.js';
 import type { CheckpointEvent } from '../../schema/events.js';
 import { grown } from '../arrays.js';
@@ -340,7 +341,7 @@ export class RecurringStallDetector {
       rank: single ? lead : undefined,
       severity: severityForCost(cost),
       onset_ts: Math.min(...runs.map((x) => x.first.ts)),
-      est_cost_pct: round(cost, 2),
+      est_cost_pct: costFigure(cost),
       // A data loader or a host process, not the GPU: nothing to cordon for.
       action: 'watch' as const,
       evidence: {
@@ -361,7 +362,7 @@ export class RecurringStallDetector {
       summary:
         `${this.where(inc)} stalls ${round(stallS, 1)} s (${round(min, 1)}–${round(max, 1)} s) every ` +
         `~${round(period, 0)} steps (~${round(periodS, 0)} s), ${run.hits} times so far, ${together}: ` +
-        `it costs the job ~${round(cost, 1)}% of its throughput. A data loader or another process on the host is the usual cause.`,
+        `it ${costClause(cost)}. A data loader or another process on the host is the usual cause.`,
     };
   }
 }

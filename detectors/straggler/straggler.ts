@@ -24,6 +24,7 @@
  * in docs/detectors.md.
  */
 
+import { costClause, costFigure, costText } from '../../core/figures.js';
 import { round } from '../../core/round.js';
 import type { SlowGpu } from '../../schema/output.js';
 import { grown } from '../arrays.js';
@@ -722,10 +723,10 @@ export class StragglerDetector {
     const past = Math.abs(own) >= 0.01 ? `${round(change, 1)}% slower than its own past; ` : '';
     const figures =
       `(${past}${round(compute, 0)} vs ${round(peer, 0)} ms, waits ${round(wait, 0)} vs ${round(peerWait, 0)} ms in collectives)` +
-      ` and costs the job ~${round(total, 1)}% of its throughput.`;
+      ` and ${costClause(total)}.`;
     const summary = chronic
       ? `${where} has computed ${round(100 * (Math.exp(own) - 1), 1)}% slower than its stage peers from the start ` +
-        `and is the rank the job waits for: replacing its GPU would buy ~${round(total, 1)}% of the job's throughput.`
+        `and is the rank the job waits for: replacing its GPU would buy ~${costText(costFigure(total))} of the job's throughput.`
       : `${where} computes ${round(slowdown, 1)}% slower than its stage peers ${figures}`;
     return {
       type: 'straggler',
@@ -735,7 +736,7 @@ export class StragglerDetector {
       rank: single ? lead : undefined,
       severity: severityForCost(total),
       onset_ts: Math.min(...rs.map((r) => this.onsetTs[r])),
-      est_cost_pct: round(total, 2),
+      est_cost_pct: costFigure(total),
       action: total >= 2 ? ('cordon' as const) : ('watch' as const),
       evidence: {
         onset_step: Math.min(...rs.map((r) => this.onsetStep[r])),

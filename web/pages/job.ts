@@ -4,6 +4,7 @@
  * their evidence and cost. Polls every 10 s.
  */
 import type uPlot from 'uplot';
+import { costText, mfuText } from '../../core/figures.js';
 import {
   api,
   type Cell,
@@ -106,7 +107,15 @@ export function jobPage(view: View, job: string): void {
       $('mfu-chart').hidden = false;
       mfuChart ??= lineChart($('mfu-chart'), [
         { label: 'MFU', color: '--accent', scale: 'mfu', value: (v) => pct(v), tick: (v) => pct(v, 0) },
-        { label: 'tokens/s', color: '--accent2', scale: 'tok', value: (v) => num(v), tick: short },
+        // Dashed: with the model fixed, MFU is tokens/s times a constant, and the lines coincide.
+        {
+          label: 'tokens/s',
+          color: '--accent2',
+          scale: 'tok',
+          value: (v) => num(v),
+          tick: short,
+          dash: [6, 6],
+        },
       ]);
       const pts = mfu.points;
       const cp = cps.checkpoints.filter((c) => c.phase === 'save');
@@ -196,20 +205,20 @@ function summary(el: HTMLElement, s: JobSummary): void {
     <p class="muted">${s.ranks} ranks${s.world_size && s.world_size !== s.ranks ? ` of ${s.world_size}` : ''} × ${esc(s.gpu_model || 'unknown GPU')} on ${s.hosts.length} hosts · step ${s.last_step} · last event ${ago(s.last_ts)} (${time(s.last_ts)})</p>
     <div class="kpis">
       ${kpi('MFU now', hasMfu(s) ? pct(s.mfu_now) : 'none', hasMfu(s) ? '' : noMfuReason(s))}
-      ${kpi('MFU average', pct(s.mfu_avg))}
+      ${kpi('MFU average', mfuText(s.mfu_avg, '—'), 'model FLOPs over wall time, every step of the job')}
       ${kpi('tokens/s', num(s.tokens_per_s))}
       ${kpi('step', ms(s.step_ms))}
       ${kpi('compute', ms(s.compute_ms))}
       ${kpi('open findings', String(s.findings.length))}
-      ${kpi('costliest finding', costliest(s.findings))}
+      ${kpi('costliest finding', costliestCost(s.findings))}
     </div>
     ${!hasMfu(s) ? `<p class="note empty">${esc(noMfuReason(s))}</p>` : ''}`;
 }
 
 /** The costliest open finding's cost. Not a sum: findings overlap (a throttle explains a straggler). */
-function costliest(fs: Finding[]): string {
+function costliestCost(fs: Finding[]): string {
   const c = Math.max(...fs.map((f) => f.est_cost_pct ?? 0), 0);
-  return c > 0 ? `${c.toFixed(1)}%` : '—';
+  return c > 0 ? costText(c) : '—';
 }
 
 /** Link findings as a list and a host-pair matrix (rows: suspect host, columns: its peer). */
@@ -236,7 +245,7 @@ function links(el: HTMLElement, fs: Finding[], hosts: string[]): void {
           `<tr><th>${esc(a)}</th>${names
             .map((b) => {
               const c = cost(a, b);
-              return `<td class="${c ? 'hot' : ''}" title="${c ? `${c.toFixed(1)}% cost` : ''}">${c ? `${c.toFixed(1)}%` : ''}</td>`;
+              return `<td class="${c ? 'hot' : ''}" title="${c ? `${costText(c)} cost` : ''}">${c ? costText(c) : ''}</td>`;
             })
             .join('')}</tr>`,
       )
@@ -263,13 +272,24 @@ function findingList(el: HTMLElement, fs: Finding[]): void {
     .map(
       (
         f,
-      ) => `<li class="finding ${f.severity} ${f.state}" data-type="${esc(f.type)}" data-host="${esc(f.host)}">
+      ) => `<li class="finding ${f.severity} ${f.state}" data-id="${esc(f.id)}" data-type="${esc(f.type)}" data-host="${esc(f.host)}" data-gpu="${f.gpu ?? ''}" data-cost="${esc(costText(f.est_cost_pct, ''))}">
       <div><span class="badge ${f.severity}">${esc(f.type)}</span> <b>${esc(f.host)}${f.gpu !== undefined ? ` GPU ${f.gpu}` : ''}${f.rank !== undefined ? ` · rank ${f.rank}` : ''}${f.peer_host ? ` ↔ ${esc(f.peer_host)}` : ''}</b>
-        <span class="muted">${f.state} ${ago(f.ts)} · action ${esc(f.action)}${f.est_cost_pct !== undefined ? ` · costs ${f.est_cost_pct.toFixed(1)}% of throughput` : ''}</span></div>
-      <p>${esc(f.summary)}</p>
+        <span class="muted">${f.state} ${ago(f.ts)} · action ${esc(f.action)}${f.est_cost_pct !== undefined ? ` · <span class="cost">costs ${costText(f.est_cost_pct)} of throughput</span>` : ''}</span></div>
+      <p>${esc(f.summary)}</p>${f.resolution ? `<p class="muted resolution">Resolved: ${esc(f.resolution)}</p>` : ''}${ackLine(f)}
       <details><summary>evidence</summary><dl>${Object.entries(f.evidence)
         .map(([k, v]) => `<dt>${esc(k)}</dt><dd>${esc(fmtEvidence(v))}</dd>`)
         .join('')}</dl></details></li>`,
     )
     .join('')}</ul>`;
+}
+
+/** Who acked or silenced the incident, and when: empty when nobody did. */
+function ackLine(f: Finding): string {
+  const parts = [
+    f.acked_by ? `acked by <b>${esc(f.acked_by)}</b>${f.acked_at ? ` ${ago(f.acked_at)}` : ''}` : '',
+    f.silenced_until !== undefined
+      ? `silenced${f.silenced_by ? ` by <b>${esc(f.silenced_by)}</b>` : ''} until ${time(f.silenced_until)}`
+      : '',
+  ].filter(Boolean);
+  return parts.length ? `<p class="acks small">${parts.join(' · ')}</p>` : '';
 }

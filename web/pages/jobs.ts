@@ -1,4 +1,5 @@
 /** Jobs: running first, with an MFU sparkline, status and open findings with their cost. */
+import { costliest, costText } from '../../core/figures.js';
 import { api, type Finding, type JobRow, type MfuPoint } from '../api.js';
 import { sparkline } from '../charts.js';
 import { ago, bucketFor, esc, pct } from '../format.js';
@@ -38,7 +39,7 @@ export function jobsPage(view: View): void {
       <thead><tr><th>Job</th><th>Status</th><th>GPUs</th><th>Last step</th><th class="num">MFU now</th><th>MFU</th><th>Open findings</th></tr></thead>
       <tbody>${jobs
         .map((j, i) => {
-          const fs = (open.get(j.job) ?? []).sort((a, b) => (b.est_cost_pct ?? 0) - (a.est_cost_pct ?? 0));
+          const fs = (open.get(j.job) ?? []).sort(costliest);
           const cost = fs[0]?.est_cost_pct ?? 0;
           return `<tr data-job="${esc(j.job)}">
             <td><a href="#/job/${encodeURIComponent(j.job)}">${esc(j.job)}</a></td>
@@ -50,7 +51,7 @@ export function jobsPage(view: View): void {
             <td>${
               fs.length
                 ? `<span class="badge ${fs.some((f) => f.severity === 'critical') ? 'critical' : 'warning'}">${fs.length}</span>
-                   <span class="muted small">costliest: ${esc(fs[0].type)} on ${esc(fs[0].host)}${cost > 0 ? `, ~${cost.toFixed(1)}% of throughput` : ''}</span>`
+                   <span class="muted small">costliest: ${esc(fs[0].type)} on ${esc(fs[0].host)}${cost > 0 ? `, ~${costText(cost)} of throughput` : ''}</span>`
                 : j.open_findings
                   ? String(j.open_findings)
                   : '<span class="muted">none</span>'

@@ -18,7 +18,7 @@ export function slowGpuTable(el: HTMLElement, gpus: (SlowGpu & { jobs?: number }
   }
   const head = `<tr>${fleet ? '<th>Job</th>' : ''}<th>GPU</th><th class="num">Rank</th><th class="num">Stage</th>
     <th class="num" title="its own level against its pipeline-stage peers' median">vs stage peers</th>
-    <th class="num" title="share of the job's throughput replacing it would buy">cost</th>
+    <th class="num" title="share of the job's throughput replacing it would buy now (its lead over the next slowest GPU); a straggler finding's cost is what it costs the job against its stage's median">replacing buys</th>
     <th class="num">GPU-h/day</th>${fleet ? '<th class="num" title="jobs that ranked it">jobs</th>' : ''}</tr>`;
   const rows = gpus
     .map(

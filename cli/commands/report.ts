@@ -134,7 +134,7 @@ function slowGpuSection(gpus: SlowGpu[], out: string[]): void {
   out.push(`Slowest GPUs (the job's latest ranking, at step ${gpus[0].step})`);
   out.push(
     table(
-      ['gpu', 'rank', 'stage', 'vs stage peers', 'cost', 'GPU-h/day'],
+      ['gpu', 'rank', 'stage', 'vs stage peers', 'replacing buys', 'GPU-h/day'],
       gpus.map((g) => [
         `${g.host}/${g.gpu}`,
         String(g.rank),

@@ -71,17 +71,25 @@ export class FileTransport implements Transport {
 
   private async read(handler: DeliveryHandler): Promise<void> {
     let d = this.empty(0);
+    // The delivery's arrays, held in locals: the loop below runs once per line.
+    let events = d.events;
+    let lines = d.lines!;
+    let numbers = d.lineNumbers!;
     let offset = 0;
     const deliver = async () => {
-      if (d.events.length + (d.undecodable?.length ?? 0) === 0) return;
+      if (events.length + d.undecodable!.length === 0) return;
       this.c.delivered_batches++;
       await handler(d);
       d = this.empty(++offset);
+      events = d.events;
+      lines = d.lines!;
+      numbers = d.lineNumbers!;
     };
-    for await (const { first, lines } of readLineChunks(this.path)) {
+    for await (const chunk of readLineChunks(this.path)) {
       if (this.stopped) return;
-      for (let i = 0; i < lines.length; i++) {
-        let line = lines[i];
+      const read = chunk.lines;
+      for (let i = 0; i < read.length; i++) {
+        let line = read[i];
         if (line.length === 0) continue;
         // CRLF and padding: the stored raw event is the line without them.
         if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
@@ -95,14 +103,14 @@ export class FileTransport implements Transport {
           d.undecodable!.push({
             raw: line,
             reason: `not valid JSON: ${(err as Error).message}`,
-            line: first + i,
+            line: chunk.first + i,
           });
           continue;
         }
-        d.events.push(value);
-        d.lines!.push(line);
-        d.lineNumbers!.push(first + i);
-        if (d.events.length >= this.perDelivery) await deliver();
+        events.push(value);
+        lines.push(line);
+        numbers.push(chunk.first + i);
+        if (events.length >= this.perDelivery) await deliver();
       }
     }
     await deliver();

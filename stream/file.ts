@@ -71,49 +71,54 @@ export class FileTransport implements Transport {
 
   private async read(handler: DeliveryHandler): Promise<void> {
     let d = this.empty(0);
-    // The delivery's arrays, held in locals: the loop below runs once per line.
-    let events = d.events;
-    let lines = d.lines!;
-    let numbers = d.lineNumbers!;
-    let offset = 0;
-    const deliver = async () => {
-      if (events.length + d.undecodable!.length === 0) return;
-      this.c.delivered_batches++;
-      await handler(d);
-      d = this.empty(++offset);
-      events = d.events;
-      lines = d.lines!;
-      numbers = d.lineNumbers!;
-    };
-    for await (const chunk of readLineChunks(this.path)) {
+    for await (const { first, lines } of readLineChunks(this.path)) {
       if (this.stopped) return;
-      const read = chunk.lines;
-      for (let i = 0; i < read.length; i++) {
-        let line = read[i];
-        if (line.length === 0) continue;
-        // CRLF and padding: the stored raw event is the line without them.
-        if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
-          line = line.trim();
-          if (line.length === 0) continue;
-        }
-        let value: unknown;
-        try {
-          value = JSON.parse(line);
-        } catch (err) {
-          d.undecodable!.push({
-            raw: line,
-            reason: `not valid JSON: ${(err as Error).message}`,
-            line: chunk.first + i,
-          });
-          continue;
-        }
-        events.push(value);
-        lines.push(line);
-        numbers.push(chunk.first + i);
-        if (events.length >= this.perDelivery) await deliver();
+      for (let i = 0; i < lines.length; ) {
+        i = this.fill(d, lines, first, i);
+        if (d.events.length < this.perDelivery) continue;
+        this.c.delivered_batches++;
+        await handler(d);
+        d = this.empty(d.offset + 1);
       }
     }
-    await deliver();
+    if (d.events.length + d.undecodable!.length === 0) return;
+    this.c.delivered_batches++;
+    await handler(d);
+  }
+
+  /**
+   * Parses lines from `from` into the delivery until it is full; returns the next line's index.
+   * Synchronous and apart from the awaiting loop: the per-line work stays in one plain function.
+   */
+  private fill(d: Delivery, lines: string[], first: number, from: number): number {
+    const { events, undecodable } = d;
+    const kept = d.lines!;
+    const numbers = d.lineNumbers!;
+    let i = from;
+    for (; i < lines.length && events.length < this.perDelivery; i++) {
+      let line = lines[i];
+      if (line.length === 0) continue;
+      // CRLF and padding: the stored raw event is the line without them.
+      if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
+        line = line.trim();
+        if (line.length === 0) continue;
+      }
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch (err) {
+        undecodable!.push({
+          raw: line,
+          reason: `not valid JSON: ${(err as Error).message}`,
+          line: first + i,
+        });
+        continue;
+      }
+      events.push(value);
+      kept.push(line);
+      numbers.push(first + i);
+    }
+    return i;
   }
 
   private empty(offset: number): Delivery {

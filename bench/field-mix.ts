@@ -20,7 +20,7 @@
  * step on average: 38% gpu samples, 54% collectives, 8% steps, faults rare.
  */
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { dcgmToEvents } from '../collectors/parsers/dcgm.js';
 import { parseKernelLine } from '../collectors/parsers/kernel_xid.js';
 import { Random } from '../core/random.js';
@@ -38,7 +38,12 @@ export const FIELD_MIX = {
 
 const JOB = 'llama-70b';
 const T0 = Date.UTC(2026, 10, 30, 5);
-const FIXTURES = join(import.meta.dirname, '..', '..', 'collectors', 'parsers', 'fixtures');
+// The parsers' fixtures stay in the source tree: two folders up from dist/bench, one from bench/.
+const FIXTURES = join(
+  import.meta.dirname,
+  basename(dirname(import.meta.dirname)) === 'dist' ? '../..' : '..',
+  'collectors/parsers/fixtures',
+);
 
 /** The dcgm_exporter parser's event for GPU 0 of the Kubernetes fixture: the shape every sample takes. */
 function gpuTemplate(): Record<string, unknown> {

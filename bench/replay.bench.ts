@@ -3,7 +3,7 @@
  * write findings) against the fastest plain loop that only reads the same file and JSON.parses each
  * line: the floor any JSON-lines replay pays. One section per mix: the simulator's own (with and
  * without collectives) and a recorded file with the field's mix (bench/field-mix.ts). All loops run
- * in this process, warm, best of 3, alternating, so load on a shared machine hits them alike; the
+ * in this process, warm, best of 5, alternating, so load on a shared machine hits them alike; the
  * table is CPU time (a busy machine stretches wall-clock time, and unevenly), wall clock a note.
  */
 
@@ -154,8 +154,8 @@ async function mixSection(mix: Mix, dir: string): Promise<Section> {
     replay: Infinity,
   };
   const wall = { ...cpu };
-  // Warm-up, then three of each, alternating.
-  for (let i = 0; i < 4; i++) {
+  // Warm-up, then five of each, alternating: three left ±15% between runs on the busy 2-core machine.
+  for (let i = 0; i < 6; i++) {
     for (const [name, run] of Object.entries(loops) as [Loop, () => Promise<void>][]) {
       const t = performance.now();
       const c = process.cpuUsage();
@@ -180,7 +180,7 @@ async function mixSection(mix: Mix, dir: string): Promise<Section> {
   const x = (loop: Loop) => `${(wall.fast / wall[loop]).toFixed(2)}x`;
   return {
     title: mix.title,
-    what: `${n.toLocaleString('en-US')} events, ${mix.what}: ${composition(file)}. From a JSON-lines file on disk, one core; all loops warm, in one process, best of 3, alternating. Figures are CPU time (this process's user and system time, so reads on libuv's threads count), which other work on a shared machine moves far less than wall-clock time.`,
+    what: `${n.toLocaleString('en-US')} events, ${mix.what}: ${composition(file)}. From a JSON-lines file on disk, one core; all loops warm, in one process, best of 5, alternating. Figures are CPU time (this process's user and system time), which other work on a shared machine moves far less than wall-clock time.`,
     baseline: row(
       'read + JSON.parse only (the fastest plain loop: 64 KB reads split on newline bytes)',
       'fast',

@@ -27,44 +27,41 @@ const READ_BYTES = 64 * 1024;
 /**
  * The fastest plain loop found: 64 KB reads into one reused buffer, cut at the last newline byte
  * (the rest moves to the buffer's start), one latin1 string per read (UTF-8 when not ASCII), split,
- * JSON.parse each line. Tried and slower here: 1 MB reads, the whole file in one string, a string
- * per line sliced from the buffer, and 1 MB reads through a TextDecoder (the previous baseline).
- * Calls `each` with every parsed value when given (the mix count); returns the lines parsed.
+ * JSON.parse each line, all in one function (a closure per read, or a callback per value, made it
+ * slower than replay's own reader). Tried and slower here: 1 MB reads, the whole file in one
+ * string, a string per line sliced from the buffer, and 1 MB reads through a TextDecoder (the
+ * previous baseline). Returns the lines parsed.
  */
-export function fastLoop(file: string, each?: (value: unknown) => void): number {
+export function fastLoop(file: string): number {
   const fd = openSync(file, 'r');
   let buf = Buffer.allocUnsafe(READ_BYTES);
   let have = 0;
   let n = 0;
-  const parse = (text: string) => {
-    for (const line of text.split('\n'))
-      if (line.length > 0) {
-        const value = JSON.parse(line);
-        each?.(value);
-        n++;
-      }
-  };
   try {
     for (;;) {
       if (have === buf.length) buf = Buffer.concat([buf, Buffer.allocUnsafe(buf.length)]); // a longer line
       const read = readSync(fd, buf, have, buf.length - have, null);
       const end = have + read;
-      if (read === 0) {
-        if (end > 0) parse(buf.toString(isAscii(buf.subarray(0, end)) ? 'latin1' : 'utf8', 0, end));
-        return n;
-      }
-      const last = buf.lastIndexOf(0x0a, end - 1);
+      const last = read === 0 ? end : buf.lastIndexOf(0x0a, end - 1);
       if (last < 0) {
         have = end;
         continue;
       }
-      parse(buf.toString(isAscii(buf.subarray(0, last)) ? 'latin1' : 'utf8', 0, last));
+      const lines = buf.toString(isAscii(buf.subarray(0, last)) ? 'latin1' : 'utf8', 0, last).split('\n');
+      for (let i = 0; i < lines.length; i++) if (lines[i].length > 0 && JSON.parse(lines[i])) n++;
+      if (read === 0) return n;
       buf.copy(buf, 0, last + 1, end);
       have = end - last - 1;
     }
   } finally {
     closeSync(fd);
   }
+}
+
+/** Each value of a JSON-lines file, for counting what it holds (no timing). */
+async function* values(file: string): AsyncGenerator<unknown> {
+  for await (const { lines } of readLineChunks(file))
+    for (const l of lines) if (l.length > 0) yield JSON.parse(l);
 }
 
 /** The same, reading through rankwatch's own line reader (stream/lines.ts): what replay pays for reading. */
@@ -118,12 +115,14 @@ const MIXES: Mix[] = [
 ];
 
 /** Each kind's share of the file's events, e.g. "54% collective, 38% gpu, 8% step". */
-function composition(file: string): string {
+async function composition(file: string): Promise<string> {
   const counts = new Map<string, number>();
-  const n = fastLoop(file, (e) => {
+  let n = 0;
+  for await (const e of values(file)) {
     const kind = String((e as { kind?: unknown }).kind);
     counts.set(kind, (counts.get(kind) ?? 0) + 1);
-  });
+    n++;
+  }
   return [...counts]
     .sort((a, b) => b[1] - a[1])
     .map(([k, c]) => `${c / n >= 0.01 ? Math.round((100 * c) / n) : '<1'}% ${k}`)
@@ -180,7 +179,7 @@ async function mixSection(mix: Mix, dir: string): Promise<Section> {
   const x = (loop: Loop) => `${(wall.fast / wall[loop]).toFixed(2)}x`;
   return {
     title: mix.title,
-    what: `${n.toLocaleString('en-US')} events, ${mix.what}: ${composition(file)}. From a JSON-lines file on disk, one core; all loops warm, in one process, best of 5, alternating. Figures are CPU time (this process's user and system time), which other work on a shared machine moves far less than wall-clock time.`,
+    what: `${n.toLocaleString('en-US')} events, ${mix.what}: ${await composition(file)}. From a JSON-lines file on disk, one core; all loops warm, in one process, best of 5, alternating. Figures are CPU time (this process's user and system time), which other work on a shared machine moves far less than wall-clock time.`,
     baseline: row(
       'read + JSON.parse only (the fastest plain loop: 64 KB reads split on newline bytes)',
       'fast',

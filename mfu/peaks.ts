@@ -123,8 +123,18 @@ function normalise(name: string): string {
   return name.toLowerCase().replace(/[\s_]+/g, '-');
 }
 
+/**
+ * Names already looked up, as given: the throttle detector asks for its job's GPU on every sample
+ * without a clock ceiling, and normalising the name each time was ~3% of a replay. Bounded, since
+ * names come from input.
+ */
+const looked = new Map<string, GpuSpec | undefined>();
+
 export function findGpu(model: string): GpuSpec | undefined {
-  return byName.get(normalise(model));
+  if (looked.has(model)) return looked.get(model);
+  const spec = byName.get(normalise(model));
+  if (looked.size < 1000) looked.set(model, spec);
+  return spec;
 }
 
 /** Peak dense FLOP/s (not TFLOP/s) of one GPU at the dtype. Throws a catalogued error when unknown. */

@@ -10,7 +10,7 @@ import { DetectorRunner } from '../detectors/runner.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput } from '../schema/output.js';
-import { parseEventLine, validateEvent } from '../schema/validate.js';
+import { eventProblem, parseEventLine, validateEvent } from '../schema/validate.js';
 import { latestEventTs, rawEventsBetween } from '../store/queries.js';
 import {
   type DeadLetter,
@@ -318,18 +318,20 @@ export class Pipeline {
         });
       for (let k = 0; k < m.events; k++, i++) {
         const value = d.events[i];
-        const v = validateEvent(value);
-        if (v.ok) {
-          good.push(v.event);
-          if (v.event.ts > this.eventTime) this.eventTime = v.event.ts;
+        // No result object per event: every event of every delivery passes here.
+        const problem = eventProblem(value);
+        if (problem === undefined) {
+          const event = value as RankwatchEvent;
+          good.push(event);
+          if (event.ts > this.eventTime) this.eventTime = event.ts;
           if (d.lines) goodLines.push(d.lines[i]);
           if (fits) goodOffsets.push(m.offset);
-          this.runner.push(v.event);
+          this.runner.push(event);
         } else {
           bad.push({
             ts: now,
             source: d.key,
-            reason: v.reason,
+            reason: problem,
             raw: d.lines?.[i] ?? JSON.stringify(value) ?? String(value),
             ...at(m.offset),
             ...(d.lineNumbers ? { line: d.lineNumbers[i] } : {}),

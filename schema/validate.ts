@@ -19,26 +19,27 @@ export type Validated = { ok: true; event: RankwatchEvent } | { ok: false; reaso
 export const EVENT_KINDS = Object.keys(EVENT_SCHEMAS) as EventKind[];
 
 export function validateEvent(value: unknown): Validated {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { ok: false, reason: 'not a JSON object' };
-  }
+  const reason = eventProblem(value);
+  return reason === undefined ? { ok: true, event: value as RankwatchEvent } : { ok: false, reason };
+}
+
+/**
+ * Why a value is not a valid event, or undefined when it is: `validateEvent` without a result
+ * object per event, for the pipeline, which checks every event it is delivered.
+ */
+export function eventProblem(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 'not a JSON object';
   const kind = (value as { kind?: unknown }).kind;
-  if (typeof kind !== 'string') return { ok: false, reason: 'missing field: kind' };
+  if (typeof kind !== 'string') return 'missing field: kind';
   const check = Object.hasOwn(compiled, kind) ? compiled[kind] : undefined;
-  if (check === undefined) {
-    return { ok: false, reason: `unknown kind "${kind}" (expected one of ${EVENT_KINDS.join(', ')})` };
-  }
-  if (check.Check(value)) return { ok: true, event: value as RankwatchEvent };
+  if (check === undefined) return `unknown kind "${kind}" (expected one of ${EVENT_KINDS.join(', ')})`;
+  if (check.Check(value)) return undefined;
   const first = check.Errors(value).First();
-  if (first === undefined) return { ok: false, reason: `invalid ${kind} event` };
+  if (first === undefined) return `invalid ${kind} event`;
   const field = first.path.replace(/^\//, '').replaceAll('/', '.') || '(event)';
-  const missing = first.value === undefined;
-  return {
-    ok: false,
-    reason: missing
-      ? `${kind}: missing field: ${field}`
-      : `${kind}.${field}: ${first.message} (got ${preview(first.value)})`,
-  };
+  return first.value === undefined
+    ? `${kind}: missing field: ${field}`
+    : `${kind}.${field}: ${first.message} (got ${preview(first.value)})`;
 }
 
 /** Parses one JSON line and validates it. */

@@ -74,41 +74,54 @@ export class FileTransport implements Transport {
 
   private async read(handler: DeliveryHandler): Promise<void> {
     let d = this.empty(0);
-    let offset = 0;
-    const deliver = async () => {
-      if (d.events.length + (d.undecodable?.length ?? 0) === 0) return;
-      this.c.delivered_batches++;
-      await handler(d);
-      d = this.empty(++offset);
-    };
     for await (const { first, lines } of readLineChunks(this.path)) {
       if (this.stopped) return;
-      for (let i = 0; i < lines.length; i++) {
-        let line = lines[i];
-        if (line.length === 0) continue;
-        // CRLF and padding: the stored raw event is the line without them.
-        if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
-          line = line.trim();
-          if (line.length === 0) continue;
-        }
-        let value: unknown;
-        try {
-          value = JSON.parse(line);
-        } catch (err) {
-          d.undecodable!.push({
-            raw: line,
-            reason: `not valid JSON: ${(err as Error).message}`,
-            line: first + i,
-          });
-          continue;
-        }
-        d.events.push(value);
-        d.lines!.push(line);
-        d.lineNumbers!.push(first + i);
-        if (d.events.length >= this.perDelivery) await deliver();
+      for (let i = 0; i < lines.length; ) {
+        i = this.fill(d, lines, first, i);
+        if (d.events.length < this.perDelivery) continue;
+        this.c.delivered_batches++;
+        await handler(d);
+        d = this.empty(d.offset + 1);
       }
     }
-    await deliver();
+    if (d.events.length + d.undecodable!.length === 0) return;
+    this.c.delivered_batches++;
+    await handler(d);
+  }
+
+  /**
+   * Parses lines from `from` into the delivery until it is full; returns the next line's index.
+   * Synchronous and apart from the awaiting loop: the per-line work stays in one plain function.
+   */
+  private fill(d: Delivery, lines: string[], first: number, from: number): number {
+    const { events, undecodable } = d;
+    const kept = d.lines!;
+    const numbers = d.lineNumbers!;
+    let i = from;
+    for (; i < lines.length && events.length < this.perDelivery; i++) {
+      let line = lines[i];
+      if (line.length === 0) continue;
+      // CRLF and padding: the stored raw event is the line without them.
+      if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
+        line = line.trim();
+        if (line.length === 0) continue;
+      }
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch (err) {
+        undecodable!.push({
+          raw: line,
+          reason: `not valid JSON: ${(err as Error).message}`,
+          line: first + i,
+        });
+        continue;
+      }
+      events.push(value);
+      kept.push(line);
+      numbers.push(first + i);
+    }
+    return i;
   }
 
   /** Several files, the earliest next event of any first. */

@@ -76,10 +76,18 @@ export interface JobDetector extends Detector {
   figures?(out: DetectorOutput): void;
 }
 
+/**
+ * Where a detector runs in the sharded layout (docs/operations.md, "Capacity"): `shard` needs only
+ * its own GPUs' samples (a `detect --stage shard` owning host groups runs it); `job` needs the
+ * job's steps or its whole picture (the job stage). One process runs both.
+ */
+export type DetectorStage = 'shard' | 'job';
+
 export interface FleetEntry<D extends Detector = Detector> {
   /** The finding type(s) it raises, as named in docs/detectors.md. */
   readonly name: string;
   readonly scope: 'fleet';
+  readonly stage: DetectorStage;
   /** Event kinds routed to `event`. */
   readonly reads: readonly EventKind[];
   create(ctx: DetectorContext): D;
@@ -88,6 +96,7 @@ export interface FleetEntry<D extends Detector = Detector> {
 export interface JobEntry<D extends JobDetector = JobDetector> {
   readonly name: string;
   readonly scope: 'job';
+  readonly stage: DetectorStage;
   readonly reads: readonly EventKind[];
   create(job: { id: string; ranks: RankTable }, ctx: DetectorContext): D;
 }

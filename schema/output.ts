@@ -59,4 +59,9 @@ export interface DetectorOutput {
   rollups: StepRollup[];
   /** The straggler detector's slowest-GPUs rankings (each a job's latest, a few GPUs). */
   slowGpus?: SlowGpu[];
+  /**
+   * A shard stage's records for its job stage (reduced collectives, marks; detectors/shard-stage.ts):
+   * published to the internal topic before the delivery is acknowledged, never stored.
+   */
+  shard?: unknown[];
 }

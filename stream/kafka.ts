@@ -30,6 +30,7 @@ import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { RankwatchError, retry } from '../core/errors.js';
 import type { DeadLetter } from '../store/rows.js';
 import { decodeBatch, encodeBatch } from './codec.js';
+import { isShardKey } from './host-groups.js';
 import {
   type KafkaLog,
   type KafkaTransportConfig,
@@ -293,7 +294,10 @@ export class KafkaTransport implements Transport {
         'RANKWATCH_ERR_TRANSPORT_REJECTED',
         `publish to ${this.config.topic}: one event encodes to ${(over.value as Buffer).length} bytes, over the ${this.config.maxMessageBytes}-byte message limit (the broker refuses more than its message.max.bytes)`,
       );
-    await this.enqueue(this.config.topic, messages);
+    // Host-group keys (the sharded layout, stream/host-groups.ts) go to the shards' topic.
+    const topic = this.config.topic;
+    const shards = this.config.shardTopic;
+    await this.enqueue((m) => (isShardKey(String(m.key)) ? shards : topic), messages);
     this.c.published_batches += batches.length;
     this.c.published_events += events;
   }
@@ -337,7 +341,7 @@ export class KafkaTransport implements Transport {
     out.push({ key, value });
   }
 
-  private async enqueue(topic: string, messages: Message[]): Promise<void> {
+  private async enqueue(topic: string | ((m: Message) => string), messages: Message[]): Promise<void> {
     while (this.queuedMessages >= this.config.maxQueuedBatches && !this.stopped)
       await new Promise<void>((r) => this.spaceWaiters.push(r));
     // One entry per message, so a call too large for one request can be cut at any message.
@@ -349,7 +353,7 @@ export class KafkaTransport implements Transport {
       (m) =>
         new Promise<void>((resolve, reject) => {
           this.queue.push({
-            topic,
+            topic: typeof topic === 'string' ? topic : topic(m),
             message: m,
             bytes: size(m),
             call,
@@ -496,9 +500,11 @@ export class KafkaTransport implements Transport {
       const existing = new Set(await admin.listTopics());
       const topics = [
         { topic: this.config.topic, numPartitions: this.config.partitions },
+        { topic: this.config.shardTopic, numPartitions: this.config.partitions },
         { topic: this.config.deadLetterTopic, numPartitions: 1 },
       ]
-        .filter((t) => !existing.has(t.topic))
+        // A shard stage reads the shard topic as its events topic: one of them.
+        .filter((t, i, all) => !existing.has(t.topic) && all.findIndex((u) => u.topic === t.topic) === i)
         .map((t) => ({ ...t, replicationFactor: this.config.replicationFactor }));
       if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
     })().catch((err) => {

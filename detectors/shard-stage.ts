@@ -7,7 +7,7 @@
  */
 import type { RankwatchEvent } from '../schema/events.js';
 import type { DetectorOutput } from '../schema/output.js';
-import { parseShardKey } from '../stream/host-groups.js';
+import { gpusPerHost, groupOfRank, parseShardKey } from '../stream/host-groups.js';
 import type { DetectorConfig } from './detector.js';
 import { DetectorRunner } from './runner.js';
 import { ShardReducer, type ShardRecord } from './slowlink/shard-reduce.js';
@@ -15,8 +15,10 @@ import { ShardReducer, type ShardRecord } from './slowlink/shard-reduce.js';
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();
   private records: ShardRecord[] = [];
-  /** The host group of the delivery in hand, from its bus key. */
+  /** The host group of the delivery in hand, from its bus key (records of a job not yet announced). */
   private group = 0;
+  /** Each job's GPUs per host and hosts per group, from its `job` event. */
+  private readonly layout = new Map<string, { perHost: number; groupHosts: number }>();
   private latest = 0;
 
   constructor(config: Partial<DetectorConfig> = {}) {
@@ -31,7 +33,11 @@ export class ShardStageRunner extends DetectorRunner {
   override push(e: RankwatchEvent): void {
     super.push(e);
     if (e.ts > this.latest) this.latest = e.ts;
-    if (e.kind === 'collective') this.reducer.add(e, this.group, this.records);
+    if (e.kind === 'job' && e.host_group_size !== undefined)
+      this.layout.set(e.job, { perHost: gpusPerHost(e), groupHosts: e.host_group_size });
+    if (e.kind !== 'collective') return;
+    const l = this.layout.get(e.job);
+    this.reducer.add(e, l ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group, this.records);
   }
 
   override flush(): void {
@@ -50,7 +56,13 @@ export class ShardStageRunner extends DetectorRunner {
     this.reducer.flush(this.records, this.latest);
   }
 
-  override forget(job: string): void {
+  /**
+   * A partition moved away (its first key said): the job's open steps are dropped, also those of
+   * its groups in partitions this shard keeps; their records of those steps come no more, and the
+   * job stage judges those steps without them after its hold.
+   */
+  override forget(key: string): void {
+    const job = parseShardKey(key)?.job ?? key;
     super.forget(job);
     this.reducer.forget(job);
   }

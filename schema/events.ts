@@ -93,6 +93,7 @@ export const JobEvent = kind('job', 'a training job announces its shape, once at
       INT32_MAX,
     ),
   ),
+  host_group_size: Opt(Int('hosts per host group (the sharded layout); set with host_groups', 1, INT32_MAX)),
 });
 
 export const StepEvent = kind('step', 'one rank finished one optimizer step', {

@@ -57,7 +57,6 @@ export function groupCount(worldSize: number, perHost: number, groupHosts: numbe
 export class HostGroupKeys {
   readonly groupHosts: number;
   private readonly perHost = new Map<string, number>();
-  private readonly groups = new Map<string, number>();
 
   constructor(cfg: HostGroupConfig = {}) {
     this.groupHosts = cfg.groupHosts ?? DEFAULT_GROUP_HOSTS;
@@ -73,9 +72,10 @@ export class HostGroupKeys {
       const per = gpusPerHost(event as { world_size: number; hosts?: unknown });
       this.perHost.set(job, per);
       const n = groupCount(e.world_size, per, this.groupHosts);
-      this.groups.set(job, n);
       // The job stage waits for every group's reductions of a step before it judges the step.
       (event as { host_groups?: number }).host_groups = n;
+      // A shard reads many groups in one delivery: it finds each record's group from its rank.
+      (event as { host_group_size?: number }).host_group_size = this.groupHosts;
       return [job, ...Array.from({ length: n }, (_, g) => `${job}/hostgroup-${g}`)];
     }
     return [keyOf(event)];

@@ -30,7 +30,7 @@ import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { RankwatchError, retry } from '../core/errors.js';
 import type { DeadLetter } from '../store/rows.js';
 import { decodeBatch, encodeBatch } from './codec.js';
-import { isShardKey } from './host-groups.js';
+import { isShardKey, parseShardKey } from './host-groups.js';
 import {
   type KafkaLog,
   type KafkaTransportConfig,
@@ -146,7 +146,18 @@ interface Pending {
 /** A dead letter as the dead-letter topic carries it: where it was read wins over the `origin` given to deadLetter(). */
 export type DeadLetterRecord = Omit<DeadLetter, 'line'>;
 
-/** Consecutive deliveries of one key and partition as one. */
+/**
+ * Whether two keys' messages may go in one delivery: the same key, or host groups of one job (a
+ * shard reads many groups of a job in one partition; one delivery per group would cost a store
+ * write and a recorded range per collector message).
+ */
+function sameStream(a: string, b: string): boolean {
+  if (a === b) return true;
+  const x = parseShardKey(a);
+  return x !== undefined && x.job === parseShardKey(b)?.job;
+}
+
+/** Consecutive deliveries of one key (or of one job's host groups) and partition as one. */
 function mergeDeliveries(ds: Delivery[]): Delivery {
   const undecodable = ds.flatMap((d) => d.undecodable ?? []);
   return {
@@ -743,7 +754,7 @@ export class KafkaTransport implements Transport {
           } else if (
             pinnedTo === undefined &&
             merge.length &&
-            (merge[0].key !== d.key ||
+            (!sameStream(merge[0].key, d.key) ||
               mergeEvents + d.events.length > this.config.mergeEvents ||
               recorded.has(off))
           )

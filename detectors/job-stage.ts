@@ -47,7 +47,8 @@ export class JobStageRunner extends DetectorRunner {
   private readonly now: () => number;
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
-    super(config, 'job');
+    // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
+    super(config);
     this.holdMs = o.holdMs ?? 120_000;
     this.now = o.now ?? Date.now;
   }
@@ -122,7 +123,7 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   protected override throttleIncident(host: string, gpu: number): string | undefined {
-    return this.throttles.get(`${host}/${gpu}`);
+    return this.throttles.get(`${host}/${gpu}`) ?? super.throttleIncident(host, gpu);
   }
 
   /** A job event that names host groups makes the job sharded: its events wait for them. */

@@ -53,7 +53,7 @@ const DETECT_OPTIONS = defineOptions({
     kind: 'enum',
     values: ['all', 'shard', 'job'],
     default: 'all',
-    help: "the sharded layout for jobs past one process (docs/operations.md, Capacity): 'shard' reads --shard-topic (GPU samples and collectives keyed JOB/hostgroup-N, group --group.shards), runs the GPU detectors and sends collectives reduced per communicator and step, and its GPU findings, to --shard-records-topic; 'job' reads --topic and those records (group --group.records) and runs the rest. 'all': every detector in one process",
+    help: "the sharded layout for jobs past one process (docs/operations.md, Capacity): 'shard' reads --shard-topic (GPU samples and collectives keyed JOB/hostgroup-N, group --group.shards), runs the GPU detectors and sends collectives reduced per communicator and step, and its GPU findings, to --shard-records-topic; 'job' reads --topic and those records (group --group.records) and runs the rest (every detector for jobs not sharded). 'all': every detector, one process, no shard records",
   },
   'idle-advance-s': {
     kind: 'number',

@@ -20,7 +20,7 @@ import { ClusterSim } from '../sim/cluster.js';
 import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { type Batch, batchByKey } from '../stream/transport.js';
-import { type Measurement, loadNote, type Section } from './harness.js';
+import { loadNote, type Measurement, type Section } from './harness.js';
 import { broker, cpuSeconds } from './kafka.bench.js';
 
 const PARTITIONS = 8;
@@ -43,7 +43,9 @@ export async function shardedBench(): Promise<Section | undefined> {
   const b = await broker();
   if (!b) return undefined;
   const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
-  const events: RankwatchEvent[] = [...new ClusterSim({ ranks, steps, startTs, job: 'sharded-bench' }).events()];
+  const events: RankwatchEvent[] = [
+    ...new ClusterSim({ ranks, steps, startTs, job: 'sharded-bench' }).events(),
+  ];
   const n = events.length;
   const spanS = (events.at(-1)!.ts - events[0].ts) / 1000;
   const id = `rw-bench.${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -69,16 +71,21 @@ export async function shardedBench(): Promise<Section | undefined> {
     list.push(e);
   }
   const publish = async (t: KafkaTransport, keyed: (es: RankwatchEvent[]) => Batch[]) => {
-    for (let i = 0; i < perHostSecond.length; i += 512) await t.publish(perHostSecond.slice(i, i + 512).flatMap(keyed));
+    for (let i = 0; i < perHostSecond.length; i += 512)
+      await t.publish(perHostSecond.slice(i, i + 512).flatMap(keyed));
     await t.stop();
   };
   try {
     // Sharded keys (host groups to the shard topic); the baseline reads the same events keyed by job.
     const keys = new HostGroupKeys({ groupHosts });
-    await publish(new KafkaTransport({ brokers: b.brokers, ...topics, partitions: PARTITIONS }), (es) => keys.batch(es));
+    await publish(new KafkaTransport({ brokers: b.brokers, ...topics, partitions: PARTITIONS }), (es) =>
+      keys.batch(es),
+    );
     const plain = { ...topics, topic: `${id}.plain`, shardTopic: `${id}.plain-shards` };
     created.push(plain.topic, plain.shardTopic);
-    await publish(new KafkaTransport({ brokers: b.brokers, ...plain, partitions: PARTITIONS }), (es) => batchByKey(es));
+    await publish(new KafkaTransport({ brokers: b.brokers, ...plain, partitions: PARTITIONS }), (es) =>
+      batchByKey(es),
+    );
 
     const layouts: Layout[] = [];
     const run = async (shards: number): Promise<Layout> => {
@@ -115,7 +122,10 @@ export async function shardedBench(): Promise<Section | undefined> {
         '--idle-advance-s',
         '2',
       ];
-      const roles = shards === 0 ? [['all', 'one']] : [['job', 'job'], ...Array.from({ length: shards }, (_, i) => ['shard', `shard${i}`])];
+      const roles =
+        shards === 0
+          ? [['all', 'one']]
+          : [['job', 'job'], ...Array.from({ length: shards }, (_, i) => ['shard', `shard${i}`])];
       const procs = roles.map(([stage, client]) => {
         const p = spawn(process.execPath, args(stage, client), { stdio: ['ignore', 'ignore', 'pipe'] });
         let log = '';
@@ -145,7 +155,9 @@ export async function shardedBench(): Promise<Section | undefined> {
           const ends = await admin.fetchTopicOffsets(topic);
           const got = await admin.fetchOffsets({ groupId: g, topics: [topic] });
           const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
-          if (!ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high)))
+          if (
+            !ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high))
+          )
             return false;
         }
         return true;
@@ -159,9 +171,14 @@ export async function shardedBench(): Promise<Section | undefined> {
       const after = await Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
       const used = after.map((a, i) => (a - before[i]) * 1e6);
       for (const x of procs) x.p.kill('SIGTERM');
-      await Promise.all(procs.map((x) => new Promise((r) => (x.p.exitCode !== null ? r(0) : x.p.once('exit', r)))));
+      await Promise.all(
+        procs.map((x) => new Promise((r) => (x.p.exitCode !== null ? r(0) : x.p.once('exit', r)))),
+      );
       return {
-        name: shards === 0 ? 'one detect process (unsharded)' : `${shards} shard process${shards > 1 ? 'es' : ''} + job stage`,
+        name:
+          shards === 0
+            ? 'one detect process (unsharded)'
+            : `${shards} shard process${shards > 1 ? 'es' : ''} + job stage`,
         shards,
         cpuUs: used.reduce((s, u) => s + u, 0),
         jobCpuUs: shards === 0 ? used[0] : used[0],
@@ -171,7 +188,12 @@ export async function shardedBench(): Promise<Section | undefined> {
       process.stderr.write(`  ${shards === 0 ? 'unsharded' : `${shards} shards`}...\n`);
       layouts.push(await run(shards));
     }
-    const m = (l: Layout): Measurement => ({ name: l.name, items: n, unit: 'events per CPU-second', bestMs: l.cpuUs / 1000 });
+    const m = (l: Layout): Measurement => ({
+      name: l.name,
+      items: n,
+      unit: 'events per CPU-second',
+      bestMs: l.cpuUs / 1000,
+    });
     const [base, ...rows] = layouts;
     const perEvent = (l: Layout) => l.cpuUs / n;
     const perGpuSecond = (l: Layout) => l.jobCpuUs / (ranks * spanS);
@@ -196,7 +218,9 @@ export async function shardedBench(): Promise<Section | undefined> {
       notes,
     };
   } finally {
-    await admin.deleteTopics({ topics: created.filter((t, i) => created.indexOf(t) === i), timeout: 30_000 }).catch(() => {});
+    await admin
+      .deleteTopics({ topics: created.filter((t, i) => created.indexOf(t) === i), timeout: 30_000 })
+      .catch(() => {});
     await admin.disconnect();
     rmSync(dir, { recursive: true, force: true });
     await b.stop?.();

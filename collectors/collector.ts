@@ -10,8 +10,8 @@
  */
 import { hostname } from 'node:os';
 import { RankwatchError } from '../core/errors.js';
-import { publishIsolating } from '../stream/isolate.js';
 import type { HostGroupKeys } from '../stream/host-groups.js';
+import { publishIsolating } from '../stream/isolate.js';
 import { type Batch, batchByKey, type Publisher } from '../stream/transport.js';
 import type { ParseProblem } from './parsers/problems.js';
 import { RankMap } from './ranks.js';

@@ -19,7 +19,13 @@ import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorConfig } from './detector.js';
 import { DetectorRunner } from './runner.js';
-import { mergeReduced, type ReducedCollective, reducedKey, type ShardRecord, toCollectives } from './slowlink/shard-reduce.js';
+import {
+  mergeReduced,
+  type ReducedCollective,
+  reducedKey,
+  type ShardRecord,
+  toCollectives,
+} from './slowlink/shard-reduce.js';
 
 export interface JobStageOptions {
   /** Longest a held event waits for a host group, in wall-clock ms (default 120 s). */

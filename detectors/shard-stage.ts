@@ -10,7 +10,7 @@ import type { DetectorOutput } from '../schema/output.js';
 import { gpusPerHost, groupOfRank, parseShardKey } from '../stream/host-groups.js';
 import type { DetectorConfig } from './detector.js';
 import { DetectorRunner } from './runner.js';
-import { ShardReducer, type ShardRecord } from './slowlink/shard-reduce.js';
+import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();

@@ -16,12 +16,23 @@ import { DetectorRunner } from './runner.js';
 import { ShardStageRunner } from './shard-stage.js';
 
 const events = (fault: string) => [
-  ...new ClusterSim({ job: 'j', ranks: 64, steps: 120, seed: 5, startTs: 0, faults: [parseFault(fault)] }).events(),
+  ...new ClusterSim({
+    job: 'j',
+    ranks: 64,
+    steps: 120,
+    seed: 5,
+    startTs: 0,
+    faults: [parseFault(fault)],
+  }).events(),
 ];
 
 /** Each incident once: id, type, host, GPU, onset. */
 const incidents = (fs: Finding[]) =>
-  [...new Map(fs.map((f) => [f.id, `${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`])).values()].sort();
+  [
+    ...new Map(
+      fs.map((f) => [f.id, `${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`]),
+    ).values(),
+  ].sort();
 
 function unsharded(input: RankwatchEvent[]): Finding[] {
   const r = new DetectorRunner();
@@ -89,17 +100,19 @@ describe('the sharded layout finds what one process finds', () => {
         [4, 'interleaved'],
       ];
       for (const [shards, order] of runs) {
-          const got = sharded(input, shards, order);
-          if (!SHARDED_APART.includes(family)) {
-            expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
-            continue;
-          }
-          // The hang detector's inputs stay in the shards: same host and GPU, onset within a step.
-          const a = want.filter((f) => f.state === 'open');
-          const b = got.filter((f) => f.state === 'open');
-          expect(b.map((f) => `${f.type} ${f.host} ${f.gpu}`)).toEqual(a.map((f) => `${f.type} ${f.host} ${f.gpu}`));
-          for (let i = 0; i < a.length; i++)
-            expect(Math.abs((b[i].onset_ts ?? 0) - (a[i].onset_ts ?? 0))).toBeLessThan(1200);
+        const got = sharded(input, shards, order);
+        if (!SHARDED_APART.includes(family)) {
+          expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
+          continue;
+        }
+        // The hang detector's inputs stay in the shards: same host and GPU, onset within a step.
+        const a = want.filter((f) => f.state === 'open');
+        const b = got.filter((f) => f.state === 'open');
+        expect(b.map((f) => `${f.type} ${f.host} ${f.gpu}`)).toEqual(
+          a.map((f) => `${f.type} ${f.host} ${f.gpu}`),
+        );
+        for (let i = 0; i < a.length; i++)
+          expect(Math.abs((b[i].onset_ts ?? 0) - (a[i].onset_ts ?? 0))).toBeLessThan(1200);
       }
     });
   }

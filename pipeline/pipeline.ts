@@ -184,7 +184,11 @@ export class Pipeline {
     this.runner.advance(this.eventTime + since);
     const out = this.runner.take();
     if (
-      out.findings.length + out.mfu.length + out.rollups.length + (out.slowGpus?.length ?? 0) + (out.shard?.length ?? 0) ===
+      out.findings.length +
+        out.mfu.length +
+        out.rollups.length +
+        (out.slowGpus?.length ?? 0) +
+        (out.shard?.length ?? 0) ===
       0
     )
       return;

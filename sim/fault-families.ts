@@ -3,7 +3,7 @@
  * run (tests/kafka-sharded.int.test.ts, detectors/sharded.test.ts, the soak's sharded path), each
  * family with a fault its detectors find at 64 ranks within 120 steps.
  */
-import { FAULT_TYPES } from './faults.js';
+import type { FAULT_TYPES } from './faults.js';
 
 export const FAMILY_FAULTS: Record<(typeof FAULT_TYPES)[number], string> = {
   throttle: 'throttle:rank=21,at=30,depth=0.2',

@@ -90,21 +90,25 @@ export async function shardedPath(o: {
     jobStage = start('job', 'job');
     shards[0] = start('shard-0', 'shard');
     shards[1] = start('shard-1', 'shard');
-    const col = Proc.cli('collect', [
+    const col = Proc.cli(
       'collect',
-      '--bus',
-      `kafka://${broker.brokers}/${topic}`,
-      '--spool',
-      spool,
-      '--health-port',
-      String(colPort),
-      '--flush-ms',
-      '200',
-      '--host',
-      'soak-collector',
-      '--host-group-size',
-      '1',
-    ]);
+      [
+        'collect',
+        '--bus',
+        `kafka://${broker.brokers}/${topic}`,
+        '--spool',
+        spool,
+        '--health-port',
+        String(colPort),
+        '--flush-ms',
+        '200',
+        '--host',
+        'soak-collector',
+        '--host-group-size',
+        '1',
+      ],
+      { ...process.env, RANKWATCH_KAFKA_SHARD_TOPIC: `${topic}.shards` },
+    );
     procs.push(col);
     await answering(`http://127.0.0.1:${colPort}/healthz`);
     const faults: Fault[] = [
@@ -126,7 +130,9 @@ export async function shardedPath(o: {
       [group, topic],
       [`${group}.records`, `${topic}.records`],
     ])
-      await until(`${g} to commit every message`, async () => ((await caughtUp(broker.brokers, g, t)) ? true : undefined));
+      await until(`${g} to commit every message`, async () =>
+        (await caughtUp(broker.brokers, g, t)) ? true : undefined,
+      );
     // The shards' last steps go out once their input is idle; then the job stage takes them.
     await sleep(5_000);
     await until('the job stage to take the last records', async () =>

@@ -67,7 +67,9 @@ export class HostGroupKeys {
     const e = event as { kind?: unknown; job?: unknown; rank?: unknown; world_size?: unknown };
     const job = typeof e.job === 'string' && e.job ? e.job : undefined;
     if (job && (e.kind === 'gpu' || e.kind === 'collective') && typeof e.rank === 'number' && e.rank >= 0)
-      return [`${job}/hostgroup-${groupOfRank(e.rank, this.perHost.get(job) ?? DEFAULT_GPUS_PER_HOST, this.groupHosts)}`];
+      return [
+        `${job}/hostgroup-${groupOfRank(e.rank, this.perHost.get(job) ?? DEFAULT_GPUS_PER_HOST, this.groupHosts)}`,
+      ];
     if (job && e.kind === 'job' && typeof e.world_size === 'number') {
       const per = gpusPerHost(event as { world_size: number; hosts?: unknown });
       this.perHost.set(job, per);

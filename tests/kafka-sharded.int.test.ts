@@ -76,7 +76,8 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     const r = rankwatch(['replay', file, '--findings', replayed, '--quiet']);
     expect(await exited(r, 180_000)).toBe(0);
     const want = incidents(read(replayed));
-    for (const family of Object.keys(FAMILY_FAULTS)) expect(want.some((k) => k.startsWith(`fam-${family} `))).toBe(true);
+    for (const family of Object.keys(FAMILY_FAULTS))
+      expect(want.some((k) => k.startsWith(`fam-${family} `))).toBe(true);
 
     // Collectors' keys: one host per group, so 4 groups a job over the shards.
     const n = names('sharded');
@@ -129,7 +130,8 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     });
 
     for (const l of layouts) {
-      const found = () => incidents(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
+      const found = () =>
+        incidents(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
       // On a timeout the comparison below shows what is missing.
       await waitFor(() => found().length >= want.length, 180_000).catch(() => {});
       await waitFor(() => caughtUp(brokers(), `${l.group}.shards`, shardTopic), 60_000, 'shards caught up');

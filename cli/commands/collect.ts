@@ -8,8 +8,8 @@ import { parseAddress, RAS_DEFAULT_ADDRESS } from '../../collectors/sources/nccl
 import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
-import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 import { HostGroupKeys } from '../../stream/host-groups.js';
+import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 
 const COLLECT_OPTIONS = defineOptions({
   config: {

@@ -6,9 +6,9 @@ import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
+import type { Finding } from '../../schema/finding.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
-import type { Finding } from '../../schema/finding.js';
 import type { KafkaTransportDeps } from '../../stream/kafka.js';
 import { KAFKA_DEFAULTS, KAFKA_OPTIONS, kafkaConfig } from '../../stream/kafka-config.js';
 import { batchByKey } from '../../stream/transport.js';
@@ -159,7 +159,11 @@ ${optionsHelp(STORE_OPTIONS)}`,
     // A shard reads the host-group topic in a group of its own; the job stage reads the events topic.
     const config =
       stage === 'shard'
-        ? { ...base, topic: base.shardTopic ?? KAFKA_DEFAULTS.shardTopic, group: `${base.group ?? KAFKA_DEFAULTS.group}.shards` }
+        ? {
+            ...base,
+            topic: base.shardTopic ?? KAFKA_DEFAULTS.shardTopic,
+            group: `${base.group ?? KAFKA_DEFAULTS.group}.shards`,
+          }
         : base;
     const statsEvery = values['stats-interval'];
     const replayMaxAge = values['replay-max-age'];

@@ -24,7 +24,6 @@ import {
   type ReducedCollective,
   reducedKey,
   type ShardRecord,
-  toCollectives,
 } from './slowlink/shard-reduce.js';
 
 export interface JobStageOptions {
@@ -38,9 +37,10 @@ interface ShardedJob {
   through: Map<number, number>;
   /** Merged records by step, then by communicator, until their step's events are released. */
   pending: Map<number, Map<string, ReducedCollective>>;
-  /** Events held in arrival order, and when each was held. */
+  /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
   held: RankwatchEvent[];
   heldAt: number[];
+  head: number;
   /** Steps whose collectives went to the judge already: later records of them go at once. */
   appliedThrough: number;
 }
@@ -64,7 +64,7 @@ export class JobStageRunner extends DetectorRunner {
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
     if (!s) super.push(e);
-    else if (s.held.length === 0 && !this.waits(s, e)) this.pass(s, e);
+    else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
     else {
       s.held.push(e);
       s.heldAt.push(this.now());
@@ -117,7 +117,7 @@ export class JobStageRunner extends DetectorRunner {
   override advance(now: number): void {
     const wall = this.now();
     for (const s of this.sharded.values()) {
-      while (s.held.length && wall - s.heldAt[0] >= this.holdMs) this.releaseHead(s);
+      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
       this.release(s);
     }
     super.advance(now);
@@ -149,6 +149,7 @@ export class JobStageRunner extends DetectorRunner {
         pending: new Map(),
         held: [],
         heldAt: [],
+        head: 0,
         appliedThrough: Number.NEGATIVE_INFINITY,
       };
       this.sharded.set(id, s);
@@ -164,19 +165,24 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   private release(s: ShardedJob): void {
-    while (s.held.length && !this.waits(s, s.held[0])) this.releaseHead(s);
+    while (s.head < s.held.length && !this.waits(s, s.held[s.head])) this.releaseHead(s);
   }
 
   private releaseAll(): void {
     for (const s of this.sharded.values()) {
-      while (s.held.length) this.releaseHead(s);
+      while (s.head < s.held.length) this.releaseHead(s);
       this.applyThrough(s, Number.POSITIVE_INFINITY);
     }
   }
 
   private releaseHead(s: ShardedJob): void {
-    s.heldAt.shift();
-    this.pass(s, s.held.shift()!);
+    const e = s.held[s.head++];
+    if (s.head === s.held.length) {
+      s.held.length = 0;
+      s.heldAt.length = 0;
+      s.head = 0;
+    }
+    this.pass(s, e);
   }
 
   /** An event to the detectors; a step's after the merged collectives of its step and those before. */
@@ -198,7 +204,7 @@ export class JobStageRunner extends DetectorRunner {
 
   private judge(r: ReducedCollective): void {
     const before = this.out.findings.length;
-    for (const c of toCollectives(r)) this.toJob(c);
+    this.toJobReduced(r);
     if (this.out.findings.length > before) this.link(before);
   }
 

@@ -73,6 +73,7 @@ export const SLOW_LINK = job('slow_link', ['collective', 'fault'], (j, ctx) => {
       else if (e.kind === 'fault' && e.source === 'xid' && e.code === 74 && e.gpu !== undefined)
         d.nvlinkHint(e.host, e.gpu);
     },
+    reduced: (r) => d.addReduced(r),
     step: (f, stepMs) => d.onStepClosed(f.step, stepMs, f.ts),
     flush: () => d.flush(),
   };

@@ -29,6 +29,7 @@ import { MfuSeries } from './mfu/series.js';
 import { NCCL_CHECK_DEFAULTS } from './nccl_tests/nccl_tests.js';
 import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps } from './rollup.js';
+import type { ReducedCollective } from './slowlink/shard-reduce.js';
 import { SLOWLINK_DEFAULTS } from './slowlink/slowlink.js';
 import { STALL_DEFAULTS } from './stall/stall.js';
 import { ASSEMBLER_DEFAULTS, RankTable, StepAssembler, type StepFrame } from './steps.js';
@@ -210,6 +211,15 @@ export class DetectorRunner {
     }
     const j = this.job(e.job);
     for (const i of readers) j.detectors[i].event!(e);
+  }
+
+  /** A collective the shards reduced, to the job detectors that take one; not to a job that finished before it. */
+  protected toJobReduced(r: ReducedCollective): void {
+    if (!this.jobs.has(r.job) && r.ts <= (this.finishedAt.get(r.job) ?? Number.NEGATIVE_INFINITY)) {
+      this.counters.collectives_after_finish += r.count;
+      return;
+    }
+    for (const d of this.job(r.job).detectors) d.reduced?.(r);
   }
 
   /** The running instance of a fleet entry (for the links between findings). */

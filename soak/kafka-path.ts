@@ -25,7 +25,7 @@ import {
 } from './procs.js';
 
 /** The group's committed offsets have reached the end of every partition of the topic. */
-async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
+export async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
   const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {

@@ -7,26 +7,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, incidentsOnly, replayFindings } from './account.js';
 import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
+import { caughtUp } from './kafka-path.js';
 import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
-
-/** The group's committed offsets have reached the end of every partition of the topic. */
-async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
-  const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
-    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
-  } finally {
-    await admin.disconnect();
-  }
-}
 
 export async function shardedPath(o: {
   dir: string;

@@ -199,32 +199,30 @@ function keyOf(op: string, comm: string, rank: number, peer: number | undefined)
  * duration (the judge keeps the minimum and lists each member's rail), or the p2p edge's.
  */
 export function toCollectives(r: ReducedCollective): CollectiveEvent[] {
-  const base = {
-    v: 1 as const,
-    kind: 'collective' as const,
-    ts: r.ts,
-    job: r.job,
-    step: r.step,
-    op: r.op as CollectiveEvent['op'],
-    comm: r.comm,
-    ...(r.nranks === undefined ? {} : { nranks: r.nranks }),
-    bytes: r.bytes,
-    dur_ms: r.min_ms,
+  // Built field by field, not by spreads: the job stage makes one per p2p edge and step.
+  const one = (rank: number, host: string, gpu: number): CollectiveEvent => {
+    const e = {
+      v: 1,
+      kind: 'collective',
+      ts: r.ts,
+      job: r.job,
+      rank,
+      host,
+      step: r.step,
+      op: r.op,
+      comm: r.comm,
+      bytes: r.bytes,
+      dur_ms: r.min_ms,
+    } as CollectiveEvent;
+    if (gpu >= 0) e.gpu = gpu;
+    if (r.nranks !== undefined) e.nranks = r.nranks;
+    return e;
   };
   if (r.edge) {
-    const { rank, host, gpu, peer, peer_host } = r.edge;
-    return [
-      {
-        ...base,
-        rank,
-        host,
-        ...(gpu >= 0 ? { gpu } : {}),
-        peer,
-        ...(peer_host === undefined ? {} : { peer_host }),
-      } as CollectiveEvent,
-    ];
+    const e = one(r.edge.rank, r.edge.host, r.edge.gpu);
+    e.peer = r.edge.peer;
+    if (r.edge.peer_host !== undefined) e.peer_host = r.edge.peer_host;
+    return [e];
   }
-  return (r.members ?? []).map(
-    ([rank, host, gpu]) => ({ ...base, rank, host, ...(gpu >= 0 ? { gpu } : {}) }) as CollectiveEvent,
-  );
+  return (r.members ?? []).map(([rank, host, gpu]) => one(rank, host, gpu));
 }

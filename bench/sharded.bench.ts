@@ -212,7 +212,7 @@ export async function shardedBench(): Promise<Section | undefined> {
     ];
     return {
       title: `Sharded layout: ${ranks.toLocaleString('en-US')} ranks over 1, 2 and 4 shards`,
-      what: 'CPU per event of each layout, summed over its processes, as events per second of CPU time (higher is cheaper; the table's /s is of CPU time); baseline: one unsharded `detect` over the same events keyed by job.',
+      what: 'CPU per event of each layout, summed over its processes, as events per second of CPU time (higher is cheaper; per second of CPU time); baseline: one unsharded `detect` over the same events keyed by job.',
       baseline: m(base),
       rows: rows.map(m),
       notes,

@@ -230,6 +230,8 @@ export class KafkaTransport implements Transport {
   private consumer: Consumer | undefined;
   private handler: DeliveryHandler | undefined;
   private topicsReady: Promise<void> | undefined;
+  /** Whether this producer has sent host-group keys (so the shard topic is created too). */
+  private sendsShards = false;
   private queue: Pending[] = [];
   private queuedMessages = 0;
   private calls = 0;
@@ -308,6 +310,11 @@ export class KafkaTransport implements Transport {
     // Host-group keys (the sharded layout, stream/host-groups.ts) go to the shards' topic.
     const topic = this.config.topic;
     const shards = this.config.shardTopic;
+    // The shard topic exists only where host-group keys are sent: single-process users get none.
+    if (!this.sendsShards && messages.some((m) => isShardKey(String(m.key)))) {
+      this.sendsShards = true;
+      this.topicsReady = undefined;
+    }
     await this.enqueue((m) => (isShardKey(String(m.key)) ? shards : topic), messages);
     this.c.published_batches += batches.length;
     this.c.published_events += events;
@@ -511,11 +518,12 @@ export class KafkaTransport implements Transport {
       const existing = new Set(await admin.listTopics());
       const topics = [
         { topic: this.config.topic, numPartitions: this.config.partitions },
-        { topic: this.config.shardTopic, numPartitions: this.config.partitions },
+        ...(this.sendsShards
+          ? [{ topic: this.config.shardTopic, numPartitions: this.config.partitions }]
+          : []),
         { topic: this.config.deadLetterTopic, numPartitions: 1 },
       ]
-        // A shard stage reads the shard topic as its events topic: one of them.
-        .filter((t, i, all) => !existing.has(t.topic) && all.findIndex((u) => u.topic === t.topic) === i)
+        .filter((t) => !existing.has(t.topic))
         .map((t) => ({ ...t, replicationFactor: this.config.replicationFactor }));
       if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
     })().catch((err) => {

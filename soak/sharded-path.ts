@@ -8,11 +8,11 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Accounting, account, incidentsOnly, replayFindings } from './account.js';
-import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
+import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
 import { caughtUp } from './kafka-path.js';
-import { answering, freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
+import { freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
 
 export async function shardedPath(o: {
   dir: string;
@@ -76,27 +76,17 @@ export async function shardedPath(o: {
     jobStage = start('job', 'job');
     shards[0] = start('shard-0', 'shard');
     shards[1] = start('shard-1', 'shard');
-    const col = Proc.cli(
-      'collect',
-      [
-        'collect',
-        '--bus',
-        `kafka://${broker.brokers}/${topic}`,
-        '--spool',
-        spool,
-        '--health-port',
-        String(colPort),
-        '--flush-ms',
-        '200',
-        '--host',
-        'soak-collector',
-        '--host-group-size',
-        '1',
-      ],
-      { ...process.env, RANKWATCH_KAFKA_SHARD_TOPIC: `${topic}.shards` },
+    const col = await startCollector(
+      `kafka://${broker.brokers}/${topic}`,
+      spool,
+      colPort,
+      ['--host-group-size', '1'],
+      {
+        ...process.env,
+        RANKWATCH_KAFKA_SHARD_TOPIC: `${topic}.shards`,
+      },
     );
     procs.push(col);
-    await answering(`http://127.0.0.1:${colPort}/healthz`);
     const faults: Fault[] = [
       {
         at: 0.3,
@@ -126,10 +116,7 @@ export async function shardedPath(o: {
     );
     await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');
-    for (const d of [...shards, jobStage]) {
-      const code = await d?.stop('SIGTERM');
-      if (code !== 0) o.log(`${d?.name} exited with ${code}:\n${d?.log().slice(-2000)}`);
-    }
+    await stopEach([...shards, jobStage], o.log);
     const replay = await replayFindings(o.input, [], o.dir);
     return await account({
       path: 'collect (host-group keys) → Kafka → 2 × detect --stage shard + detect --stage job (ClickHouse protocol over chDB)',

@@ -27,7 +27,12 @@ export async function startCollector(
     ],
     env,
   );
-  await answering(`http://127.0.0.1:${colPort}/healthz`);
+  try {
+    await answering(`http://127.0.0.1:${colPort}/healthz`);
+  } catch (err) {
+    await col.stop('SIGKILL').catch(() => {});
+    throw err;
+  }
   return col;
 }
 

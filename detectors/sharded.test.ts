@@ -117,6 +117,46 @@ describe('the sharded layout finds what one process finds', () => {
     });
   }
 
+  it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = incidents(unsharded(input));
+    const shard = new ShardStageRunner();
+    const jobStage = new JobStageRunner();
+    const records: unknown[] = [];
+    const jobEvents: RankwatchEvent[] = [];
+    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+      if (!parseShardKey(b.key)) {
+        jobEvents.push(...(b.events as RankwatchEvent[]));
+        continue;
+      }
+      shard.keyed(b.key);
+      for (const e of b.events) shard.push(e as RankwatchEvent);
+      records.push(...(shard.take().shard ?? []));
+    }
+    shard.flush();
+    records.push(...(shard.take().shard ?? []));
+    for (const r of records) jobStage.shardRecord(structuredClone(r));
+    for (const r of records) jobStage.shardRecord(structuredClone(r));
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.endOfInput();
+    expect(incidents(jobStage.take().findings)).toEqual(want);
+  });
+
+  it('a host group that never reports holds its job only so long, then the job goes on without it', () => {
+    let wall = 0;
+    const jobStage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    const input = events(FAMILY_FAULTS.slow_rank);
+    const announced = input.map((e) => (e.kind === 'job' ? { ...e, host_groups: 2 } : e));
+    // No shard ever sends anything: every step waits.
+    for (const e of announced) if (e.kind !== 'gpu' && e.kind !== 'collective') jobStage.push(e);
+    jobStage.advance(announced.at(-1)!.ts);
+    expect(jobStage.take().findings).toHaveLength(0);
+    wall = 61_000;
+    jobStage.advance(announced.at(-1)!.ts);
+    // The straggler is found from the steps alone, as it would be without collectives.
+    expect(jobStage.take().findings.map((f) => f.type)).toContain('straggler');
+  });
+
   it('a throttled GPU found in a shard explains the straggler the job stage finds', () => {
     const input = events(FAMILY_FAULTS.throttle);
     const got = sharded(input, 2, 'interleaved');

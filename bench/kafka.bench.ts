@@ -259,7 +259,7 @@ async function endToEnd(
 }
 
 /** User + system CPU seconds a process has used so far (Linux /proc; NaN elsewhere). */
-async function cpuSeconds(pid: number): Promise<number> {
+export async function cpuSeconds(pid: number): Promise<number> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');

@@ -12,6 +12,7 @@ import { kafkaBench } from './kafka.bench.js';
 import { rawEventsBench } from './raw-events.bench.js';
 import { replayBench } from './replay.bench.js';
 import { scaleBench } from './scale.bench.js';
+import { shardedBench } from './sharded.bench.js';
 import { startupBench } from './startup.bench.js';
 import { storeInsertBench, storeQueryBench } from './store.bench.js';
 
@@ -28,6 +29,7 @@ const BENCHES: [string, () => Promise<Section | Section[] | undefined>][] = [
   ['ingest', ingestBench],
   ['startup', startupBench],
   ['scale', scaleBench],
+  ['sharded', shardedBench],
 ];
 
 const only = process.argv[2];

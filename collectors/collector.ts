@@ -10,6 +10,7 @@
  */
 import { hostname } from 'node:os';
 import { RankwatchError } from '../core/errors.js';
+import type { HostGroupKeys } from '../stream/host-groups.js';
 import { publishIsolating } from '../stream/isolate.js';
 import { type Batch, batchByKey, type Publisher } from '../stream/transport.js';
 import type { ParseProblem } from './parsers/problems.js';
@@ -25,6 +26,8 @@ export interface CollectorOptions {
   maxBufferedEvents?: number;
   /** Extra figures merged into counters() (e.g. the spool's). */
   extraCounters?: () => Record<string, number>;
+  /** Host-group keys (the sharded layout); unset, batches are keyed by job. */
+  keys?: HostGroupKeys;
 }
 
 export interface CollectorCounters {
@@ -201,7 +204,7 @@ export class Collector {
   private async flushOnce(): Promise<void> {
     while (this.buffer.length > 0) {
       const events = this.buffer.splice(0, this.maxBatch);
-      const batches: Batch[] = batchByKey(events);
+      const batches: Batch[] = this.keyed(events);
       const refusedBefore = this.c.dropped_by_reason.refused_by_bus ?? 0;
       try {
         await publishIsolating(this.o.publisher, batches, (e, reason) => this.refuse(e, reason));
@@ -250,8 +253,12 @@ export class Collector {
     this.ranks?.learn(events);
     if (!durable) return this.accept(events);
     this.c.events_read += events.length;
-    await durable(batchByKey(events));
+    await durable(this.keyed(events));
     this.c.events_sent += events.length;
+  }
+
+  private keyed(events: unknown[]): Batch[] {
+    return this.o.keys ? this.o.keys.batch(events) : batchByKey(events);
   }
 
   private drop(reason: string, n: number): void {

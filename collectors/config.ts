@@ -85,6 +85,12 @@ export const CollectorConfig = Type.Object(
       description: 'longest an event waits before it is sent',
     }),
     maxBatchEvents: Type.Integer({ minimum: 1, default: 5000, description: 'events per batch at most' }),
+    hostGroupSize: Type.Integer({
+      minimum: 0,
+      default: 0,
+      description:
+        'the sharded layout (docs/operations.md, Capacity): GPU samples and collectives keyed JOB/hostgroup-G, this many hosts per group (every collector of a job sets the same); 0 keys everything by job',
+    }),
     maxBufferedEvents: Type.Integer({
       minimum: 1,
       default: 200_000,

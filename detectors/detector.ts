@@ -14,6 +14,7 @@ import type { FindingLog, LifecycleConfig } from './findings.js';
 import type { HangConfig } from './hang/hang.js';
 import type { MfuDropConfig } from './mfu/drop.js';
 import type { NcclCheckConfig } from './nccl_tests/nccl_tests.js';
+import type { ReducedCollective } from './slowlink/shard-reduce.js';
 import type { SlowLinkConfig } from './slowlink/slowlink.js';
 import type { StallConfig } from './stall/stall.js';
 import type { AssemblerConfig, RankTable, StepFrame } from './steps.js';
@@ -68,6 +69,8 @@ export interface Detector {
 export interface JobDetector extends Detector {
   /** A step closed on every rank (or timed out): its frame and the job's step time. */
   step?(frame: StepFrame, stepMs: number): void;
+  /** A communicator's step reduced by the shards (the sharded layout's job stage). */
+  reduced?(r: ReducedCollective): void;
   /** The job's MFU for a closed step, after every `step` hook ran (so findings that explain it are open). */
   mfu?(point: MfuPoint): void;
   /** The job restarted: baselines from before the restart no longer hold. */
@@ -76,10 +79,18 @@ export interface JobDetector extends Detector {
   figures?(out: DetectorOutput): void;
 }
 
+/**
+ * Where a detector runs in the sharded layout (docs/operations.md, "Capacity"): `shard` needs only
+ * its own GPUs' samples (a `detect --stage shard` owning host groups runs it); `job` needs the
+ * job's steps or its whole picture (the job stage). One process runs both.
+ */
+export type DetectorStage = 'shard' | 'job';
+
 export interface FleetEntry<D extends Detector = Detector> {
   /** The finding type(s) it raises, as named in docs/detectors.md. */
   readonly name: string;
   readonly scope: 'fleet';
+  readonly stage: DetectorStage;
   /** Event kinds routed to `event`. */
   readonly reads: readonly EventKind[];
   create(ctx: DetectorContext): D;
@@ -88,6 +99,7 @@ export interface FleetEntry<D extends Detector = Detector> {
 export interface JobEntry<D extends JobDetector = JobDetector> {
   readonly name: string;
   readonly scope: 'job';
+  readonly stage: DetectorStage;
   readonly reads: readonly EventKind[];
   create(job: { id: string; ranks: RankTable }, ctx: DetectorContext): D;
 }

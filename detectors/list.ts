@@ -11,6 +11,7 @@ import type {
   Detector,
   DetectorContext,
   DetectorEntry,
+  DetectorStage,
   EventKind,
   FleetEntry,
   JobDetector,
@@ -31,15 +32,17 @@ type Made<T, H extends Detector = Detector> = H & { detector: T };
 
 const fleet = <T>(
   name: string,
+  stage: DetectorStage,
   reads: readonly EventKind[],
   create: (ctx: DetectorContext) => Made<T>,
-): FleetEntry<Made<T>> => ({ name, scope: 'fleet', reads, create });
+): FleetEntry<Made<T>> => ({ name, scope: 'fleet', stage, reads, create });
 
+/** Job detectors need the job's steps: they run in its job stage. */
 const job = <T>(
   name: string,
   reads: readonly EventKind[],
   create: (j: { id: string; ranks: RankTable }, ctx: DetectorContext) => Made<T, JobDetector>,
-): JobEntry<Made<T, JobDetector>> => ({ name, scope: 'job', reads, create });
+): JobEntry<Made<T, JobDetector>> => ({ name, scope: 'job', stage: 'job', reads, create });
 
 /**
  * A rank slower than its own past (change tests on peer-relative compute), or chronically slower
@@ -70,6 +73,7 @@ export const SLOW_LINK = job('slow_link', ['collective', 'fault'], (j, ctx) => {
       else if (e.kind === 'fault' && e.source === 'xid' && e.code === 74 && e.gpu !== undefined)
         d.nvlinkHint(e.host, e.gpu);
     },
+    reduced: (r) => d.addReduced(r),
     step: (f, stepMs) => d.onStepClosed(f.step, stepMs, f.ts),
     flush: () => d.flush(),
   };
@@ -94,7 +98,7 @@ export const MFU_DROP = job('mfu_drop', [], (j, ctx) => {
 });
 
 /** A GPU whose clocks are held down (thermal, power, HW slowdown), from its telemetry. */
-export const THROTTLE = fleet('throttle', ['gpu'], (ctx) => {
+export const THROTTLE = fleet('throttle', 'shard', ['gpu'], (ctx) => {
   const d = new ThrottleDetector(
     ctx.log,
     (job) => {
@@ -115,13 +119,13 @@ export const THROTTLE = fleet('throttle', ['gpu'], (ctx) => {
 });
 
 /** nccl-tests runs: collapsed bus bandwidth, wrong results. */
-export const NCCL_TESTS = fleet('nccl_check', ['check'], (ctx) => {
+export const NCCL_TESTS = fleet('nccl_check', 'job', ['check'], (ctx) => {
   const d = new NcclCheckDetector(ctx.log, ctx.config.ncclChecks);
   return { detector: d, event: (e) => e.kind === 'check' && d.process(e) };
 });
 
 /** A checkpoint interval far from Young/Daly's optimum for the job's own failure rate. */
-export const CHECKPOINT_INTERVAL = fleet('checkpoint_interval', ['checkpoint', 'job_event'], (ctx) => {
+export const CHECKPOINT_INTERVAL = fleet('checkpoint_interval', 'job', ['checkpoint', 'job_event'], (ctx) => {
   const d = new CheckpointAdvisor(
     ctx.log,
     (job) => ctx.jobMeta(job)?.world_size,
@@ -130,8 +134,12 @@ export const CHECKPOINT_INTERVAL = fleet('checkpoint_interval', ['checkpoint', '
   return { detector: d, event: (e) => (e.kind === 'checkpoint' || e.kind === 'job_event') && d.process(e) };
 });
 
-/** XIDs and other hardware faults, triaged to an action. */
-export const XID = fleet('xid', ['fault'], (ctx) => {
+/**
+ * XIDs and other hardware faults, triaged to an action. Faults stay keyed by job in the sharded
+ * layout (the slow-link judge reads NVLink XIDs, the hang detector watchdog timeouts), so triage
+ * runs in the job stage, beside them.
+ */
+export const XID = fleet('xid', 'job', ['fault'], (ctx) => {
   const d = new FaultTriage(ctx.log, ctx.config.triage);
   return {
     detector: d,
@@ -146,7 +154,7 @@ export const XID = fleet('xid', ['fault'], (ctx) => {
  * numbers, GPU samples, NCCL RAS and Flight Recorder reports), with the watchdog timeouts of the
  * peers that waited as its evidence; desyncs and collective mismatches (code bugs).
  */
-export const HANG = fleet('hang', ['step', 'collective', 'gpu', 'fault'], (ctx) => {
+export const HANG = fleet('hang', 'job', ['step', 'collective', 'gpu', 'fault'], (ctx) => {
   const d = new HangDetector(ctx.log, ctx.ownerOf, ctx.config.hang);
   return {
     detector: d,

@@ -5,11 +5,20 @@
  * stream gives exactly the findings of the live run.
  */
 import { DEFAULT_CONVENTION } from '../mfu/flops.js';
-import type { JobEvent, RankwatchEvent, StepEvent } from '../schema/events.js';
+import type { CollectiveEvent, JobEvent, RankwatchEvent, StepEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput, MfuPoint } from '../schema/output.js';
 import { CHECKPOINT_ADVISOR_DEFAULTS } from './checkpoint/advisor.js';
-import type { Detector, DetectorConfig, DetectorContext, EventKind, JobDetector } from './detector.js';
+import type {
+  Detector,
+  DetectorConfig,
+  DetectorContext,
+  DetectorEntry,
+  DetectorStage,
+  EventKind,
+  JobDetector,
+  JobEntry,
+} from './detector.js';
 import { TRIAGE_DEFAULTS } from './faults/xid.js';
 import { FindingLog, LIFECYCLE_DEFAULTS } from './findings.js';
 import { HANG_DEFAULTS } from './hang/hang.js';
@@ -20,6 +29,7 @@ import { MfuSeries } from './mfu/series.js';
 import { NCCL_CHECK_DEFAULTS } from './nccl_tests/nccl_tests.js';
 import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps } from './rollup.js';
+import type { ReducedCollective } from './slowlink/shard-reduce.js';
 import { SLOWLINK_DEFAULTS } from './slowlink/slowlink.js';
 import { STALL_DEFAULTS } from './stall/stall.js';
 import { ASSEMBLER_DEFAULTS, RankTable, StepAssembler, type StepFrame } from './steps.js';
@@ -87,8 +97,8 @@ export class DetectorRunner {
   private readonly finishedMfu = new Map<string, number | undefined>();
   /** When finished jobs finished, most recent last, bounded. */
   private readonly finishedAt = new Map<string, number>();
-  private out: DetectorOutput = { findings: [], mfu: [], rollups: [], slowGpus: [] };
-  private readonly log: FindingLog;
+  protected out: DetectorOutput = { findings: [], mfu: [], rollups: [], slowGpus: [] };
+  protected readonly log: FindingLog;
   private readonly ctx: DetectorContext;
   /** The fleet detectors, one per fleet entry of the list, and which read each event kind. */
   private readonly fleet = new Map<string, Detector>();
@@ -97,7 +107,9 @@ export class DetectorRunner {
   private readonly jobChanged: Detector[] = [];
   /** Job entries of the list (their index in JobRuntime.detectors) that read each event kind. */
   private readonly jobReading = new Map<EventKind, number[]>();
-  private readonly jobEntries = DETECTORS.filter((d) => d.scope === 'job');
+  private readonly jobEntries: JobEntry[];
+  /** The list's entries this runner runs: all of them, or one stage's (the sharded layout). */
+  private readonly entries: readonly DetectorEntry[];
   private readonly closed: StepFrame[] = [];
   private scratch = new Float64Array(1024);
   private readonly cfg: DetectorConfig;
@@ -115,8 +127,10 @@ export class DetectorRunner {
   /** Configuration of jobs that ended, so one that resumes gets its MFU back; bounded. */
   private readonly endedMeta = new Map<string, JobEvent>();
 
-  constructor(config: Partial<DetectorConfig> = {}) {
+  constructor(config: Partial<DetectorConfig> = {}, stage?: DetectorStage) {
     this.cfg = { ...DETECTOR_DEFAULTS, ...config };
+    this.entries = stage ? DETECTORS.filter((d) => d.stage === stage) : DETECTORS;
+    this.jobEntries = this.entries.filter((d): d is JobEntry => d.scope === 'job');
     this.log = new FindingLog(this.out.findings, this.cfg.lifecycle);
     this.quiet = new QuietTracker(this.cfg.lifecycle);
     this.ctx = {
@@ -129,7 +143,7 @@ export class DetectorRunner {
       },
       jobMeta: (job) => this.jobs.get(job)?.meta ?? this.endedMeta.get(job),
     };
-    for (const entry of DETECTORS) {
+    for (const entry of this.entries) {
       if (entry.scope === 'job') {
         const index = this.jobEntries.indexOf(entry);
         for (const kind of entry.reads)
@@ -147,8 +161,11 @@ export class DetectorRunner {
 
   /** The detectors, in the order they run: what the topology line names. */
   detectorNames(): string[] {
-    return DETECTORS.map((d) => d.name);
+    return this.entries.map((d) => d.name);
   }
+
+  /** The bus key of the events pushed next (a stage of the sharded layout reads it). */
+  keyed(_key: string): void {}
 
   push(e: RankwatchEvent): void {
     this.counters.events++;
@@ -178,12 +195,7 @@ export class DetectorRunner {
     if (!readers) return;
     const id = (e as { job?: string }).job;
     if (e.kind === 'collective') {
-      if (!this.jobs.has(e.job) && e.ts <= (this.finishedAt.get(e.job) ?? Number.NEGATIVE_INFINITY)) {
-        this.counters.collectives_after_finish++;
-        return;
-      }
-      const j = this.job(e.job);
-      for (const i of readers) j.detectors[i].event!(e);
+      this.toJob(e, readers);
       return;
     }
     for (const j of id === undefined ? this.jobs.values() : [this.jobs.get(id)]) {
@@ -191,9 +203,28 @@ export class DetectorRunner {
     }
   }
 
+  /** A collective to the job detectors that read it; not to a job that finished before it. */
+  protected toJob(e: CollectiveEvent, readers = this.jobReading.get('collective') ?? []): void {
+    if (!this.jobs.has(e.job) && e.ts <= (this.finishedAt.get(e.job) ?? Number.NEGATIVE_INFINITY)) {
+      this.counters.collectives_after_finish++;
+      return;
+    }
+    const j = this.job(e.job);
+    for (const i of readers) j.detectors[i].event!(e);
+  }
+
+  /** A collective the shards reduced, to the job detectors that take one; not to a job that finished before it. */
+  protected toJobReduced(r: ReducedCollective): void {
+    if (!this.jobs.has(r.job) && r.ts <= (this.finishedAt.get(r.job) ?? Number.NEGATIVE_INFINITY)) {
+      this.counters.collectives_after_finish += r.count;
+      return;
+    }
+    for (const d of this.job(r.job).detectors) d.reduced?.(r);
+  }
+
   /** The running instance of a fleet entry (for the links between findings). */
-  private fleetDetector<D>(entry: { name: string; create(...a: never[]): D }): D {
-    return this.fleet.get(entry.name) as D;
+  private fleetDetector<D>(entry: { name: string; create(...a: never[]): D }): D | undefined {
+    return this.fleet.get(entry.name) as D | undefined;
   }
 
   /** Closes every open step (end of input). Findings stay open: the stream may go on. */
@@ -483,7 +514,7 @@ export class DetectorRunner {
   }
 
   /** Links newly opened findings with the open ones that explain them (throttle <-> straggler). */
-  private link(from: number): void {
+  protected link(from: number): void {
     const emitted = this.out.findings.slice(from);
     // A throttle costs what the straggler it explains costs, as that estimate firms up.
     for (const f of emitted) {
@@ -498,22 +529,31 @@ export class DetectorRunner {
       if (f.type === 'straggler') {
         const ids = this.throttleIdsFor(f);
         if (ids.length === 0 && f.gpu !== undefined) {
-          const id = this.fleetDetector(THROTTLE).detector.explainByPowerCap(f.host, f.gpu, f.ts, f.id);
+          const id = this.fleetDetector(THROTTLE)?.detector.explainByPowerCap(f.host, f.gpu, f.ts, f.id);
           if (id) ids.push(id);
         }
         for (const id of ids) this.relate(f, id);
-      } else if (f.type === 'throttle') {
-        const straggler = this.jobEntries.indexOf(STRAGGLER);
-        for (const j of this.jobs.values()) {
-          const d = j.detectors[straggler] as ReturnType<typeof STRAGGLER.create>;
-          for (const inc of d.detector.openIncidents()) {
-            if (inc.host !== f.host) continue;
-            const gpus = inc.ranks.map((r) => j.ranks.gpu[r]);
-            if (f.gpu === undefined || gpus.includes(f.gpu)) this.relate(f, inc.id);
-          }
-        }
+      } else if (f.type === 'throttle') this.linkThrottle(f);
+    }
+  }
+
+  /** A throttle finding that opened: it explains the open straggler incidents on its GPU. */
+  protected linkThrottle(f: Finding): void {
+    const straggler = this.jobEntries.indexOf(STRAGGLER);
+    if (straggler < 0) return;
+    for (const j of this.jobs.values()) {
+      const d = j.detectors[straggler] as ReturnType<typeof STRAGGLER.create>;
+      for (const inc of d.detector.openIncidents()) {
+        if (inc.host !== f.host) continue;
+        const gpus = inc.ranks.map((r) => j.ranks.gpu[r]);
+        if (f.gpu === undefined || gpus.includes(f.gpu)) this.relate(f, inc.id);
       }
     }
+  }
+
+  /** The open throttle incident of a GPU, if any. */
+  protected throttleIncident(host: string, gpu: number): string | undefined {
+    return this.fleetDetector(THROTTLE)?.detector.incidentFor(host, gpu);
   }
 
   private throttleIdsFor(f: Finding): string[] {
@@ -525,7 +565,7 @@ export class DetectorRunner {
           );
     const ids = new Set<string>();
     for (const g of gpus) {
-      const id = this.fleetDetector(THROTTLE).detector.incidentFor(f.host, g);
+      const id = this.throttleIncident(f.host, g);
       if (id) ids.add(id);
     }
     return [...ids];

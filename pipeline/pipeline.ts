@@ -57,6 +57,17 @@ export interface PipelineOptions {
    * since the last batch, so jobs that stop sending steps go stale and end (default 30 s; 0 = never).
    */
   idleAdvanceMs?: number;
+  /**
+   * The sharded layout (docs/operations.md, "Capacity"). A shard stage's records for its job stage
+   * (`shard` in the detectors' output) go here before their delivery is acknowledged.
+   */
+  shardSink?: (records: unknown[]) => Promise<void>;
+  /**
+   * A job stage's topic of shard records: its deliveries go to `onShardRecords` instead of being
+   * validated and stored (the shards stored what the records came from).
+   */
+  shardRecordsTopic?: string;
+  onShardRecords?: (records: unknown[]) => void;
 }
 
 export interface PipelineCounters {
@@ -72,6 +83,8 @@ export interface PipelineCounters {
 export interface Handled {
   deadLetters: DeadLetter[];
   findings: Finding[];
+  /** A shard stage's records for its job stage. */
+  shard?: unknown[];
 }
 
 export interface StoreHealth {
@@ -170,10 +183,18 @@ export class Pipeline {
     if (since < idleMs || this.eventTime === 0 || this.stopping) return;
     this.runner.advance(this.eventTime + since);
     const out = this.runner.take();
-    if (out.findings.length + out.mfu.length + out.rollups.length + (out.slowGpus?.length ?? 0) === 0) return;
+    if (
+      out.findings.length +
+        out.mfu.length +
+        out.rollups.length +
+        (out.slowGpus?.length ?? 0) +
+        (out.shard?.length ?? 0) ===
+      0
+    )
+      return;
     // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
     const p = this.write([], [], out)
-      .then(() => this.sink(out.findings, [], undefined))
+      .then(() => this.sink(out.findings, [], undefined, out.shard))
       .catch(() => {});
     this.inflight.add(p);
     p.then(() => this.inflight.delete(p));
@@ -187,7 +208,7 @@ export class Pipeline {
     else this.runner.flush();
     const out = this.runner.take();
     await this.write([], [], out);
-    await this.sink(out.findings, [], undefined);
+    await this.sink(out.findings, [], undefined, out.shard);
   }
 
   /**
@@ -271,19 +292,32 @@ export class Pipeline {
   private async processAndSink(d: Delivery): Promise<Handled> {
     const handled = this.stored.get(d) ?? (await this.process(d));
     this.stored.set(d, handled);
-    await this.sink(handled.findings, handled.deadLetters, d);
+    await this.sink(handled.findings, handled.deadLetters, d, handled.shard);
     this.stored.delete(d);
     this.o.onHandled?.(d);
     return handled;
   }
 
   /** Findings and dead letters to every sink, in order; a sink that rejects holds the delivery. */
-  private async sink(findings: Finding[], dead: DeadLetter[], d: Delivery | undefined): Promise<void> {
+  private async sink(
+    findings: Finding[],
+    dead: DeadLetter[],
+    d: Delivery | undefined,
+    shard?: unknown[],
+  ): Promise<void> {
+    if (shard?.length) await this.o.shardSink?.(shard);
     if (dead.length) for (const s of this.o.deadLetterSinks ?? []) await s.write(dead, d);
     if (findings.length) for (const s of this.o.findingSinks ?? []) await s.write(findings);
   }
 
   private async process(d: Delivery): Promise<Handled> {
+    if (this.shardRecords(d)) {
+      const out = this.runner.take();
+      await this.write([], [], out);
+      this.c.batches++;
+      return { deadLetters: [], findings: out.findings, shard: out.shard };
+    }
+    this.runner.keyed(d.key);
     const good: RankwatchEvent[] = [];
     const goodLines: (string | undefined)[] = [];
     const bad: DeadLetter[] = [];
@@ -351,7 +385,7 @@ export class Pipeline {
     const out = this.runner.take();
     const dead = await this.write(good, bad, out, d.lines ? goodLines : undefined, d.key, [group]);
     this.c.batches++;
-    return { deadLetters: dead, findings: out.findings };
+    return { deadLetters: dead, findings: out.findings, shard: out.shard };
   }
 
   /**
@@ -384,11 +418,23 @@ export class Pipeline {
    */
   replay(d: Delivery): void {
     this.partitionOf.set(d.key, d.partition);
+    if (this.shardRecords(d)) {
+      this.runner.take();
+      return;
+    }
+    this.runner.keyed(d.key);
     for (const value of d.events) {
       const v = validateEvent(value);
       if (v.ok) this.runner.push(v.event);
     }
     this.runner.take();
+  }
+
+  /** A job stage's delivery of shard records: handed over, true; anything else, false. */
+  private shardRecords(d: Delivery): boolean {
+    if (d.topic === undefined || d.topic !== this.o.shardRecordsTopic) return false;
+    this.o.onShardRecords?.(d.events);
+    return true;
   }
 
   /**

@@ -86,6 +86,14 @@ export const JobEvent = kind('job', 'a training job announces its shape, once at
     Num('tokens per optimizer step, whole job (all data-parallel replicas); wins over step tokens'),
   ),
   hosts: Opt(Type.Array(Type.String(), { description: 'hosts the job runs on' })),
+  host_groups: Opt(
+    Int(
+      'host groups its GPU samples and collectives are keyed by (`JOB/hostgroup-N`, the sharded layout); set by the collector that keys them',
+      1,
+      INT32_MAX,
+    ),
+  ),
+  host_group_size: Opt(Int('hosts per host group (the sharded layout); set with host_groups', 1, INT32_MAX)),
 });
 
 export const StepEvent = kind('step', 'one rank finished one optimizer step', {

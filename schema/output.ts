@@ -59,6 +59,11 @@ export interface DetectorOutput {
   rollups: StepRollup[];
   /** The straggler detector's slowest-GPUs rankings (each a job's latest, a few GPUs). */
   slowGpus?: SlowGpu[];
+  /**
+   * A shard stage's records for its job stage (reduced collectives, marks; detectors/shard-stage.ts):
+   * published to the internal topic before the delivery is acknowledged, never stored.
+   */
+  shard?: unknown[];
 }
 
 /** The repair loop's budget and breaker now (GET /v1/actions `budget`); in dry-run, `nodes_out` counts the nodes out on paper. */

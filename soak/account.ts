@@ -39,6 +39,12 @@ const q = async <T>(c: ReturnType<typeof createClient>, query: string): Promise<
 const key = (f: { id: string; state: string; ts: number | string }) =>
   `${f.id}|${f.state}|${Math.round(Number(f.ts))}`;
 
+/**
+ * Incidents by id alone: what the sharded layout is held to (the same incidents as replay; a GPU
+ * finding's later cost updates come from the shard that owns the GPU, not the job stage).
+ */
+export const incidentsOnly = (keys: string[]) => [...new Set(keys.map((k) => k.split('|')[0]))].sort();
+
 export async function replayFindings(input: SoakInput, extra: string[], dir: string): Promise<string[]> {
   const file = join(dir, `${input.job}.valid.jsonl`);
   const out = join(dir, `${input.job}.replay-findings.jsonl`);
@@ -61,6 +67,8 @@ export async function account(o: {
   drops: CollectorDrops;
   replay: string[];
   faults: string[];
+  /** How findings are compared (default: every finding event). */
+  findingKeys?: (keys: string[]) => string[];
 }): Promise<Accounting> {
   const c = createClient({ url: o.url, request_timeout: 120_000 });
   try {
@@ -106,14 +114,18 @@ export async function account(o: {
         ),
       },
     ];
-    const storedFindings = (
-      await q<{ id: string; state: string; ts: string }>(
-        c,
-        'SELECT id, state, toUnixTimestamp64Milli(ts) AS ts FROM findings FINAL',
+    const compare = o.findingKeys ?? ((k: string[]) => k);
+    const storedFindings = compare(
+      (
+        await q<{ id: string; state: string; ts: string }>(
+          c,
+          'SELECT id, state, toUnixTimestamp64Milli(ts) AS ts FROM findings FINAL',
+        )
       )
-    )
-      .map(key)
-      .sort();
+        .map(key)
+        .sort(),
+    );
+    const replayed = compare(o.replay);
     let lost = 0;
     let doubled = 0;
     for (const [kind, n] of Object.entries(expected)) {
@@ -125,9 +137,9 @@ export async function account(o: {
       if (r.got < r.expected) lost += r.expected - r.got;
       if (r.got > r.expected) doubled += r.got - r.expected;
     }
-    const replaySet = new Set(o.replay);
+    const replaySet = new Set(replayed);
     const storedSet = new Set(storedFindings);
-    const missing = o.replay.filter((k) => !storedSet.has(k));
+    const missing = replayed.filter((k) => !storedSet.has(k));
     const extra = storedFindings.filter((k) => !replaySet.has(k));
     return {
       path: o.path,
@@ -142,7 +154,7 @@ export async function account(o: {
       rollups,
       lost,
       doubled,
-      findings: { replay: o.replay.length, stored: storedFindings.length, missing, extra },
+      findings: { replay: replayed.length, stored: storedFindings.length, missing, extra },
       faults: o.faults,
       ok:
         lost === 0 &&

@@ -1,5 +1,48 @@
-/** What the harness reads from a running collector's /healthz. */
-import { getJson, sleep } from './procs.js';
+/** The soak's collector process, and what the harness reads from its /healthz. */
+import { answering, getJson, Proc, sleep } from './procs.js';
+
+/** `rankwatch collect` sending to `bus` with a spool and its health port, once it answers there. */
+export async function startCollector(
+  bus: string,
+  spool: string,
+  colPort: number,
+  extra: string[] = [],
+  env?: NodeJS.ProcessEnv,
+): Promise<Proc> {
+  const col = Proc.cli(
+    'collect',
+    [
+      'collect',
+      '--bus',
+      bus,
+      '--spool',
+      spool,
+      '--health-port',
+      String(colPort),
+      '--flush-ms',
+      '200',
+      '--host',
+      'soak-collector',
+      ...extra,
+    ],
+    env,
+  );
+  try {
+    await answering(`http://127.0.0.1:${colPort}/healthz`);
+  } catch (err) {
+    await col.stop('SIGKILL').catch(() => {});
+    throw err;
+  }
+  return col;
+}
+
+/** SIGTERM to each, in order; an exit other than 0 is logged with the end of its output. */
+export async function stopEach(procs: (Proc | undefined)[], log: (l: string) => void): Promise<void> {
+  for (const d of procs) {
+    const code = await d?.stop('SIGTERM');
+    if (code !== 0) log(`${d?.name} exited with ${code}:\n${d?.log().slice(-2000)}`);
+  }
+}
 
 /** What a collector dropped: events the bus refused on their own, and any other reason by name. */
 export interface CollectorDrops {

@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Accounting, account, replayFindings } from './account.js';
-import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
+import { type CollectorDrops, startCollector as collector, collectorDrops, quiet } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
@@ -35,23 +35,8 @@ export async function httpPath(o: {
     await answering(`http://127.0.0.1:${upPort}/healthz`);
   };
   const startCollector = async (token: string) => {
-    col = Proc.cli('collect', [
-      'collect',
-      '--bus',
-      `http://127.0.0.1:${upPort}`,
-      '--token',
-      token,
-      '--spool',
-      spool,
-      '--health-port',
-      String(colPort),
-      '--flush-ms',
-      '200',
-      '--host',
-      'soak-collector',
-    ]);
+    col = await collector(`http://127.0.0.1:${upPort}`, spool, colPort, ['--token', token]);
     procs.push(col);
-    await answering(`http://127.0.0.1:${colPort}/healthz`);
   };
   const stopCollector = async () => {
     await collectorDrops(colPort, drops);

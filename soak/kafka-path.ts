@@ -7,12 +7,11 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, replayFindings } from './account.js';
-import { type CollectorDrops, collectorDrops, quiet } from './collector.js';
+import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
 import {
-  answering,
   freePort,
   kafkaBroker,
   Proc,
@@ -25,7 +24,7 @@ import {
 } from './procs.js';
 
 /** The group's committed offsets have reached the end of every partition of the topic. */
-async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
+export async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
   const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
   await admin.connect();
   try {
@@ -91,21 +90,8 @@ export async function kafkaPath(o: {
     await startStore();
     startDetect(0);
     startDetect(1);
-    const col = Proc.cli('collect', [
-      'collect',
-      '--bus',
-      `kafka://${broker.brokers}/${topic}`,
-      '--spool',
-      spool,
-      '--health-port',
-      String(colPort),
-      '--flush-ms',
-      '200',
-      '--host',
-      'soak-collector',
-    ]);
+    const col = await startCollector(`kafka://${broker.brokers}/${topic}`, spool, colPort);
     procs.push(col);
-    await answering(`http://127.0.0.1:${colPort}/healthz`);
     const faults: Fault[] = [
       {
         at: 0.15,
@@ -151,10 +137,7 @@ export async function kafkaPath(o: {
     );
     await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');
-    for (const d of detects) {
-      const code = await d?.stop('SIGTERM');
-      if (code !== 0) o.log(`${d?.name} exited with ${code}:\n${d?.log().slice(-2000)}`);
-    }
+    await stopEach(detects, o.log);
     const replay = await replayFindings(o.input, [], o.dir);
     return await account({
       path: 'collect → Kafka → 2 × detect (ClickHouse protocol over chDB)',

@@ -1,7 +1,8 @@
 /**
  * `npm run soak`: the fault-injection harness. A simulated job goes through collect → up and
  * through collect → Kafka → two detect processes while the harness breaks things (SIGKILL, broker
- * stop, full store disk, store down, token rotation, corrupt and oversized lines).
+ * stop, full store disk, store down, token rotation, corrupt and oversized lines); and, in the long
+ * form, through the sharded layout (two shard stages and a job stage) with a shard SIGKILLed.
  * At the end every line is accounted for; exit 1 if anything was lost, doubled or unexplained.
  *
  *   npm run soak                      the long form (a few minutes per path)
@@ -16,11 +17,13 @@ import type { Accounting } from './account.js';
 import { httpPath } from './http-path.js';
 import { makeInput } from './input.js';
 import { kafkaPath } from './kafka-path.js';
+import { shardedPath } from './sharded-path.js';
 
-const USAGE = `npm run soak -- [--short] [--only http|kafka] [--seconds S] [--ranks N] [--steps N] [--report FILE] [--keep]
+const USAGE = `npm run soak -- [--short] [--only http|kafka|sharded] [--seconds S] [--ranks N] [--steps N] [--report FILE] [--keep]
 
   --short        the CI form: a small job fed over about 40 s per path
-  --only P       run one path: http (collect → up) or kafka (collect → Kafka → 2 × detect)
+  --only P       run one path: http (collect → up), kafka (collect → Kafka → 2 × detect) or sharded
+                 (collect with host-group keys → Kafka → 2 shard stages + a job stage; not in --short)
   --seconds S    how long the feed of each path lasts (default 150; 40 with --short)
   --ranks N      ranks of the simulated job (default 64; 16 with --short)
   --steps N      steps of the simulated job (default 400; 120 with --short)
@@ -55,8 +58,8 @@ const num = (v: string | undefined, d: number, name: string) => {
 const seconds = num(values.seconds, short ? 40 : 150, 'seconds');
 const ranks = num(values.ranks, short ? 16 : 64, 'ranks');
 const steps = num(values.steps, short ? 120 : 400, 'steps');
-if (values.only && values.only !== 'http' && values.only !== 'kafka') {
-  console.error(`soak: --only takes http or kafka, not ${values.only}`);
+if (values.only && values.only !== 'http' && values.only !== 'kafka' && values.only !== 'sharded') {
+  console.error(`soak: --only takes http, kafka or sharded, not ${values.only}`);
   process.exit(2);
 }
 const log = (l: string) => process.stderr.write(`[${new Date().toISOString()}] soak: ${l}\n`);
@@ -108,8 +111,10 @@ const verdict = (e: number, g: number) =>
 let failed = false;
 const results: Accounting[] = [];
 try {
-  for (const path of ['http', 'kafka'] as const) {
+  for (const path of ['http', 'kafka', 'sharded'] as const) {
     if (values.only && values.only !== path) continue;
+    // The sharded path starts four processes besides the broker: past the short form's minute.
+    if (path === 'sharded' && short && values.only !== 'sharded') continue;
     const job = `soak-${path}-${Date.now().toString(36)}`;
     const input = makeInput({
       job,
@@ -123,7 +128,7 @@ try {
       `${path}: ${input.fed.length} lines (${input.valid.length} valid, ${input.corrupt} corrupt, ${input.oversized} oversized) over ${seconds} s`,
     );
     const sub = join(dir, path);
-    const run = path === 'http' ? httpPath : kafkaPath;
+    const run = path === 'http' ? httpPath : path === 'kafka' ? kafkaPath : shardedPath;
     const a = await run({ dir: sub, input, seconds, log: (l) => log(`${path}: ${l}`) });
     results.push(a);
     console.log(`${table(a)}\n`);

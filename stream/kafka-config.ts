@@ -13,6 +13,16 @@ export interface KafkaTransportConfig {
   clientId?: string;
   /** Topic of event batches (default `rankwatch.events`). */
   topic?: string;
+  /**
+   * Topic of batches keyed by host group (`JOB/hostgroup-N`: GPU samples and collectives of a
+   * sharded job), read by `detect --stage shard` (default `rankwatch.shards`).
+   */
+  shardTopic?: string;
+  /**
+   * Topic of what shard stages send their job stages, keyed by job: collectives reduced per
+   * communicator and step, marks, GPU findings (default `rankwatch.shard-records`).
+   */
+  shardRecordsTopic?: string;
   /** Topic of malformed events with their reason (default `rankwatch.dead-letters`). */
   deadLetterTopic?: string;
   /** Consumer group of the detectors (default `rankwatch-detect`). */
@@ -49,6 +59,8 @@ export interface KafkaTransportConfig {
 export const KAFKA_DEFAULTS = {
   clientId: 'rankwatch',
   topic: 'rankwatch.events',
+  shardTopic: 'rankwatch.shards',
+  shardRecordsTopic: 'rankwatch.shard-records',
   deadLetterTopic: 'rankwatch.dead-letters',
   group: 'rankwatch-detect',
   partitions: 12,
@@ -147,6 +159,20 @@ export const KAFKA_OPTIONS = defineOptions({
     default: KAFKA_DEFAULTS.topic,
     help: 'events topic',
   },
+  'shard-topic': {
+    kind: 'string',
+    arg: 'NAME',
+    env: 'RANKWATCH_KAFKA_SHARD_TOPIC',
+    default: KAFKA_DEFAULTS.shardTopic,
+    help: 'topic of GPU samples and collectives keyed by host group (the sharded layout)',
+  },
+  'shard-records-topic': {
+    kind: 'string',
+    arg: 'NAME',
+    env: 'RANKWATCH_KAFKA_SHARD_RECORDS_TOPIC',
+    default: KAFKA_DEFAULTS.shardRecordsTopic,
+    help: 'topic from shard stages to job stages (reduced collectives, GPU findings)',
+  },
   'dead-letter-topic': {
     kind: 'string',
     arg: 'NAME',
@@ -237,6 +263,8 @@ export function kafkaConfig(v: KafkaValues): KafkaTransportConfig {
     brokers: v.brokers,
     clientId: v['client-id'],
     topic: v.topic,
+    shardTopic: v['shard-topic'],
+    shardRecordsTopic: v['shard-records-topic'],
     deadLetterTopic: v['dead-letter-topic'],
     group: v.group,
     partitions: v.partitions,

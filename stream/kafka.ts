@@ -30,6 +30,7 @@ import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { RankwatchError, retry } from '../core/errors.js';
 import type { DeadLetter } from '../store/rows.js';
 import { decodeBatch, encodeBatch } from './codec.js';
+import { isShardKey, parseShardKey } from './host-groups.js';
 import {
   type KafkaLog,
   type KafkaTransportConfig,
@@ -145,7 +146,18 @@ interface Pending {
 /** A dead letter as the dead-letter topic carries it: where it was read wins over the `origin` given to deadLetter(). */
 export type DeadLetterRecord = Omit<DeadLetter, 'line'>;
 
-/** Consecutive deliveries of one key and partition as one. */
+/**
+ * Whether two keys' messages may go in one delivery: the same key, or host groups of one job (a
+ * shard reads many groups of a job in one partition; one delivery per group would cost a store
+ * write and a recorded range per collector message).
+ */
+function sameStream(a: string, b: string): boolean {
+  if (a === b) return true;
+  const x = parseShardKey(a);
+  return x !== undefined && x.job === parseShardKey(b)?.job;
+}
+
+/** Consecutive deliveries of one key (or of one job's host groups) and partition as one. */
 function mergeDeliveries(ds: Delivery[]): Delivery {
   const undecodable = ds.flatMap((d) => d.undecodable ?? []);
   return {
@@ -218,6 +230,8 @@ export class KafkaTransport implements Transport {
   private consumer: Consumer | undefined;
   private handler: DeliveryHandler | undefined;
   private topicsReady: Promise<void> | undefined;
+  /** Whether this producer has sent host-group keys (so the shard topic is created too). */
+  private sendsShards = false;
   private queue: Pending[] = [];
   private queuedMessages = 0;
   private calls = 0;
@@ -293,7 +307,15 @@ export class KafkaTransport implements Transport {
         'RANKWATCH_ERR_TRANSPORT_REJECTED',
         `publish to ${this.config.topic}: one event encodes to ${(over.value as Buffer).length} bytes, over the ${this.config.maxMessageBytes}-byte message limit (the broker refuses more than its message.max.bytes)`,
       );
-    await this.enqueue(this.config.topic, messages);
+    // Host-group keys (the sharded layout, stream/host-groups.ts) go to the shards' topic.
+    const topic = this.config.topic;
+    const shards = this.config.shardTopic;
+    // The shard topic exists only where host-group keys are sent: single-process users get none.
+    if (!this.sendsShards && messages.some((m) => isShardKey(String(m.key)))) {
+      this.sendsShards = true;
+      this.topicsReady = undefined;
+    }
+    await this.enqueue((m) => (isShardKey(String(m.key)) ? shards : topic), messages);
     this.c.published_batches += batches.length;
     this.c.published_events += events;
   }
@@ -337,7 +359,7 @@ export class KafkaTransport implements Transport {
     out.push({ key, value });
   }
 
-  private async enqueue(topic: string, messages: Message[]): Promise<void> {
+  private async enqueue(topic: string | ((m: Message) => string), messages: Message[]): Promise<void> {
     while (this.queuedMessages >= this.config.maxQueuedBatches && !this.stopped)
       await new Promise<void>((r) => this.spaceWaiters.push(r));
     // One entry per message, so a call too large for one request can be cut at any message.
@@ -349,7 +371,7 @@ export class KafkaTransport implements Transport {
       (m) =>
         new Promise<void>((resolve, reject) => {
           this.queue.push({
-            topic,
+            topic: typeof topic === 'string' ? topic : topic(m),
             message: m,
             bytes: size(m),
             call,
@@ -496,6 +518,9 @@ export class KafkaTransport implements Transport {
       const existing = new Set(await admin.listTopics());
       const topics = [
         { topic: this.config.topic, numPartitions: this.config.partitions },
+        ...(this.sendsShards
+          ? [{ topic: this.config.shardTopic, numPartitions: this.config.partitions }]
+          : []),
         { topic: this.config.deadLetterTopic, numPartitions: 1 },
       ]
         .filter((t) => !existing.has(t.topic))
@@ -737,7 +762,7 @@ export class KafkaTransport implements Transport {
           } else if (
             pinnedTo === undefined &&
             merge.length &&
-            (merge[0].key !== d.key ||
+            (!sameStream(merge[0].key, d.key) ||
               mergeEvents + d.events.length > this.config.mergeEvents ||
               recorded.has(off))
           )

@@ -8,6 +8,7 @@ import { parseAddress, RAS_DEFAULT_ADDRESS } from '../../collectors/sources/nccl
 import { RankwatchError } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
+import { HostGroupKeys } from '../../stream/host-groups.js';
 import { type Command, defineOptions, optionsHelp, parseOptions } from '../args.js';
 
 const COLLECT_OPTIONS = defineOptions({
@@ -41,6 +42,13 @@ const COLLECT_OPTIONS = defineOptions({
     min: 10,
     defaultText: '1000',
     help: 'longest an event waits before it is sent',
+  },
+  'host-group-size': {
+    kind: 'number',
+    integer: true,
+    arg: 'N',
+    defaultText: '0',
+    help: 'the sharded layout for jobs past one detect process (docs/operations.md, Capacity): key GPU samples and collectives by JOB/hostgroup-G, N hosts (by rank / GPUs per host) per group; 0 keys everything by job',
   },
 });
 
@@ -188,6 +196,7 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
         token: values.token,
         host: values.host,
         flushMs: values['flush-ms'],
+        hostGroupSize: values['host-group-size'],
         spool: values.spool ? { dir: values.spool, maxBytes: values['spool-max-mb'] * (1 << 20) } : undefined,
       },
       fromFlags,
@@ -212,6 +221,7 @@ Known source types: ${SOURCES.map((s) => s.type).join(', ')}`,
       maxBatchEvents: cfg.maxBatchEvents,
       maxBufferedEvents: cfg.maxBufferedEvents,
       extraCounters: counters,
+      keys: cfg.hostGroupSize > 0 ? new HostGroupKeys({ groupHosts: cfg.hostGroupSize }) : undefined,
     });
     const sources = createSources(cfg.sources, collector.deps(cfg.host));
     const server =

@@ -6,9 +6,12 @@ import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
+import type { Finding } from '../../schema/finding.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
-import { KAFKA_OPTIONS, kafkaConfig } from '../../stream/kafka-config.js';
+import type { KafkaTransportDeps } from '../../stream/kafka.js';
+import { KAFKA_DEFAULTS, KAFKA_OPTIONS, kafkaConfig } from '../../stream/kafka-config.js';
+import { batchByKey } from '../../stream/transport.js';
 import { type Command, defineOptions, optionName, optionsHelp, parseOptions } from '../args.js';
 import { LineWriter } from '../jsonl.js';
 import { HEAP_OPTIONS } from '../process-options.js';
@@ -46,6 +49,24 @@ const DETECT_OPTIONS = defineOptions({
   },
   'health-host': { kind: 'string', arg: 'ADDR', default: '127.0.0.1', help: 'address of that port' },
   quiet: { kind: 'boolean', help: 'log errors only' },
+  stage: {
+    kind: 'enum',
+    values: ['all', 'shard', 'job'],
+    default: 'all',
+    help: "the sharded layout for jobs past one process (docs/operations.md, Capacity): 'shard' reads --shard-topic (GPU samples and collectives keyed JOB/hostgroup-N, group --group.shards), runs the GPU detectors and sends collectives reduced per communicator and step, and its GPU findings, to --shard-records-topic; 'job' reads --topic and those records (group --group.records) and runs the rest (every detector for jobs not sharded). 'all': every detector, one process, no shard records",
+  },
+  'idle-advance-s': {
+    kind: 'number',
+    arg: 'S',
+    default: 30,
+    help: 'with no batch for S seconds, event time moves on by the wall time passed (quiet jobs go stale and end; a shard sends the steps it holds open), 0 = never',
+  },
+  'shard-hold-s': {
+    kind: 'number',
+    arg: 'S',
+    default: 120,
+    help: "--stage job: longest a sharded job's steps wait for a host group's records before going on without them",
+  },
   'repair-loop': {
     kind: 'boolean',
     help: "take part in the repair loop (node health, cordons; docs/actions.md): of every process sharing the store, the one holding its lease decides and acts, reading every process's findings and checks from the store; the others stand by. Dry-run unless the cordon flags below say otherwise",
@@ -91,9 +112,10 @@ ${optionsHelp(STORE_OPTIONS)}`,
       return 0;
     }
     // Loaded once past --help, which then needs none of them.
-    const [{ buildPipeline }, { KafkaTransport }] = await Promise.all([
+    const [{ buildPipeline }, { KafkaTransport }, { MergedTransport }] = await Promise.all([
       import('../../pipeline/build.js'),
       import('../../stream/kafka.js'),
+      import('../../stream/merged.js'),
     ]);
     const logger = createLogger('rankwatch detect', values.quiet === true ? { level: 'error' } : {});
     const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
@@ -131,7 +153,18 @@ ${optionsHelp(STORE_OPTIONS)}`,
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
     });
-    const config = kafkaConfig(values);
+    const stage = values.stage === 'all' ? undefined : values.stage;
+    const base = kafkaConfig(values);
+    const recordsTopic = base.shardRecordsTopic ?? KAFKA_DEFAULTS.shardRecordsTopic;
+    // A shard reads the host-group topic in a group of its own; the job stage reads the events topic.
+    const config =
+      stage === 'shard'
+        ? {
+            ...base,
+            topic: base.shardTopic ?? KAFKA_DEFAULTS.shardTopic,
+            group: `${base.group ?? KAFKA_DEFAULTS.group}.shards`,
+          }
+        : base;
     const statsEvery = values['stats-interval'];
     const replayMaxAge = values['replay-max-age'];
     const replayMaxAgeMs = replayMaxAge === undefined ? undefined : replayMaxAge * 60_000;
@@ -150,7 +183,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
       ? findingFileSink(`file ${values.findings}`, new LineWriter(values.findings))
       : undefined;
     let pipeline: Pipeline | undefined;
-    const transport = new KafkaTransport(config, {
+    const transportDeps = (): KafkaTransportDeps => ({
       log: kafkaLog,
       // kafkajs restarts its consumer every few hundred ms while the broker is away: one failure.
       onCrash: (err, restart) =>
@@ -166,14 +199,36 @@ ${optionsHelp(STORE_OPTIONS)}`,
         health.fail('store', `delivery ranges failing, batch held and retried: ${err.message}`),
       onBoundariesRecovered: () => health.ok('store'),
     });
+    const transport = new KafkaTransport(config, transportDeps());
+    // The job stage also reads what its shards send; a shard sends it.
+    const records =
+      stage === undefined
+        ? undefined
+        : new KafkaTransport(
+            { ...base, topic: recordsTopic, group: `${base.group ?? KAFKA_DEFAULTS.group}.records` },
+            transportDeps(),
+          );
+    const toJobStage = (rs: unknown[]) => records!.publish(batchByKey(rs));
     pipeline = buildPipeline({
-      transport,
+      transport: stage === 'job' ? new MergedTransport([transport, records!]) : transport,
+      stage,
+      shardRecordsTopic: stage === 'job' ? recordsTopic : undefined,
+      shardSink: stage === 'shard' ? toJobStage : undefined,
+      jobStage: { holdMs: values['shard-hold-s'] * 1000 },
+      idleAdvanceMs: values['idle-advance-s'] * 1000,
       store,
       storeName: where,
       storeEvents: values['no-events'] !== true,
       // Dead letters and findings go out before the offset is committed: at least once as well.
       deadLetterSinks: [busDeadLetterSink(transport)],
-      findingSinks: [...(findingsFile ? [findingsFile] : []), ...(alerting ? [alertSink(alerting)] : [])],
+      findingSinks: [
+        // A shard's GPU findings reach the job stage for the links (throttle explains straggler).
+        ...(stage === 'shard'
+          ? [{ name: `topic ${recordsTopic}`, write: (fs: Finding[]) => toJobStage(fs.map(findingRecord)) }]
+          : []),
+        ...(findingsFile ? [findingsFile] : []),
+        ...(alerting ? [alertSink(alerting)] : []),
+      ],
       onHandled: () => {
         if (busFailedAt) busOk();
       },
@@ -265,6 +320,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
     // The batch in hand finishes and commits; with the store down it is given up after the grace
     // period (uncommitted, so the next owner gets it) instead of holding shutdown.
     await p.close(); // and its sinks: the findings file, the alerts
+    if (stage === 'shard') await records?.stop();
     await loop?.stop(); // its state written, its lease given up for the next leader
     await store.close();
     stats();
@@ -324,4 +380,9 @@ async function healthServer(
   });
   const url = await app.listen({ host, port });
   return { url, close: () => app.close() };
+}
+
+/** A shard's finding as the job stage reads it, keyed by its job. */
+function findingRecord(f: Finding): { t: 'finding'; job?: string; host: string; finding: Finding } {
+  return { t: 'finding', job: f.job, host: f.host, finding: f };
 }

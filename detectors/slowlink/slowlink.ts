@@ -38,6 +38,7 @@ import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
 import { CommPeers } from './comm-peers.js';
 import { type LinkKind, StepLinks } from './links.js';
+import { type ReducedCollective, toCollectives } from './shard-reduce.js';
 import { CusumTable, pairDst, pairSrc, RailIds, railPair } from './state.js';
 
 export interface SlowLinkConfig extends CusumConfig {
@@ -184,17 +185,7 @@ export class SlowLinkDetector {
     // A snapshot of a step still running, or a reporting interval of a rank with no step
     // boundaries: not one step's links (collectors/reduce.ts).
     if (e.window !== undefined && e.window !== 'step') return;
-    let step = this.open.get(e.step);
-    if (!step) {
-      if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
-      step = this.stepPool.pop() ?? {
-        links: new StepLinks(),
-        linkOfColl: new Int32Array(Math.max(64, this.collNames.length)).fill(-1),
-        edgeHead: new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1),
-        oddEdges: new Map(),
-      };
-      this.open.set(e.step, step);
-    }
+    const step = this.openStep(e.step);
     const L = step.links;
     const rail = this.rail(e.rank, e.host, e.gpu);
     if (e.op === 'send' || e.op === 'recv') {
@@ -222,18 +213,68 @@ export class SlowLinkDetector {
       if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
       return;
     }
+    const link = this.collLink(step, e);
+    if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
+    L.addRail(link, rail);
+  }
+
+  /**
+   * A communicator's step as the shards reduced it (the sharded layout, shard-reduce.ts): what
+   * `add` builds from each member's record, without a record per member. Rails are named in the
+   * members' order, as `add` would name them.
+   */
+  addReduced(r: ReducedCollective): void {
+    if (r.edge || !r.members?.length) {
+      for (const e of toCollectives(r)) this.add(e);
+      return;
+    }
+    const step = this.openStep(r.step);
+    const L = step.links;
+    const [rank, host, gpu] = r.members[0];
+    const first = this.rail(rank, host, gpu >= 0 ? gpu : undefined);
+    const link = this.collLink(step, {
+      op: r.op as CollectiveEvent['op'],
+      comm: r.comm,
+      bytes: r.bytes,
+      nranks: r.nranks,
+    });
+    if (r.min_ms < L.durMin[link]) L.durMin[link] = r.min_ms;
+    L.addRail(link, first);
+    for (let m = 1; m < r.members.length; m++) {
+      const [k, h, g] = r.members[m];
+      L.addRail(link, this.rail(k, h, g >= 0 ? g : undefined));
+    }
+  }
+
+  /** The open step's table, opened (from the pool) if it is not. */
+  private openStep(n: number): OpenStep {
+    let step = this.open.get(n);
+    if (!step) {
+      if (this.open.size >= this.cfg.maxOpenSteps) this.open.delete(Math.min(...this.open.keys()));
+      step = this.stepPool.pop() ?? {
+        links: new StepLinks(),
+        linkOfColl: new Int32Array(Math.max(64, this.collNames.length)).fill(-1),
+        edgeHead: new Int32Array(indexOf(this.railOfRank.length - 1)).fill(-1),
+        oddEdges: new Map(),
+      };
+      this.open.set(n, step);
+    }
+    return step;
+  }
+
+  /** A collective's link in a step (op, comm, size and bytes from `e`), made on its first record. */
+  private collLink(step: OpenStep, e: Pick<CollectiveEvent, 'op' | 'comm' | 'bytes' | 'nranks'>): number {
     const id = this.collId(e.op, e.comm);
     if (id >= step.linkOfColl.length)
       step.linkOfColl = grown(step.linkOfColl, Math.max(id + 1, step.linkOfColl.length * 2), -1);
     let link = step.linkOfColl[id];
     if (link < 0) {
-      link = this.newLink(L, e.op, e, true, -1, -1);
-      L.key[link] = this.collNames[id];
-      L.collId[link] = id;
+      link = this.newLink(step.links, e.op, e, true, -1, -1);
+      step.links.key[link] = this.collNames[id];
+      step.links.collId[link] = id;
       step.linkOfColl[id] = link;
     }
-    if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
-    L.addRail(link, rail);
+    return link;
   }
 
   /**
@@ -301,7 +342,7 @@ export class SlowLinkDetector {
   private newLink(
     L: StepLinks,
     family: string,
-    e: CollectiveEvent,
+    e: Pick<CollectiveEvent, 'op' | 'bytes' | 'nranks'>,
     /** A collective (its member rails listed in the table), not a p2p edge. */
     collective: boolean,
     src: number,

@@ -1,0 +1,228 @@
+/**
+ * The sharded layout's cost (docs/operations.md, "Capacity"): one simulated job (65,536 ranks by
+ * default; `npm run bench -- sharded --ranks N --steps S`) keyed by host group, published to the
+ * local broker, then read by one unsharded `detect` (the baseline) and by 1, 2 and 4
+ * `detect --stage shard` processes plus a `detect --stage job`, one layout at a time. Each
+ * process's CPU time (user + system from /proc, chDB's threads included) is read once it holds
+ * its partitions and again once every group has committed the last offset: the difference,
+ * summed over the layout's processes, per event. On 2 cores shared with the broker this says
+ * what a layout costs, not how fast it runs; the job stage's share gives the largest job one
+ * job stage carries at 50% of a core.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import type { RankwatchEvent } from '../schema/events.js';
+import { ClusterSim } from '../sim/cluster.js';
+import { HostGroupKeys } from '../stream/host-groups.js';
+import { KafkaTransport } from '../stream/kafka.js';
+import { type Batch, batchByKey } from '../stream/transport.js';
+import { loadNote, type Measurement, type Section } from './harness.js';
+import { broker, cpuSeconds } from './kafka.bench.js';
+
+const PARTITIONS = 8;
+
+const flag = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+
+interface Layout {
+  name: string;
+  shards: number;
+  cpuUs: number;
+  jobCpuUs: number;
+}
+
+export async function shardedBench(): Promise<Section | undefined> {
+  const ranks = flag('ranks', 65_536);
+  const steps = flag('steps', 3);
+  const b = await broker();
+  if (!b) return undefined;
+  const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
+  const events: RankwatchEvent[] = [
+    ...new ClusterSim({ ranks, steps, startTs, job: 'sharded-bench' }).events(),
+  ];
+  const n = events.length;
+  const spanS = (events.at(-1)!.ts - events[0].ts) / 1000;
+  const id = `rw-bench.${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+  const topics = { topic: id, shardTopic: `${id}.shards`, deadLetterTopic: `${id}.dlq` };
+  const created = [topics.topic, topics.shardTopic, topics.deadLetterTopic];
+  const kafka = new Kafka({ brokers: b.brokers, logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  const dir = mkdtempSync(join(tmpdir(), 'rankwatch-sharded-bench-'));
+  // 16 groups (512 hosts each at 65,536 ranks, the default size) over the partitions.
+  const groupHosts = Math.max(1, Math.floor(ranks / 8 / 16));
+  // As collectors send them: one message per host and second (the job's own events apart).
+  const perHostSecond: RankwatchEvent[][] = [];
+  const at = new Map<string, RankwatchEvent[]>();
+  for (const e of events) {
+    const k = `${(e as { host?: string }).host ?? ''}|${Math.floor(e.ts / 1000)}`;
+    let list = at.get(k);
+    if (!list) {
+      list = [];
+      at.set(k, list);
+      perHostSecond.push(list);
+    }
+    list.push(e);
+  }
+  const publish = async (t: KafkaTransport, keyed: (es: RankwatchEvent[]) => Batch[]) => {
+    for (let i = 0; i < perHostSecond.length; i += 512)
+      await t.publish(perHostSecond.slice(i, i + 512).flatMap(keyed));
+    await t.stop();
+  };
+  try {
+    // Sharded keys (host groups to the shard topic); the baseline reads the same events keyed by job.
+    const keys = new HostGroupKeys({ groupHosts });
+    await publish(new KafkaTransport({ brokers: b.brokers, ...topics, partitions: PARTITIONS }), (es) =>
+      keys.batch(es),
+    );
+    const plain = { ...topics, topic: `${id}.plain`, shardTopic: `${id}.plain-shards` };
+    created.push(plain.topic, plain.shardTopic);
+    await publish(new KafkaTransport({ brokers: b.brokers, ...plain, partitions: PARTITIONS }), (es) =>
+      batchByKey(es),
+    );
+
+    const layouts: Layout[] = [];
+    const run = async (shards: number): Promise<Layout> => {
+      const group = `${id}-${shards}`;
+      const records = `${id}.records-${shards}`;
+      created.push(records);
+      const t = shards === 0 ? plain : topics;
+      const args = (stage: string, client: string) => [
+        join(import.meta.dirname, '..', '..', 'bin', 'rankwatch.js'),
+        'detect',
+        '--stage',
+        stage,
+        '--brokers',
+        b.brokers.join(','),
+        '--topic',
+        t.topic,
+        '--shard-topic',
+        t.shardTopic,
+        '--shard-records-topic',
+        records,
+        '--dead-letter-topic',
+        t.deadLetterTopic,
+        '--group',
+        group,
+        '--client-id',
+        client,
+        '--partitions',
+        String(PARTITIONS),
+        '--data',
+        join(dir, `${group}-${client}`),
+        '--no-events',
+        '--stats-interval',
+        '0',
+        '--idle-advance-s',
+        '2',
+      ];
+      const roles =
+        shards === 0
+          ? [['all', 'one']]
+          : [['job', 'job'], ...Array.from({ length: shards }, (_, i) => ['shard', `shard${i}`])];
+      const procs = roles.map(([stage, client]) => {
+        const p = spawn(process.execPath, args(stage, client), { stdio: ['ignore', 'ignore', 'pipe'] });
+        let log = '';
+        p.stderr.on('data', (d) => {
+          log += d;
+        });
+        return { stage, p, log: () => log };
+      });
+      const groups =
+        shards === 0
+          ? [[group, t.topic]]
+          : [
+              [group, t.topic],
+              [`${group}.shards`, t.shardTopic],
+              [`${group}.records`, records],
+            ];
+      // Every process has joined (start-up is not the layout's cost), then its CPU so far.
+      const until = Date.now() + 300_000;
+      while (!procs.every((x) => x.log().includes('joined group'))) {
+        if (Date.now() > until || procs.some((x) => x.p.exitCode !== null))
+          throw new Error(`detect did not start: ${procs.map((x) => x.log()).join('\n')}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const before = await Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
+      const done = async () => {
+        for (const [g, topic] of groups) {
+          const ends = await admin.fetchTopicOffsets(topic);
+          const got = await admin.fetchOffsets({ groupId: g, topics: [topic] });
+          const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
+          if (
+            !ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high))
+          )
+            return false;
+        }
+        return true;
+      };
+      // Caught up, and still caught up after the shards' idle flush (their last steps' records).
+      for (let settled = 0; settled < 2; ) {
+        await new Promise((r) => setTimeout(r, 2500));
+        settled = (await done()) ? settled + 1 : 0;
+        if (Date.now() > until + 1_200_000) throw new Error('the layout did not catch up');
+      }
+      const after = await Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
+      const used = after.map((a, i) => (a - before[i]) * 1e6);
+      for (const x of procs) x.p.kill('SIGTERM');
+      await Promise.all(
+        procs.map((x) => new Promise((r) => (x.p.exitCode !== null ? r(0) : x.p.once('exit', r)))),
+      );
+      return {
+        name:
+          shards === 0
+            ? 'one detect process (unsharded)'
+            : `${shards} shard process${shards > 1 ? 'es' : ''} + job stage`,
+        shards,
+        cpuUs: used.reduce((s, u) => s + u, 0),
+        jobCpuUs: shards === 0 ? used[0] : used[0],
+      };
+    };
+    for (const shards of [0, 1, 2, 4]) {
+      process.stderr.write(`  ${shards === 0 ? 'unsharded' : `${shards} shards`}...\n`);
+      layouts.push(await run(shards));
+    }
+    const m = (l: Layout): Measurement => ({
+      name: l.name,
+      items: n,
+      unit: 'events',
+      bestMs: l.cpuUs / 1000,
+    });
+    const [base, ...rows] = layouts;
+    const perEvent = (l: Layout) => l.cpuUs / n;
+    const perGpuSecond = (l: Layout) => l.jobCpuUs / (ranks * spanS);
+    const notes = [
+      `${n.toLocaleString('en-US')} events of one ${ranks.toLocaleString('en-US')}-rank job, ${steps} steps (${(n / ranks / spanS).toFixed(2)} events per GPU per second of event time), ${groupHosts} host(s) per group, one message per host and second as collectors send them, ${PARTITIONS} partitions, \`--no-events\` (steps and findings stored in each process's chDB).`,
+      ...layouts.map(
+        (l) =>
+          `${l.name}: ${perEvent(l).toFixed(1)} µs of CPU per event summed over its processes${l.shards ? `, job stage ${((100 * l.jobCpuUs) / l.cpuUs).toFixed(0)}% of it (${(l.jobCpuUs / n).toFixed(1)} µs per event of the job)` : ''}.`,
+      ),
+      ...rows.map(
+        (l) =>
+          `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate.`,
+      ),
+      `Largest job one unsharded process carries at 50% of a core: ${Math.round(0.5e6 / (perEvent(base) * (n / ranks / spanS))).toLocaleString('en-US')} GPUs.`,
+      loadNote(),
+    ];
+    return {
+      title: `Sharded layout: ${ranks.toLocaleString('en-US')} ranks over 1, 2 and 4 shards`,
+      what: 'CPU per event of each layout, summed over its processes, as events per second of CPU time (higher is cheaper; per second of CPU time); baseline: one unsharded `detect` over the same events keyed by job.',
+      baseline: m(base),
+      rows: rows.map(m),
+      notes,
+    };
+  } finally {
+    await admin
+      .deleteTopics({ topics: created.filter((t, i) => created.indexOf(t) === i), timeout: 30_000 })
+      .catch(() => {});
+    await admin.disconnect();
+    rmSync(dir, { recursive: true, force: true });
+    await b.stop?.();
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * The runner of a job stage (`detect --stage job`, docs/operations.md "Capacity"): the job's
+ * steps, job events, checkpoints and faults come keyed by job; its shards' records come from the
+ * internal topic (`shardRecord`): collectives reduced per communicator and step, marks saying how
+ * far each host group is complete, and the GPU findings the shards raised.
+ *
+ * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
+ * and released as the unsharded run would have seen them: a step event of step S goes to the
+ * detectors once every host group of the job (its `job` event's `host_groups`, and any group that
+ * sent a mark) is complete through S, right after the merged collectives of the steps up to S
+ * (in a recorded stream a step's collectives come before its step events). The judge then sees
+ * what it would have built from the raw records, so findings equal `replay`'s. A group that sends
+ * nothing (its shard is down and not yet replaced) holds the job back for `holdMs` of wall time,
+ * after which held events go on without it: late collectives are then judged as late ones are.
+ *
+ * Not a detector: it reads the wall clock (`now`) for that bound, and only for it.
+ */
+import type { JobEvent, RankwatchEvent } from '../schema/events.js';
+import type { Finding } from '../schema/finding.js';
+import type { DetectorConfig } from './detector.js';
+import { DetectorRunner } from './runner.js';
+import {
+  mergeReduced,
+  type ReducedCollective,
+  reducedKey,
+  type ShardRecord,
+} from './slowlink/shard-reduce.js';
+
+export interface JobStageOptions {
+  /** Longest a held event waits for a host group, in wall-clock ms (default 120 s). */
+  holdMs?: number;
+  now?: () => number;
+}
+
+interface ShardedJob {
+  groups: Set<number>;
+  through: Map<number, number>;
+  /** Merged records by step, then by communicator, until their step's events are released. */
+  pending: Map<number, Map<string, ReducedCollective>>;
+  /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
+  held: RankwatchEvent[];
+  heldAt: number[];
+  head: number;
+  /** Steps whose collectives went to the judge already: later records of them go at once. */
+  appliedThrough: number;
+}
+
+export class JobStageRunner extends DetectorRunner {
+  private readonly sharded = new Map<string, ShardedJob>();
+  /** Open throttle incidents the shards reported, by `host/gpu`: what a straggler links to. */
+  private readonly throttles = new Map<string, string>();
+  private readonly holdMs: number;
+  private readonly now: () => number;
+
+  constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
+    // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
+    super(config);
+    this.holdMs = o.holdMs ?? 120_000;
+    this.now = o.now ?? Date.now;
+  }
+
+  override push(e: RankwatchEvent): void {
+    const job = (e as { job?: string }).job;
+    if (e.kind === 'job') this.announce(e);
+    const s = job === undefined ? undefined : this.sharded.get(job);
+    if (!s) super.push(e);
+    else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
+    else {
+      s.held.push(e);
+      s.heldAt.push(this.now());
+      this.release(s);
+    }
+  }
+
+  /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
+  shardRecord(value: unknown): void {
+    const r = value as ShardRecord | { t: 'finding'; finding: Finding };
+    if (r.t === 'finding') {
+      this.adopt(r.finding);
+      return;
+    }
+    const s = this.shardedJob(r.job);
+    if (r.t === 'mark') {
+      s.groups.add(r.group);
+      if (r.through > (s.through.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.through.set(r.group, r.through);
+      this.release(s);
+      return;
+    }
+    if (r.t !== 'reduced') return;
+    s.groups.add(r.group);
+    if (r.step <= s.appliedThrough) {
+      this.judge(r);
+      return;
+    }
+    let byKey = s.pending.get(r.step);
+    if (!byKey) {
+      byKey = new Map();
+      s.pending.set(r.step, byKey);
+    }
+    const key = reducedKey(r);
+    const have = byKey.get(key);
+    if (have) mergeReduced(have, r);
+    else byKey.set(key, { ...r, members: r.members ? [...r.members] : undefined });
+  }
+
+  override flush(): void {
+    this.releaseAll();
+    super.flush();
+  }
+
+  override endOfInput(): void {
+    this.releaseAll();
+    super.endOfInput();
+  }
+
+  /** An idle bus: events held past `holdMs` go on without the groups that did not report. */
+  override advance(now: number): void {
+    const wall = this.now();
+    for (const s of this.sharded.values()) {
+      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
+      this.release(s);
+    }
+    super.advance(now);
+  }
+
+  override forget(job: string): void {
+    this.sharded.delete(job);
+    super.forget(job);
+  }
+
+  protected override throttleIncident(host: string, gpu: number): string | undefined {
+    return this.throttles.get(`${host}/${gpu}`) ?? super.throttleIncident(host, gpu);
+  }
+
+  /** A job event that names host groups makes the job sharded: its events wait for them. */
+  private announce(e: JobEvent): void {
+    const n = (e as { host_groups?: number }).host_groups;
+    if (n === undefined) return;
+    const s = this.shardedJob(e.job);
+    for (let g = 0; g < n; g++) s.groups.add(g);
+  }
+
+  private shardedJob(id: string): ShardedJob {
+    let s = this.sharded.get(id);
+    if (!s) {
+      s = {
+        groups: new Set(),
+        through: new Map(),
+        pending: new Map(),
+        held: [],
+        heldAt: [],
+        head: 0,
+        appliedThrough: Number.NEGATIVE_INFINITY,
+      };
+      this.sharded.set(id, s);
+    }
+    return s;
+  }
+
+  /** Whether a step event must wait: some group of its job is not complete through its step. */
+  private waits(s: ShardedJob, e: RankwatchEvent): boolean {
+    if (e.kind !== 'step') return false;
+    for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
+    return false;
+  }
+
+  private release(s: ShardedJob): void {
+    while (s.head < s.held.length && !this.waits(s, s.held[s.head])) this.releaseHead(s);
+  }
+
+  private releaseAll(): void {
+    for (const s of this.sharded.values()) {
+      while (s.head < s.held.length) this.releaseHead(s);
+      this.applyThrough(s, Number.POSITIVE_INFINITY);
+    }
+  }
+
+  private releaseHead(s: ShardedJob): void {
+    const e = s.held[s.head++];
+    if (s.head === s.held.length) {
+      s.held.length = 0;
+      s.heldAt.length = 0;
+      s.head = 0;
+    }
+    this.pass(s, e);
+  }
+
+  /** An event to the detectors; a step's after the merged collectives of its step and those before. */
+  private pass(s: ShardedJob, e: RankwatchEvent): void {
+    if (e.kind === 'step') this.applyThrough(s, e.step);
+    super.push(e);
+  }
+
+  /** The merged collectives of every step up to `step` go to the judge, oldest first. */
+  private applyThrough(s: ShardedJob, step: number): void {
+    if (step <= s.appliedThrough) return;
+    const steps = [...s.pending.keys()].filter((k) => k <= step).sort((a, b) => a - b);
+    for (const k of steps) {
+      for (const r of s.pending.get(k)!.values()) this.judge(r);
+      s.pending.delete(k);
+    }
+    if (step !== Number.POSITIVE_INFINITY) s.appliedThrough = step;
+  }
+
+  private judge(r: ReducedCollective): void {
+    const before = this.out.findings.length;
+    this.toJobReduced(r);
+    if (this.out.findings.length > before) this.link(before);
+  }
+
+  /** A shard's GPU finding: known here for the links, not emitted again (the shard stored it). */
+  private adopt(f: Finding): void {
+    if (f.type !== 'throttle' || f.gpu === undefined) return;
+    const key = `${f.host}/${f.gpu}`;
+    if (f.state === 'resolved') {
+      if (this.throttles.get(key) === f.id) this.throttles.delete(key);
+      return;
+    }
+    const fresh = !this.throttles.has(key);
+    this.throttles.set(key, f.id);
+    if (fresh) {
+      const before = this.out.findings.length;
+      this.linkThrottle({ ...f });
+      if (this.out.findings.length > before) this.link(before);
+    }
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The sharded layout in one process, for every simulated fault family: shard stages fed by
+ * host-group key, a job stage fed the job's events and the shards' records in three orders (the
+ * two topics arrive in none fixed), against one runner over the same events, as `replay` runs it.
+ * The same on the real broker: tests/kafka-sharded.int.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import type { RankwatchEvent } from '../schema/events.js';
+import type { Finding } from '../schema/finding.js';
+import { ClusterSim } from '../sim/cluster.js';
+import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
+import { parseFault } from '../sim/faults.js';
+import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
+import { JobStageRunner } from './job-stage.js';
+import { DetectorRunner } from './runner.js';
+import { ShardStageRunner } from './shard-stage.js';
+
+const events = (fault: string) => [
+  ...new ClusterSim({
+    job: 'j',
+    ranks: 64,
+    steps: 120,
+    seed: 5,
+    startTs: 0,
+    faults: [parseFault(fault)],
+  }).events(),
+];
+
+/** Each incident once: id, type, host, GPU, onset. */
+const incidents = (fs: Finding[]) =>
+  [
+    ...new Map(
+      fs.map((f) => [f.id, `${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`]),
+    ).values(),
+  ].sort();
+
+function unsharded(input: RankwatchEvent[]): Finding[] {
+  const r = new DetectorRunner();
+  for (const e of input) r.push(structuredClone(e));
+  r.endOfInput();
+  return r.take().findings;
+}
+
+type Order = 'interleaved' | 'job events first' | 'shard records first';
+
+function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding[] {
+  const runners = Array.from({ length: shards }, () => new ShardStageRunner());
+  const jobStage = new JobStageRunner();
+  const found: Finding[] = [];
+  const records: unknown[] = [];
+  const jobEvents: RankwatchEvent[] = [];
+  const collect = (s: ShardStageRunner) => {
+    const o = s.take();
+    found.push(...o.findings);
+    records.push(...(o.shard ?? []), ...o.findings.map((finding) => ({ t: 'finding', finding })));
+  };
+  // One host per group: 8 groups over the shards.
+  for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+    const key = parseShardKey(b.key);
+    if (!key) {
+      jobEvents.push(...(b.events as RankwatchEvent[]));
+      continue;
+    }
+    const s = runners[key.group % shards];
+    s.keyed(b.key);
+    for (const e of b.events) s.push(e as RankwatchEvent);
+    collect(s);
+  }
+  for (const s of runners) {
+    s.flush();
+    collect(s);
+  }
+  const feed = (a: number, b: number) => {
+    let i = 0;
+    let j = 0;
+    while (i < jobEvents.length || j < records.length) {
+      for (let k = 0; k < a && i < jobEvents.length; k++) jobStage.push(jobEvents[i++]);
+      for (let k = 0; k < b && j < records.length; k++) jobStage.shardRecord(records[j++]);
+    }
+  };
+  if (order === 'interleaved') feed(37, 53);
+  else if (order === 'job events first') feed(jobEvents.length, records.length);
+  else for (const r of records) jobStage.shardRecord(r);
+  if (order === 'shard records first') for (const e of jobEvents) jobStage.push(e);
+  jobStage.endOfInput();
+  found.push(...jobStage.take().findings);
+  return found;
+}
+
+describe('the sharded layout finds what one process finds', () => {
+  for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
+    it(`${family}: 2 and 4 shards, the job stage's inputs in any order`, () => {
+      const input = events(fault);
+      const want = unsharded(input);
+      expect(want.length).toBeGreaterThan(0);
+      const runs: [number, Order][] = [
+        [2, 'interleaved'],
+        [2, 'job events first'],
+        [2, 'shard records first'],
+        [4, 'interleaved'],
+      ];
+      for (const [shards, order] of runs) {
+        const got = sharded(input, shards, order);
+        if (!SHARDED_APART.includes(family)) {
+          expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
+          continue;
+        }
+        // The hang detector's inputs stay in the shards: same host and GPU, onset within a step.
+        const a = want.filter((f) => f.state === 'open');
+        const b = got.filter((f) => f.state === 'open');
+        expect(b.map((f) => `${f.type} ${f.host} ${f.gpu}`)).toEqual(
+          a.map((f) => `${f.type} ${f.host} ${f.gpu}`),
+        );
+        for (let i = 0; i < a.length; i++)
+          expect(Math.abs((b[i].onset_ts ?? 0) - (a[i].onset_ts ?? 0))).toBeLessThan(1200);
+      }
+    });
+  }
+
+  it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = incidents(unsharded(input));
+    const shard = new ShardStageRunner();
+    const jobStage = new JobStageRunner();
+    const records: unknown[] = [];
+    const jobEvents: RankwatchEvent[] = [];
+    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+      if (!parseShardKey(b.key)) {
+        jobEvents.push(...(b.events as RankwatchEvent[]));
+        continue;
+      }
+      shard.keyed(b.key);
+      for (const e of b.events) shard.push(e as RankwatchEvent);
+      records.push(...(shard.take().shard ?? []));
+    }
+    shard.flush();
+    records.push(...(shard.take().shard ?? []));
+    for (const r of records) jobStage.shardRecord(structuredClone(r));
+    for (const r of records) jobStage.shardRecord(structuredClone(r));
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.endOfInput();
+    expect(incidents(jobStage.take().findings)).toEqual(want);
+  });
+
+  it('a host group that never reports holds its job only so long, then the job goes on without it', () => {
+    let wall = 0;
+    const jobStage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    const input = events(FAMILY_FAULTS.slow_rank);
+    const announced = input.map((e) => (e.kind === 'job' ? { ...e, host_groups: 2 } : e));
+    // No shard ever sends anything: every step waits.
+    for (const e of announced) if (e.kind !== 'gpu' && e.kind !== 'collective') jobStage.push(e);
+    jobStage.advance(announced.at(-1)!.ts);
+    expect(jobStage.take().findings).toHaveLength(0);
+    wall = 61_000;
+    jobStage.advance(announced.at(-1)!.ts);
+    // The straggler is found from the steps alone, as it would be without collectives.
+    expect(jobStage.take().findings.map((f) => f.type)).toContain('straggler');
+  });
+
+  it('a throttled GPU found in a shard explains the straggler the job stage finds', () => {
+    const input = events(FAMILY_FAULTS.throttle);
+    const got = sharded(input, 2, 'interleaved');
+    const throttle = got.find((f) => f.type === 'throttle');
+    const straggler = got.filter((f) => f.type === 'straggler');
+    expect(throttle).toBeDefined();
+    expect(straggler.some((f) => f.related?.includes(throttle!.id))).toBe(true);
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * The sharded layout (docs/operations.md, "Capacity"): collect (keying GPU samples and collectives
+ * by host group, `--host-group-size 1`) → Kafka → two `detect --stage shard` and one
+ * `detect --stage job` → one ClickHouse-protocol store (chDB behind the HTTP interface), while the
+ * harness SIGKILLs a shard mid-stream and restarts it: its partitions move to the other shard,
+ * which replays them, then some move back. Nothing lost or doubled; the same incidents as replay.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Accounting, account, incidentsOnly, replayFindings } from './account.js';
+import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
+import { type Fault, faultsRun, feedCollector } from './feed.js';
+import type { SoakInput } from './input.js';
+import { caughtUp } from './kafka-path.js';
+import { freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
+
+export async function shardedPath(o: {
+  dir: string;
+  input: SoakInput;
+  seconds: number;
+  log: (l: string) => void;
+}): Promise<Accounting> {
+  const data = join(o.dir, 'store-data');
+  mkdirSync(data, { recursive: true });
+  const spool = join(o.dir, 'collector-spool');
+  mkdirSync(spool, { recursive: true });
+  const broker = await kafkaBroker(join(o.dir, 'kafka'));
+  const topic = `soak.${o.input.job}`;
+  const group = `soak-${o.input.job}`;
+  const storePort = await freePort();
+  const colPort = await freePort();
+  const storeUrl = `http://127.0.0.1:${storePort}`;
+  const procs: Proc[] = [];
+  const shards: (Proc | undefined)[] = [undefined, undefined];
+  let jobStage: Proc | undefined;
+  const drops: CollectorDrops = { refusedByBus: 0, other: {} };
+  const start = (name: string, stage: 'shard' | 'job') => {
+    const p = Proc.cli(name, [
+      'detect',
+      '--stage',
+      stage,
+      '--brokers',
+      broker.brokers,
+      '--topic',
+      topic,
+      '--shard-topic',
+      `${topic}.shards`,
+      '--shard-records-topic',
+      `${topic}.records`,
+      '--partitions',
+      '4',
+      '--group',
+      group,
+      '--client-id',
+      name,
+      '--dead-letter-topic',
+      `${topic}.dlq`,
+      '--clickhouse-url',
+      storeUrl,
+      '--stats-interval',
+      '0',
+      '--session-timeout-ms',
+      '10000',
+      // The shards send a step's records once a later step comes, or once their input is idle.
+      '--idle-advance-s',
+      '2',
+    ]);
+    procs.push(p);
+    return p;
+  };
+
+  try {
+    o.log('starting the Kafka broker');
+    await broker.start();
+    procs.push(await startChdbServer(data, storePort));
+    jobStage = start('job', 'job');
+    shards[0] = start('shard-0', 'shard');
+    shards[1] = start('shard-1', 'shard');
+    const col = await startCollector(
+      `kafka://${broker.brokers}/${topic}`,
+      spool,
+      colPort,
+      ['--host-group-size', '1'],
+      {
+        ...process.env,
+        RANKWATCH_KAFKA_SHARD_TOPIC: `${topic}.shards`,
+      },
+    );
+    procs.push(col);
+    const faults: Fault[] = [
+      {
+        at: 0.3,
+        name: 'SIGKILL a shard (`detect --stage shard`), restart it after 3 s',
+        run: async () => {
+          await shards[0]?.stop('SIGKILL');
+          await sleep(3_000);
+          shards[0] = start('shard-0', 'shard');
+        },
+      },
+    ];
+    const fed = await feedCollector({ lines: o.input.fed, colPort, seconds: o.seconds, faults, log: o.log });
+    o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for every stage to catch up`);
+    await quiet(colPort, `${storeUrl}/ping`);
+    for (const [g, t] of [
+      [`${group}.shards`, `${topic}.shards`],
+      [group, topic],
+      [`${group}.records`, `${topic}.records`],
+    ])
+      await until(`${g} to commit every message`, async () =>
+        (await caughtUp(broker.brokers, g, t)) ? true : undefined,
+      );
+    // The shards' last steps go out once their input is idle; then the job stage takes them.
+    await sleep(5_000);
+    await until('the job stage to take the last records', async () =>
+      (await caughtUp(broker.brokers, `${group}.records`, `${topic}.records`)) ? true : undefined,
+    );
+    await collectorDrops(colPort, drops);
+    await col.stop('SIGTERM');
+    await stopEach([...shards, jobStage], o.log);
+    const replay = await replayFindings(o.input, [], o.dir);
+    return await account({
+      path: 'collect (host-group keys) → Kafka → 2 × detect --stage shard + detect --stage job (ClickHouse protocol over chDB)',
+      url: storeUrl,
+      input: o.input,
+      refusedAtIngest: fed.rejected,
+      drops,
+      replay,
+      faults: faultsRun(fed.faults, false),
+      findingKeys: incidentsOnly,
+    });
+  } finally {
+    await stopAll(procs, o.dir);
+    await broker.stop().catch(() => {});
+  }
+}

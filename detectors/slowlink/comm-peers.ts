@@ -28,6 +28,8 @@ export class CommPeers {
   /** Learns from a p2p event, and returns its peer: the one it names, or the one the communicator's members say. */
   peerOf(e: CollectiveEvent): Member | undefined {
     const x = e as CollectiveEvent & { comm_rank?: number; peer_comm_rank?: number };
+    // A named peer with nothing to teach (the native path): no state kept for its communicator.
+    if (e.peer !== undefined && x.comm_rank === undefined) return { rank: e.peer, host: e.peer_host };
     const c = this.comm(e.comm);
     if (x.comm_rank !== undefined) c.byCommRank.set(x.comm_rank, { rank: e.rank, host: e.host });
     if (c.seen.length < 2 && !c.seen.some((m) => m.rank === e.rank))

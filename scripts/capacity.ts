@@ -309,7 +309,7 @@ for (const g of GPUS) {
   const partitions = Math.max(Math.ceil(bytes / PARTITION_BYTES), procs);
   const how = one
     ? 'one partition, one process'
-    : `${f1(ev / perProcess)}× one process: step stage in 1, collectives and GPU samples in ${shards} shard${shards > 1 ? 's' : ''}`;
+    : `${f1(ev / perProcess)}× one process: estimate (the job stage at step records' cost; \`npm run bench -- sharded\` measures it), step stage in 1, collectives and GPU samples in ${shards} shard${shards > 1 ? 's' : ''}`;
   const rows = ev * (1 + stepShare);
   p(
     `| ${fmt(g)} | ${fmt(ev)} | ${f1(bytes / 1e6)} | ${partitions} | ${procs} | ${how} | ${fmt(rows)} | ${f1((ev * (c.store.cpu - c.encode.cpu)) / 1e6)} |`,

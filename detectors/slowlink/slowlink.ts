@@ -179,7 +179,14 @@ export class SlowLinkDetector {
     private readonly ranks: RankTable,
     private readonly log: FindingLog,
     private readonly cfg: SlowLinkConfig = SLOWLINK_DEFAULTS,
-  ) {}
+  ) {
+    this.flapHit = Math.log(cfg.flapP1 / cfg.flapP0);
+    this.flapMiss = Math.log((1 - cfg.flapP1) / (1 - cfg.flapP0));
+  }
+
+  /** The flapping statistic's log-likelihood steps for a hit and a miss, once (every row moves each step). */
+  private readonly flapHit: number;
+  private readonly flapMiss: number;
 
   add(e: CollectiveEvent): void {
     // A snapshot of a step still running, or a reporting interval of a rank with no step
@@ -756,9 +763,9 @@ export class SlowLinkDetector {
         t.maxGap[c] = Math.max(t.maxGap[c], step - t.lastHit[i]);
       }
       t.lastHit[i] = step;
-      t.flap[i] += Math.log(this.cfg.flapP1 / this.cfg.flapP0);
+      t.flap[i] += this.flapHit;
     } else {
-      t.flap[i] = Math.max(0, t.flap[i] + Math.log((1 - this.cfg.flapP1) / (1 - this.cfg.flapP0)));
+      t.flap[i] = Math.max(0, t.flap[i] + this.flapMiss);
     }
     if (!t.flagged[i]) {
       if (t.s[i] === 0 && t.flap[i] === 0) {

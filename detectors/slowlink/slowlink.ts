@@ -199,7 +199,10 @@ export class SlowLinkDetector {
       const peer = this.peers.peerOf(e);
       if (peer === undefined) return;
       // Both ends report the same transfer: key the edge by sender and receiver rank.
-      const [from, to] = e.op === 'send' ? [e.rank, peer.rank] : [peer.rank, e.rank];
+      // Plain ternaries, not a destructured pair: no array per p2p record.
+      const sends = e.op === 'send';
+      const from = sends ? e.rank : peer.rank;
+      const to = sends ? peer.rank : e.rank;
       const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
       if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
       let link: number;
@@ -209,8 +212,7 @@ export class SlowLinkDetector {
       } else link = step.oddEdges.get(from * 1_048_576 + to) ?? -1;
       if (link < 0) {
         const peerRail = this.rail(peer.rank, peer.host, undefined);
-        const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-        link = this.newLink(L, 'p2p', e, false, src, dst);
+        link = this.newLink(L, 'p2p', e, false, sends ? rail : peerRail, sends ? peerRail : rail);
         L.to[link] = to;
         if (indexed) {
           L.next[link] = step.edgeHead[from];

@@ -205,7 +205,8 @@ export class DetectorRunner {
       if (j !== undefined) for (let k = 0; k < readers.length; k++) j.detectors[readers[k]].event!(e);
       return;
     }
-    for (const j of this.jobs.values()) for (let k = 0; k < readers.length; k++) j.detectors[readers[k]].event!(e);
+    for (const j of this.jobs.values())
+      for (let k = 0; k < readers.length; k++) j.detectors[readers[k]].event!(e);
   }
 
   /** A collective to the job detectors that read it; not to a job that finished before it. */

@@ -170,7 +170,7 @@ export class DetectorRunner {
   push(e: RankwatchEvent): void {
     this.counters.events++;
     if (e.ts > this.lastTs) this.lastTs = e.ts;
-    for (const d of this.advancing) d.advance!(e.ts);
+    for (let k = 0; k < this.advancing.length; k++) this.advancing[k].advance!(e.ts);
     const before = this.out.findings.length;
     const swept = this.quiet.advance(e.ts);
     if (swept) this.sweepQuiet(swept);
@@ -190,27 +190,36 @@ export class DetectorRunner {
    * (a collective makes its job known), or of every job when it names none (a fault).
    */
   private dispatch(e: RankwatchEvent): void {
-    for (const d of this.fleetReading.get(e.kind) ?? []) d.event!(e);
+    // Indexed loops and no array per event: this runs for every event of the stream.
+    const fleet = this.fleetReading.get(e.kind);
+    if (fleet !== undefined) for (let k = 0; k < fleet.length; k++) fleet[k].event!(e);
     const readers = this.jobReading.get(e.kind);
-    if (!readers) return;
-    const id = (e as { job?: string }).job;
+    if (readers === undefined) return;
     if (e.kind === 'collective') {
       this.toJob(e, readers);
       return;
     }
-    for (const j of id === undefined ? this.jobs.values() : [this.jobs.get(id)]) {
-      if (j) for (const i of readers) j.detectors[i].event!(e);
+    const id = (e as { job?: string }).job;
+    if (id !== undefined) {
+      const j = this.jobs.get(id);
+      if (j !== undefined) for (let k = 0; k < readers.length; k++) j.detectors[readers[k]].event!(e);
+      return;
     }
+    for (const j of this.jobs.values())
+      for (let k = 0; k < readers.length; k++) j.detectors[readers[k]].event!(e);
   }
 
   /** A collective to the job detectors that read it; not to a job that finished before it. */
   protected toJob(e: CollectiveEvent, readers = this.jobReading.get('collective') ?? []): void {
-    if (!this.jobs.has(e.job) && e.ts <= (this.finishedAt.get(e.job) ?? Number.NEGATIVE_INFINITY)) {
-      this.counters.collectives_after_finish++;
-      return;
+    let j = this.jobs.get(e.job);
+    if (j === undefined) {
+      if (e.ts <= (this.finishedAt.get(e.job) ?? Number.NEGATIVE_INFINITY)) {
+        this.counters.collectives_after_finish++;
+        return;
+      }
+      j = this.job(e.job);
     }
-    const j = this.job(e.job);
-    for (const i of readers) j.detectors[i].event!(e);
+    for (let k = 0; k < readers.length; k++) j.detectors[readers[k]].event!(e);
   }
 
   /** A collective the shards reduced, to the job detectors that take one; not to a job that finished before it. */

@@ -131,7 +131,9 @@ function normalise(name: string): string {
 const looked = new Map<string, GpuSpec | undefined>();
 
 export function findGpu(model: string): GpuSpec | undefined {
-  if (looked.has(model)) return looked.get(model);
+  // One lookup on the hot path (the throttle detector asks per GPU sample); `has` only for a miss.
+  const hit = looked.get(model);
+  if (hit !== undefined || looked.has(model)) return hit;
   const spec = byName.get(normalise(model));
   if (looked.size < 1000) looked.set(model, spec);
   return spec;

@@ -179,7 +179,14 @@ export class SlowLinkDetector {
     private readonly ranks: RankTable,
     private readonly log: FindingLog,
     private readonly cfg: SlowLinkConfig = SLOWLINK_DEFAULTS,
-  ) {}
+  ) {
+    this.flapHit = Math.log(cfg.flapP1 / cfg.flapP0);
+    this.flapMiss = Math.log((1 - cfg.flapP1) / (1 - cfg.flapP0));
+  }
+
+  /** The flapping statistic's log-likelihood steps for a hit and a miss, once (every row moves each step). */
+  private readonly flapHit: number;
+  private readonly flapMiss: number;
 
   add(e: CollectiveEvent): void {
     // A snapshot of a step still running, or a reporting interval of a rank with no step
@@ -192,7 +199,10 @@ export class SlowLinkDetector {
       const peer = this.peers.peerOf(e);
       if (peer === undefined) return;
       // Both ends report the same transfer: key the edge by sender and receiver rank.
-      const [from, to] = e.op === 'send' ? [e.rank, peer.rank] : [peer.rank, e.rank];
+      // Plain ternaries, not a destructured pair: no array per p2p record.
+      const sends = e.op === 'send';
+      const from = sends ? e.rank : peer.rank;
+      const to = sends ? peer.rank : e.rank;
       const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
       if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
       let link: number;
@@ -202,8 +212,7 @@ export class SlowLinkDetector {
       } else link = step.oddEdges.get(from * 1_048_576 + to) ?? -1;
       if (link < 0) {
         const peerRail = this.rail(peer.rank, peer.host, undefined);
-        const [src, dst] = e.op === 'send' ? [rail, peerRail] : [peerRail, rail];
-        link = this.newLink(L, 'p2p', e, false, src, dst);
+        link = this.newLink(L, 'p2p', e, false, sends ? rail : peerRail, sends ? peerRail : rail);
         L.to[link] = to;
         if (indexed) {
           L.next[link] = step.edgeHead[from];
@@ -756,9 +765,9 @@ export class SlowLinkDetector {
         t.maxGap[c] = Math.max(t.maxGap[c], step - t.lastHit[i]);
       }
       t.lastHit[i] = step;
-      t.flap[i] += Math.log(this.cfg.flapP1 / this.cfg.flapP0);
+      t.flap[i] += this.flapHit;
     } else {
-      t.flap[i] = Math.max(0, t.flap[i] + Math.log((1 - this.cfg.flapP1) / (1 - this.cfg.flapP0)));
+      t.flap[i] = Math.max(0, t.flap[i] + this.flapMiss);
     }
     if (!t.flagged[i]) {
       if (t.s[i] === 0 && t.flap[i] === 0) {

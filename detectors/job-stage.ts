@@ -23,6 +23,7 @@ import {
   type Edge,
   mergeEdges,
   mergeReduced,
+  type ReducedCollective,
   type ReducedEdges,
   reducedKey,
   type ShardRecord,
@@ -54,6 +55,8 @@ export class JobStageRunner extends DetectorRunner {
   private readonly throttles = new Map<string, string>();
   /** A p2p record's edges by `from>to`, once a second shard's record of its communicator and step came. */
   private readonly edgeIndex = new WeakMap<ReducedEdges, Map<string, Edge>>();
+  /** Collective records copied here (merged into), as against those kept as they came. */
+  private readonly copies = new WeakSet<ReducedCollective>();
   private readonly holdMs: number;
   private readonly now: () => number;
 
@@ -104,13 +107,22 @@ export class JobStageRunner extends DetectorRunner {
     }
     const key = reducedKey(r);
     const have = byKey.get(key);
-    if (!have)
-      byKey.set(key, r.t === 'edges' ? r : { ...r, members: r.members ? [...r.members] : undefined });
-    else if (have.t === 'reduced' && r.t === 'reduced') mergeReduced(have, r);
+    // The first record is kept as it came; a copy is made only when a second one joins it.
+    if (!have) byKey.set(key, r);
+    else if (have.t === 'reduced' && r.t === 'reduced') mergeReduced(this.own(byKey, key, have), r);
     else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
   }
 
-  /** A second shard's edges of a communicator's step: joined into a copy (the first record stays as it came). */
+  /** A record of `byKey` this runner may change: the one that came, copied on its first join. */
+  private own(byKey: Map<string, ShardReduced>, key: string, have: ReducedCollective): ReducedCollective {
+    if (this.copies.has(have)) return have;
+    const copy = { ...have, members: have.members ? [...have.members] : undefined };
+    this.copies.add(copy);
+    byKey.set(key, copy);
+    return copy;
+  }
+
+  /** A second shard's edges of a communicator's step: joined into a copy, as `own` does for collectives. */
   private joinEdges(
     byKey: Map<string, ShardReduced>,
     key: string,

@@ -14,7 +14,7 @@ import type { FindingLog, LifecycleConfig } from './findings.js';
 import type { HangConfig } from './hang/hang.js';
 import type { MfuDropConfig } from './mfu/drop.js';
 import type { NcclCheckConfig } from './nccl_tests/nccl_tests.js';
-import type { ReducedCollective } from './slowlink/shard-reduce.js';
+import type { ShardReduced } from './slowlink/shard-reduce.js';
 import type { SlowLinkConfig } from './slowlink/slowlink.js';
 import type { StallConfig } from './stall/stall.js';
 import type { AssemblerConfig, RankTable, StepFrame } from './steps.js';
@@ -70,7 +70,7 @@ export interface JobDetector extends Detector {
   /** A step closed on every rank (or timed out): its frame and the job's step time. */
   step?(frame: StepFrame, stepMs: number): void;
   /** A communicator's step reduced by the shards (the sharded layout's job stage). */
-  reduced?(r: ReducedCollective): void;
+  reduced?(r: ShardReduced): void;
   /** The job's MFU for a closed step, after every `step` hook ran (so findings that explain it are open). */
   mfu?(point: MfuPoint): void;
   /** The job restarted: baselines from before the restart no longer hold. */

@@ -20,10 +20,14 @@ import type { Finding } from '../schema/finding.js';
 import type { DetectorConfig } from './detector.js';
 import { DetectorRunner } from './runner.js';
 import {
+  type Edge,
+  mergeEdges,
   mergeReduced,
   type ReducedCollective,
+  type ReducedEdges,
   reducedKey,
   type ShardRecord,
+  type ShardReduced,
 } from './slowlink/shard-reduce.js';
 
 export interface JobStageOptions {
@@ -36,7 +40,7 @@ interface ShardedJob {
   groups: Set<number>;
   through: Map<number, number>;
   /** Merged records by step, then by communicator, until their step's events are released. */
-  pending: Map<number, Map<string, ReducedCollective>>;
+  pending: Map<number, Map<string, ShardReduced>>;
   /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
   held: RankwatchEvent[];
   heldAt: number[];
@@ -49,6 +53,10 @@ export class JobStageRunner extends DetectorRunner {
   private readonly sharded = new Map<string, ShardedJob>();
   /** Open throttle incidents the shards reported, by `host/gpu`: what a straggler links to. */
   private readonly throttles = new Map<string, string>();
+  /** A p2p record's edges by `from>to`, once a second shard's record of its communicator and step came. */
+  private readonly edgeIndex = new WeakMap<ReducedEdges, Map<string, Edge>>();
+  /** Collective records copied here (merged into), as against those kept as they came. */
+  private readonly copies = new WeakSet<ReducedCollective>();
   private readonly holdMs: number;
   private readonly now: () => number;
 
@@ -86,7 +94,7 @@ export class JobStageRunner extends DetectorRunner {
       this.release(s);
       return;
     }
-    if (r.t !== 'reduced') return;
+    if (r.t !== 'reduced' && r.t !== 'edges') return;
     s.groups.add(r.group);
     if (r.step <= s.appliedThrough) {
       this.judge(r);
@@ -99,8 +107,36 @@ export class JobStageRunner extends DetectorRunner {
     }
     const key = reducedKey(r);
     const have = byKey.get(key);
-    if (have) mergeReduced(have, r);
-    else byKey.set(key, { ...r, members: r.members ? [...r.members] : undefined });
+    // The first record is kept as it came; a copy is made only when a second one joins it.
+    if (!have) byKey.set(key, r);
+    else if (have.t === 'reduced' && r.t === 'reduced') mergeReduced(this.own(byKey, key, have), r);
+    else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
+  }
+
+  /** A record of `byKey` this runner may change: the one that came, copied on its first join. */
+  private own(byKey: Map<string, ShardReduced>, key: string, have: ReducedCollective): ReducedCollective {
+    if (this.copies.has(have)) return have;
+    const copy = { ...have, members: have.members ? [...have.members] : undefined };
+    this.copies.add(copy);
+    byKey.set(key, copy);
+    return copy;
+  }
+
+  /** A second shard's edges of a communicator's step: joined into a copy, as `own` does for collectives. */
+  private joinEdges(
+    byKey: Map<string, ShardReduced>,
+    key: string,
+    have: ReducedEdges,
+    r: ReducedEdges,
+  ): void {
+    let index = this.edgeIndex.get(have);
+    if (!index) {
+      have = { ...have, edges: have.edges.map((e) => [...e] as Edge) };
+      byKey.set(key, have);
+      index = new Map();
+      this.edgeIndex.set(have, index);
+    }
+    mergeEdges(have, r, index);
   }
 
   override flush(): void {
@@ -202,7 +238,7 @@ export class JobStageRunner extends DetectorRunner {
     if (step !== Number.POSITIVE_INFINITY) s.appliedThrough = step;
   }
 
-  private judge(r: ReducedCollective): void {
+  private judge(r: ShardReduced): void {
     const before = this.out.findings.length;
     this.toJobReduced(r);
     if (this.out.findings.length > before) this.link(before);

@@ -29,7 +29,7 @@ import { MfuSeries } from './mfu/series.js';
 import { NCCL_CHECK_DEFAULTS } from './nccl_tests/nccl_tests.js';
 import { type QuietEnd, type QuietSweep, QuietTracker } from './quiet.js';
 import { rollupSteps } from './rollup.js';
-import type { ReducedCollective } from './slowlink/shard-reduce.js';
+import type { ShardReduced } from './slowlink/shard-reduce.js';
 import { SLOWLINK_DEFAULTS } from './slowlink/slowlink.js';
 import { STALL_DEFAULTS } from './stall/stall.js';
 import { ASSEMBLER_DEFAULTS, RankTable, StepAssembler, type StepFrame } from './steps.js';
@@ -223,8 +223,17 @@ export class DetectorRunner {
   }
 
   /** A collective the shards reduced, to the job detectors that take one; not to a job that finished before it. */
-  protected toJobReduced(r: ReducedCollective): void {
-    if (!this.jobs.has(r.job) && r.ts <= (this.finishedAt.get(r.job) ?? Number.NEGATIVE_INFINITY)) {
+  protected toJobReduced(r: ShardReduced): void {
+    const finished = this.jobs.has(r.job)
+      ? Number.NEGATIVE_INFINITY
+      : (this.finishedAt.get(r.job) ?? Number.NEGATIVE_INFINITY);
+    if (r.t === 'edges' && r.edges.some((x) => x[11] <= finished)) {
+      // Each edge as its own record was: those before the finish are counted, the rest judged.
+      const late = r.edges.filter((x) => x[11] > finished);
+      for (const x of r.edges) if (x[11] <= finished) this.counters.collectives_after_finish += x[10];
+      if (!late.length) return;
+      r = { ...r, edges: late };
+    } else if (r.t === 'reduced' && r.ts <= finished) {
       this.counters.collectives_after_finish += r.count;
       return;
     }

@@ -1,10 +1,12 @@
 /**
  * The shard half of the slow-link detector (docs/operations.md, "Capacity"). A shard owns some
  * host groups of a job; per step it reduces their collective records to one record per
- * communicator (p2p: per edge): the shortest and longest duration its members reported, how many
- * reports, the bus bandwidth at the shortest, and the member ranks. The job stage merges the
- * shards' records (minimum of minima, members joined: `mergeReduced`) and hands them to the
- * judge (`toCollectives`), which sees what it would have built from the raw records.
+ * communicator: the shortest and longest duration its members reported, how many reports, the bus
+ * bandwidth at the shortest, and the member ranks; a p2p communicator's edges go in one record,
+ * a row per edge (a record per edge was half the job stage's records and most of its bytes). The
+ * job stage merges the shards' records (minimum of minima, members and edges joined:
+ * `mergeReduced`, `mergeEdges`) and hands them to the judge (`toCollectives`, `edgeEvents`),
+ * which sees what it would have built from the raw records.
  *
  * A group's step is sent once a record of a later step came from that group (records of a group
  * arrive in step order per rank), or at the end of input or when the bus is idle; each send is
@@ -33,10 +35,37 @@ export interface ReducedCollective {
   count: number;
   /** Bus bandwidth at the shortest duration (nccl-tests' definition). */
   busbw_gbs: number;
-  /** Collectives: each member once, in the order they first reported. */
+  /** Each member once, in the order they first reported. */
   members?: Member[];
-  /** p2p: the edge as its first report gave it (sender or receiver side). */
-  edge?: { rank: number; host: string; gpu: number; peer: number; peer_host?: string };
+}
+
+/**
+ * A p2p edge as its first report gave it (sender or receiver side; gpu -1 and peer_host null:
+ * not given), then the shortest and longest duration, how many reports and the latest's time.
+ */
+export type Edge = [
+  op: string,
+  rank: number,
+  host: string,
+  gpu: number,
+  peer: number,
+  peer_host: string | null,
+  bytes: number,
+  nranks: number | null,
+  min_ms: number,
+  max_ms: number,
+  count: number,
+  ts: number,
+];
+
+/** A p2p communicator's edges in a step (an edge: sender>receiver, whichever end reported it). */
+export interface ReducedEdges {
+  t: 'edges';
+  job: string;
+  group: number;
+  step: number;
+  comm: string;
+  edges: Edge[];
 }
 
 export interface ShardMark {
@@ -48,15 +77,18 @@ export interface ShardMark {
   ts: number;
 }
 
-export type ShardRecord = ReducedCollective | ShardMark;
+export type ShardReduced = ReducedCollective | ReducedEdges;
+export type ShardRecord = ShardReduced | ShardMark;
 
-/** One group's open steps: each step's records by `op|comm` (p2p: `op|comm|from>to`). */
+/** One group's open steps: each step's records by `op|comm` (p2p: `p2p|comm`). */
 interface GroupState {
   job: string;
   group: number;
-  steps: Map<number, Map<string, ReducedCollective>>;
+  steps: Map<number, Map<string, ShardReduced>>;
   /** Sets per record of members already listed (by rank). */
   seen: Map<ReducedCollective, Set<number>>;
+  /** Per p2p record, its edges by `from>to`. */
+  edgesOf: Map<ReducedEdges, Map<string, Edge>>;
   maxStep: number;
   through: number;
 }
@@ -79,10 +111,12 @@ export class ShardReducer {
       byKey = new Map();
       g.steps.set(e.step, byKey);
     }
-    const p2p = e.op === 'send' || e.op === 'recv';
-    if (p2p && e.peer === undefined) return;
-    const key = keyOf(e.op, e.comm, e.rank, e.peer);
-    let r = byKey.get(key);
+    if (e.op === 'send' || e.op === 'recv') {
+      if (e.peer !== undefined) this.addEdge(g, byKey, e, group);
+      return;
+    }
+    const key = `${e.op}|${e.comm}`;
+    let r = byKey.get(key) as ReducedCollective | undefined;
     if (!r) {
       r = {
         t: 'reduced',
@@ -98,30 +132,55 @@ export class ShardReducer {
         max_ms: e.dur_ms,
         count: 0,
         busbw_gbs: 0,
-        ...(p2p
-          ? {
-              edge: {
-                rank: e.rank,
-                host: e.host,
-                gpu: e.gpu ?? -1,
-                peer: e.peer!,
-                ...(e.peer_host === undefined ? {} : { peer_host: e.peer_host }),
-              },
-            }
-          : { members: [] }),
+        members: [],
       };
       byKey.set(key, r);
-      if (!p2p) g.seen.set(r, new Set());
+      g.seen.set(r, new Set());
     }
     r.count++;
     if (e.ts > r.ts) r.ts = e.ts;
     if (e.dur_ms < r.min_ms) r.min_ms = e.dur_ms;
     if (e.dur_ms > r.max_ms) r.max_ms = e.dur_ms;
-    const seen = g.seen.get(r);
-    if (seen && !seen.has(e.rank)) {
+    const seen = g.seen.get(r)!;
+    if (!seen.has(e.rank)) {
       seen.add(e.rank);
       r.members!.push([e.rank, e.host, e.gpu ?? -1]);
     }
+  }
+
+  /** A p2p report into its communicator's record of the step: a new edge, or the edge's figures. */
+  private addEdge(g: GroupState, byKey: Map<string, ShardReduced>, e: CollectiveEvent, group: number): void {
+    const key = `p2p|${e.comm}`;
+    let r = byKey.get(key) as ReducedEdges | undefined;
+    if (!r) {
+      r = { t: 'edges', job: e.job, group, step: e.step, comm: e.comm, edges: [] };
+      byKey.set(key, r);
+      g.edgesOf.set(r, new Map());
+    }
+    const peer = e.peer!;
+    const edges = g.edgesOf.get(r)!;
+    const ek = e.op === 'send' ? `${e.rank}>${peer}` : `${peer}>${e.rank}`;
+    const have = edges.get(ek);
+    if (have) {
+      foldEdge(have, e.dur_ms, e.dur_ms, 1, e.ts);
+      return;
+    }
+    const edge: Edge = [
+      e.op,
+      e.rank,
+      e.host,
+      e.gpu ?? -1,
+      peer,
+      e.peer_host ?? null,
+      e.bytes,
+      e.nranks ?? null,
+      e.dur_ms,
+      e.dur_ms,
+      1,
+      e.ts,
+    ];
+    edges.set(ek, edge);
+    r.edges.push(edge);
   }
 
   /** Sends every open step (end of input, an idle bus). */
@@ -143,6 +202,7 @@ export class ShardReducer {
         group,
         steps: new Map(),
         seen: new Map(),
+        edgesOf: new Map(),
         maxStep: Number.NEGATIVE_INFINITY,
         through: Number.NEGATIVE_INFINITY,
       };
@@ -156,8 +216,11 @@ export class ShardReducer {
     const done = [...g.steps.keys()].filter((s) => s <= step).sort((a, b) => a - b);
     for (const s of done) {
       for (const r of g.steps.get(s)!.values()) {
-        r.busbw_gbs = busbwGBps(r.op, r.nranks ?? 2, r.bytes, r.min_ms);
-        g.seen.delete(r);
+        if (r.t === 'edges') g.edgesOf.delete(r);
+        else {
+          r.busbw_gbs = busbwGBps(r.op, r.nranks ?? 2, r.bytes, r.min_ms);
+          g.seen.delete(r);
+        }
         out.push(r);
       }
       g.steps.delete(s);
@@ -183,24 +246,44 @@ export function mergeReduced(into: ReducedCollective, r: ReducedCollective): voi
   for (const m of r.members) if (!have.has(m[0])) into.members.push(m);
 }
 
-/** The key a merged record is filed under at the job stage. */
-export function reducedKey(r: ReducedCollective): string {
-  return keyOf(r.op, r.comm, r.edge?.rank ?? 0, r.edge?.peer);
-}
-
-/** A collective by op and communicator; a p2p edge by communicator, sender and receiver (both ends report it). */
-function keyOf(op: string, comm: string, rank: number, peer: number | undefined): string {
-  if (op !== 'send' && op !== 'recv') return `${op}|${comm}`;
-  return `${comm}|${op === 'send' ? `${rank}>${peer}` : `${peer}>${rank}`}`;
-}
-
 /**
- * The collective records the judge reads for a merged record: one per member at the shortest
- * duration (the judge keeps the minimum and lists each member's rail), or the p2p edge's.
+ * Joins another shard's (or a redelivered) record of the same p2p communicator and step into
+ * `into`; `index` holds `into`'s edges by `from>to` (built here on the first join).
  */
+export function mergeEdges(into: ReducedEdges, r: ReducedEdges, index: Map<string, Edge>): void {
+  if (index.size === 0) for (const e of into.edges) index.set(edgeKey(e), e);
+  for (const e of r.edges) {
+    const k = edgeKey(e);
+    const have = index.get(k);
+    if (have) foldEdge(have, e[8], e[9], e[10], e[11]);
+    else {
+      const copy = [...e] as Edge;
+      index.set(k, copy);
+      into.edges.push(copy);
+    }
+  }
+}
+
+/** The key a merged record is filed under at the job stage. */
+export function reducedKey(r: ShardReduced): string {
+  return r.t === 'edges' ? `p2p|${r.comm}` : `${r.op}|${r.comm}`;
+}
+
+/** An edge by sender and receiver (both ends report it). */
+function edgeKey(e: Edge): string {
+  return e[0] === 'send' ? `${e[1]}>${e[4]}` : `${e[4]}>${e[1]}`;
+}
+
+function foldEdge(e: Edge, min: number, max: number, count: number, ts: number): void {
+  if (min < e[8]) e[8] = min;
+  if (max > e[9]) e[9] = max;
+  e[10] += count;
+  if (ts > e[11]) e[11] = ts;
+}
+
+/** The collective records the judge reads for a merged record: one per member at the shortest duration. */
 export function toCollectives(r: ReducedCollective): CollectiveEvent[] {
-  // Built field by field, not by spreads: the job stage makes one per p2p edge and step.
-  const one = (rank: number, host: string, gpu: number): CollectiveEvent => {
+  return (r.members ?? []).map(([rank, host, gpu]) => {
     const e = {
       v: 1,
       kind: 'collective',
@@ -217,12 +300,30 @@ export function toCollectives(r: ReducedCollective): CollectiveEvent[] {
     if (gpu >= 0) e.gpu = gpu;
     if (r.nranks !== undefined) e.nranks = r.nranks;
     return e;
-  };
-  if (r.edge) {
-    const e = one(r.edge.rank, r.edge.host, r.edge.gpu);
-    e.peer = r.edge.peer;
-    if (r.edge.peer_host !== undefined) e.peer_host = r.edge.peer_host;
-    return [e];
-  }
-  return (r.members ?? []).map(([rank, host, gpu]) => one(rank, host, gpu));
+  });
+}
+
+/** The p2p records the judge reads for a merged record: one per edge, at its shortest duration. */
+export function edgeEvents(r: ReducedEdges): CollectiveEvent[] {
+  // Built field by field, not by spreads: one per p2p edge and step.
+  return r.edges.map((x) => {
+    const e = {
+      v: 1,
+      kind: 'collective',
+      ts: x[11],
+      job: r.job,
+      rank: x[1],
+      host: x[2],
+      step: r.step,
+      op: x[0],
+      comm: r.comm,
+      bytes: x[6],
+      dur_ms: x[8],
+      peer: x[4],
+    } as CollectiveEvent;
+    if (x[3] >= 0) e.gpu = x[3];
+    if (x[5] !== null) e.peer_host = x[5];
+    if (x[7] !== null) e.nranks = x[7];
+    return e;
+  });
 }

@@ -38,7 +38,7 @@ import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
 import { CommPeers } from './comm-peers.js';
 import { type LinkKind, StepLinks } from './links.js';
-import { type ReducedCollective, toCollectives } from './shard-reduce.js';
+import { edgeEvents, type ShardReduced, toCollectives } from './shard-reduce.js';
 import { CusumTable, pairDst, pairSrc, RailIds, railPair } from './state.js';
 
 export interface SlowLinkConfig extends CusumConfig {
@@ -232,9 +232,9 @@ export class SlowLinkDetector {
    * `add` builds from each member's record, without a record per member. Rails are named in the
    * members' order, as `add` would name them.
    */
-  addReduced(r: ReducedCollective): void {
-    if (r.edge || !r.members?.length) {
-      for (const e of toCollectives(r)) this.add(e);
+  addReduced(r: ShardReduced): void {
+    if (r.t === 'edges' || !r.members?.length) {
+      for (const e of r.t === 'edges' ? edgeEvents(r) : toCollectives(r)) this.add(e);
       return;
     }
     const step = this.openStep(r.step);

@@ -513,24 +513,31 @@ export class KafkaTransport implements Transport {
   /** Creates the events and dead-letter topics once, with partitions and replication from config. */
   ensureTopics(): Promise<void> {
     if (!this.config.createTopics) return Promise.resolve();
-    this.topicsReady ??= (async () => {
-      const admin = await this.adminClient();
-      const existing = new Set(await admin.listTopics());
-      const topics = [
-        { topic: this.config.topic, numPartitions: this.config.partitions },
-        ...(this.sendsShards
-          ? [{ topic: this.config.shardTopic, numPartitions: this.config.partitions }]
-          : []),
-        { topic: this.config.deadLetterTopic, numPartitions: 1 },
-      ]
-        .filter((t) => !existing.has(t.topic))
-        .map((t) => ({ ...t, replicationFactor: this.config.replicationFactor }));
-      if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
-    })().catch((err) => {
+    // A broker under load may answer a metadata request for a topic it just created with "does not
+    // host this topic-partition": a few quick tries before the caller's own (longer) retry.
+    this.topicsReady ??= retry(() => this.createMissingTopics(), {
+      attempts: 4,
+      baseDelayMs: 250,
+      jitter: true,
+      retryIf: (err) => transportError(err, '').code === 'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
+    }).catch((err) => {
       this.topicsReady = undefined;
       throw transportError(err, 'creating topics');
     });
     return this.topicsReady;
+  }
+
+  private async createMissingTopics(): Promise<void> {
+    const admin = await this.adminClient();
+    const existing = new Set(await admin.listTopics());
+    const topics = [
+      { topic: this.config.topic, numPartitions: this.config.partitions },
+      ...(this.sendsShards ? [{ topic: this.config.shardTopic, numPartitions: this.config.partitions }] : []),
+      { topic: this.config.deadLetterTopic, numPartitions: 1 },
+    ]
+      .filter((t) => !existing.has(t.topic))
+      .map((t) => ({ ...t, replicationFactor: this.config.replicationFactor }));
+    if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
   }
 
   // ---- consumer side -------------------------------------------------------------------

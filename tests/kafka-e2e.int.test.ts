@@ -4,10 +4,9 @@
  * own chDB folder (chDB opens one folder per process). What the two stores hold together is
  * compared with `rankwatch replay` of the same events: every finding once, every event once.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
@@ -19,10 +18,10 @@ import { expectBuiltPipeline } from './helpers.js';
 import {
   brokers,
   caughtUp,
-  deleteTopics,
   dumpStore,
   exited,
   groupMembers,
+  kafkaTestScope,
   names,
   partitionOfKey,
   rankwatch,
@@ -31,14 +30,7 @@ import {
   waitFor,
 } from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-e2e-'));
-const topics: string[] = [];
-const children: ReturnType<typeof rankwatch>[] = [];
-afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  if (brokers().length) await deleteTopics(brokers(), topics);
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, topics, children } = kafkaTestScope('rankwatch-kafka-e2e-');
 
 const PARTITIONS = 2;
 /** A job id that the default partitioner puts on `partition`. */

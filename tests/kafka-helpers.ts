@@ -1,10 +1,12 @@
 /** Shared by the Kafka suites: the broker from the global setup, random topic names, cleanup. */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { AssignerProtocol, Kafka, logLevel, Partitioners } from 'kafkajs';
-import { inject } from 'vitest';
+import { afterAll, inject } from 'vitest';
 
 const runFile = promisify(execFile);
 
@@ -167,4 +169,26 @@ export async function groupMembers(
   } finally {
     await admin.disconnect();
   }
+}
+
+/**
+ * A test file's scratch folder, the topics it creates and the processes it starts: all removed
+ * (processes SIGKILLed) after its tests.
+ */
+export function kafkaTestScope(prefix: string): {
+  dir: string;
+  topics: string[];
+  children: ReturnType<typeof rankwatch>[];
+} {
+  const scope = {
+    dir: mkdtempSync(join(tmpdir(), prefix)),
+    topics: [] as string[],
+    children: [] as ReturnType<typeof rankwatch>[],
+  };
+  afterAll(async () => {
+    for (const c of scope.children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    if (brokers().length) await deleteTopics(brokers(), scope.topics);
+    rmSync(scope.dir, { recursive: true, force: true });
+  });
+  return scope;
 }

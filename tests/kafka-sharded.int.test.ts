@@ -5,10 +5,9 @@
  * What each layout finds (the shards' GPU findings and the job stage's) equals `rankwatch replay`
  * of the same events: the same incidents, by id, type, host, GPU and onset.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
@@ -16,16 +15,9 @@ import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
 import { parseFault } from '../sim/faults.js';
 import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
-import { brokers, caughtUp, deleteTopics, exited, names, rankwatch, waitFor } from './kafka-helpers.js';
+import { brokers, caughtUp, exited, kafkaTestScope, names, rankwatch, waitFor } from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-sharded-'));
-const topics: string[] = [];
-const children: ReturnType<typeof rankwatch>[] = [];
-afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  if (brokers().length) await deleteTopics(brokers(), topics);
-  rmSync(dir, { recursive: true, force: true });
-});
+const { dir, topics, children } = kafkaTestScope('rankwatch-kafka-sharded-');
 
 const PARTITIONS = 4;
 

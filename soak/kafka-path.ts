@@ -23,6 +23,22 @@ import {
   untilMet,
 } from './procs.js';
 
+/** What every Kafka soak path needs: the collector's spool, a broker, the job's topic and group, free ports for the store and the collector. */
+export async function kafkaSoakSetup(dir: string, job: string) {
+  const spool = join(dir, 'collector-spool');
+  mkdirSync(spool, { recursive: true });
+  const storePort = await freePort();
+  return {
+    spool,
+    broker: await kafkaBroker(join(dir, 'kafka')),
+    topic: `soak.${job}`,
+    group: `soak-${job}`,
+    storePort,
+    colPort: await freePort(),
+    storeUrl: `http://127.0.0.1:${storePort}`,
+  };
+}
+
 /** The group's committed offsets have reached the end of every partition of the topic. */
 export async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
   const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
@@ -45,14 +61,10 @@ export async function kafkaPath(o: {
 }): Promise<Accounting> {
   const disk = new Disk(o.dir, 'store-data');
   const diskFaults = await disk.mount(1024);
-  const spool = join(o.dir, 'collector-spool');
-  mkdirSync(spool, { recursive: true });
-  const broker = await kafkaBroker(join(o.dir, 'kafka'));
-  const topic = `soak.${o.input.job}`;
-  const group = `soak-${o.input.job}`;
-  const storePort = await freePort();
-  const colPort = await freePort();
-  const storeUrl = `http://127.0.0.1:${storePort}`;
+  const { spool, broker, topic, group, storePort, colPort, storeUrl } = await kafkaSoakSetup(
+    o.dir,
+    o.input.job,
+  );
   const procs: Proc[] = [];
   let store: Proc | undefined;
   const detects: (Proc | undefined)[] = [undefined, undefined];

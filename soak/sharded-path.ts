@@ -11,8 +11,8 @@ import { type Accounting, account, incidentsOnly, replayFindings } from './accou
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
-import { caughtUp } from './kafka-path.js';
-import { freePort, kafkaBroker, Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
+import { caughtUp, kafkaSoakSetup } from './kafka-path.js';
+import { Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
 
 export async function shardedPath(o: {
   dir: string;
@@ -22,14 +22,10 @@ export async function shardedPath(o: {
 }): Promise<Accounting> {
   const data = join(o.dir, 'store-data');
   mkdirSync(data, { recursive: true });
-  const spool = join(o.dir, 'collector-spool');
-  mkdirSync(spool, { recursive: true });
-  const broker = await kafkaBroker(join(o.dir, 'kafka'));
-  const topic = `soak.${o.input.job}`;
-  const group = `soak-${o.input.job}`;
-  const storePort = await freePort();
-  const colPort = await freePort();
-  const storeUrl = `http://127.0.0.1:${storePort}`;
+  const { spool, broker, topic, group, storePort, colPort, storeUrl } = await kafkaSoakSetup(
+    o.dir,
+    o.input.job,
+  );
   const procs: Proc[] = [];
   const shards: (Proc | undefined)[] = [undefined, undefined];
   let jobStage: Proc | undefined;

@@ -23,19 +23,49 @@ import {
   untilMet,
 } from './procs.js';
 
-/** What every Kafka soak path needs: the collector's spool, a broker, the job's topic and group, free ports for the store and the collector. */
+/**
+ * What every Kafka soak path needs: the collector's spool, a broker, the job's topic and group, free
+ * ports for the store and the collector, and the `detect` arguments every detect process shares.
+ */
 export async function kafkaSoakSetup(dir: string, job: string) {
   const spool = join(dir, 'collector-spool');
   mkdirSync(spool, { recursive: true });
   const storePort = await freePort();
+  const broker = await kafkaBroker(join(dir, 'kafka'));
+  const topic = `soak.${job}`;
+  const group = `soak-${job}`;
+  const storeUrl = `http://127.0.0.1:${storePort}`;
   return {
     spool,
-    broker: await kafkaBroker(join(dir, 'kafka')),
-    topic: `soak.${job}`,
-    group: `soak-${job}`,
+    broker,
+    topic,
+    group,
     storePort,
     colPort: await freePort(),
-    storeUrl: `http://127.0.0.1:${storePort}`,
+    storeUrl,
+    /** `detect` plus the options every detect process of a soak path takes; callers add their own. */
+    detectArgs: (...extra: string[]) => [
+      'detect',
+      '--brokers',
+      broker.brokers,
+      '--topic',
+      topic,
+      '--partitions',
+      '4',
+      '--group',
+      group,
+      '--dead-letter-topic',
+      `${topic}.dlq`,
+      '--clickhouse-url',
+      storeUrl,
+      '--stats-interval',
+      '0',
+      // After the broker stop the group is back about one session timeout later (docs/kafka.md):
+      // 10 s instead of 30 leaves the faults after it a detect to meet in a short run.
+      '--session-timeout-ms',
+      '10000',
+      ...extra,
+    ],
   };
 }
 
@@ -61,7 +91,7 @@ export async function kafkaPath(o: {
 }): Promise<Accounting> {
   const disk = new Disk(o.dir, 'store-data');
   const diskFaults = await disk.mount(1024);
-  const { spool, broker, topic, group, storePort, colPort, storeUrl } = await kafkaSoakSetup(
+  const { spool, broker, topic, group, storePort, colPort, storeUrl, detectArgs } = await kafkaSoakSetup(
     o.dir,
     o.input.job,
   );
@@ -69,29 +99,13 @@ export async function kafkaPath(o: {
   let store: Proc | undefined;
   const detects: (Proc | undefined)[] = [undefined, undefined];
   const drops: CollectorDrops = { refusedByBus: 0, other: {} };
-  const kafkaArgs = ['--brokers', broker.brokers, '--topic', topic, '--partitions', '4'];
 
   const startStore = async () => {
     store = await startChdbServer(disk.dir, storePort);
     procs.push(store);
   };
   const startDetect = (i: number) => {
-    const p = Proc.cli(`detect-${i}`, [
-      'detect',
-      ...kafkaArgs,
-      '--group',
-      group,
-      '--dead-letter-topic',
-      `${topic}.dlq`,
-      '--clickhouse-url',
-      storeUrl,
-      '--stats-interval',
-      '0',
-      // After the broker stop the group is back about one session timeout later (docs/kafka.md):
-      // 10 s instead of 30 leaves the faults after it a detect to meet in a short run.
-      '--session-timeout-ms',
-      '10000',
-    ]);
+    const p = Proc.cli(`detect-${i}`, detectArgs());
     detects[i] = p;
     procs.push(p);
   };

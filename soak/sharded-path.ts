@@ -22,7 +22,7 @@ export async function shardedPath(o: {
 }): Promise<Accounting> {
   const data = join(o.dir, 'store-data');
   mkdirSync(data, { recursive: true });
-  const { spool, broker, topic, group, storePort, colPort, storeUrl } = await kafkaSoakSetup(
+  const { spool, broker, topic, group, storePort, colPort, storeUrl, detectArgs } = await kafkaSoakSetup(
     o.dir,
     o.input.job,
   );
@@ -31,36 +31,22 @@ export async function shardedPath(o: {
   let jobStage: Proc | undefined;
   const drops: CollectorDrops = { refusedByBus: 0, other: {} };
   const start = (name: string, stage: 'shard' | 'job') => {
-    const p = Proc.cli(name, [
-      'detect',
-      '--stage',
-      stage,
-      '--brokers',
-      broker.brokers,
-      '--topic',
-      topic,
-      '--shard-topic',
-      `${topic}.shards`,
-      '--shard-records-topic',
-      `${topic}.records`,
-      '--partitions',
-      '4',
-      '--group',
-      group,
-      '--client-id',
+    const p = Proc.cli(
       name,
-      '--dead-letter-topic',
-      `${topic}.dlq`,
-      '--clickhouse-url',
-      storeUrl,
-      '--stats-interval',
-      '0',
-      '--session-timeout-ms',
-      '10000',
-      // The shards send a step's records once a later step comes, or once their input is idle.
-      '--idle-advance-s',
-      '2',
-    ]);
+      detectArgs(
+        '--stage',
+        stage,
+        '--shard-topic',
+        `${topic}.shards`,
+        '--shard-records-topic',
+        `${topic}.records`,
+        '--client-id',
+        name,
+        // The shards send a step's records once a later step comes, or once their input is idle.
+        '--idle-advance-s',
+        '2',
+      ),
+    );
     procs.push(p);
     return p;
   };

@@ -173,7 +173,8 @@ export async function groupMembers(
 
 /**
  * A test file's scratch folder, the topics it creates and the processes it starts: all removed
- * (processes SIGKILLed) after its tests.
+ * (processes SIGKILLed) after its tests. A file's own `afterAll` registered after this call runs
+ * before this cleanup (vitest runs them in reverse), so a store or server in `dir` closes there.
  */
 export function kafkaTestScope(prefix: string): {
   dir: string;

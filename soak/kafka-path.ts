@@ -5,8 +5,8 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, replayFindings } from './account.js';
+import { caughtUp } from './caught-up.js';
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
@@ -67,20 +67,6 @@ export async function kafkaSoakSetup(dir: string, job: string) {
       ...extra,
     ],
   };
-}
-
-/** The group's committed offsets have reached the end of every partition of the topic. */
-export async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
-  const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
-    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
-  } finally {
-    await admin.disconnect();
-  }
 }
 
 export async function kafkaPath(o: {
@@ -159,7 +145,7 @@ export async function kafkaPath(o: {
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the group to catch up`);
     await quiet(colPort, `${storeUrl}/ping`);
     await until('the detect group to commit every message', async () =>
-      (await caughtUp(broker.brokers, group, topic)) ? true : undefined,
+      (await caughtUp([broker.brokers], group, topic)) ? true : undefined,
     );
     await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');

@@ -8,10 +8,11 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Accounting, account, incidentsOnly, replayFindings } from './account.js';
+import { caughtUp } from './caught-up.js';
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
 import type { SoakInput } from './input.js';
-import { caughtUp, kafkaSoakSetup } from './kafka-path.js';
+import { kafkaSoakSetup } from './kafka-path.js';
 import { Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
 
 export async function shardedPath(o: {
@@ -89,12 +90,12 @@ export async function shardedPath(o: {
       [`${group}.records`, `${topic}.records`],
     ])
       await until(`${g} to commit every message`, async () =>
-        (await caughtUp(broker.brokers, g, t)) ? true : undefined,
+        (await caughtUp([broker.brokers], g, t)) ? true : undefined,
       );
     // The shards' last steps go out once their input is idle; then the job stage takes them.
     await sleep(5_000);
     await until('the job stage to take the last records', async () =>
-      (await caughtUp(broker.brokers, `${group}.records`, `${topic}.records`)) ? true : undefined,
+      (await caughtUp([broker.brokers], `${group}.records`, `${topic}.records`)) ? true : undefined,
     );
     await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');

@@ -138,19 +138,7 @@ export function partitionOfKey(key: string, partitions: number): number {
   });
 }
 
-/** Committed offsets of a group have reached the end of every partition of the topic. */
-export async function caughtUp(brokerList: string[], group: string, topic: string): Promise<boolean> {
-  const admin = new Kafka({ brokers: brokerList, logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
-    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
-  } finally {
-    await admin.disconnect();
-  }
-}
+export { caughtUp } from '../soak/caught-up.js';
 
 /** Members of a group and the partitions each holds, by client id. */
 export async function groupMembers(

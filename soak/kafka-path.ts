@@ -10,7 +10,7 @@ import { caughtUp } from './caught-up.js';
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
-import type { SoakInput } from './input.js';
+import type { SoakPathOptions } from './input.js';
 import {
   freePort,
   kafkaBroker,
@@ -69,12 +69,7 @@ export async function kafkaSoakSetup(dir: string, job: string) {
   };
 }
 
-export async function kafkaPath(o: {
-  dir: string;
-  input: SoakInput;
-  seconds: number;
-  log: (l: string) => void;
-}): Promise<Accounting> {
+export async function kafkaPath(o: SoakPathOptions): Promise<Accounting> {
   const disk = new Disk(o.dir, 'store-data');
   const diskFaults = await disk.mount(1024);
   const { spool, broker, topic, group, storePort, colPort, storeUrl, detectArgs } = await kafkaSoakSetup(

@@ -11,16 +11,11 @@ import { type Accounting, account, incidentsOnly, replayFindings } from './accou
 import { caughtUp } from './caught-up.js';
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
-import type { SoakInput } from './input.js';
+import type { SoakPathOptions } from './input.js';
 import { kafkaSoakSetup } from './kafka-path.js';
 import { Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
 
-export async function shardedPath(o: {
-  dir: string;
-  input: SoakInput;
-  seconds: number;
-  log: (l: string) => void;
-}): Promise<Accounting> {
+export async function shardedPath(o: SoakPathOptions): Promise<Accounting> {
   const data = join(o.dir, 'store-data');
   mkdirSync(data, { recursive: true });
   const { spool, broker, topic, group, storePort, colPort, storeUrl, detectArgs } = await kafkaSoakSetup(

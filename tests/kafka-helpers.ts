@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { AssignerProtocol, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { afterAll, inject } from 'vitest';
+import { KAFKA_SCRIPT } from './setup/kafka.js';
+import { freePortPair } from './setup/ports.js';
 
 const runFile = promisify(execFile);
 
@@ -180,4 +182,19 @@ export function kafkaTestScope(prefix: string): {
     rmSync(scope.dir, { recursive: true, force: true });
   });
   return scope;
+}
+
+/**
+ * A broker of the file's own (another port, its data in `dir`), for tests that stop and start it
+ * while the shared broker stays up for the others. Stopped after the file's tests, before a
+ * kafkaTestScope made earlier removes `dir`.
+ */
+export async function ownBroker(dir: string, preferredPort: number) {
+  const port = await freePortPair(preferredPort);
+  const env = { ...process.env, KAFKA_PORT: String(port), KAFKA_STATE: join(dir, 'broker') };
+  const script = async (cmd: 'start' | 'stop') => {
+    await runFile('bash', [KAFKA_SCRIPT, cmd], { env, timeout: 300_000 });
+  };
+  afterAll(() => script('stop').catch(() => {}));
+  return { address: [`127.0.0.1:${port}`], start: () => script('start'), stop: () => script('stop') };
 }

@@ -135,8 +135,10 @@ export class JobStageRunner extends DetectorRunner {
       const into = this.own(byKey, key, have);
       mergeReduced(into, r);
       const parts = this.parts.get(into);
+      const had = parts?.get(r.group);
+      // A group's step sent in two parts (an idle flush came before its last reports): both lists.
       if (!list) this.parts.set(into, null);
-      else parts?.set(r.group, list);
+      else parts?.set(r.group, had && had !== list ? joined([had, list]) : list);
     } else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
   }
 
@@ -177,14 +179,7 @@ export class JobStageRunner extends DetectorRunner {
       for (const [g, list] of parts) if (last.parts.get(g) !== list) same = false;
       if (same) return last.members;
     }
-    const seen = new Set<number>();
-    const members: Member[] = [];
-    for (const list of parts.values())
-      for (const m of list)
-        if (!seen.has(m[0])) {
-          seen.add(m[0]);
-          members.push(m);
-        }
+    const members = joined(parts.values());
     s.unions.set(key, { parts, members });
     return members;
   }
@@ -363,4 +358,17 @@ function sameList(a: Member[], b: Member[]): boolean {
   for (let i = 0; i < a.length; i++)
     if (a[i][0] !== b[i][0] || a[i][1] !== b[i][1] || a[i][2] !== b[i][2]) return false;
   return true;
+}
+
+/** Member lists joined: each rank once, in the order the lists give them. */
+function joined(lists: Iterable<Member[]>): Member[] {
+  const seen = new Set<number>();
+  const members: Member[] = [];
+  for (const list of lists)
+    for (const m of list)
+      if (!seen.has(m[0])) {
+        seen.add(m[0]);
+        members.push(m);
+      }
+  return members;
 }

@@ -18,6 +18,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -45,6 +46,28 @@ interface Layout {
   idleUs: number;
   jobIdleUs: number;
   wallS: number;
+  /** The job stage's (the unsharded process's) CPU by thread group, µs. */
+  jobThreads: number[];
+}
+
+/**
+ * A process's threads: JavaScript (the main thread), Node's others (named `node`: V8's GC and
+ * compiler helpers, libuv's pool) and the embedded engine's (chDB's: every other name), which a
+ * deployment with a ClickHouse server runs there, not in `detect`.
+ */
+const THREADS = ['JavaScript', "Node's helpers", 'chDB engine'] as const;
+
+/** CPU seconds of a process's threads, by `THREADS` (from /proc/PID/task: live threads only). */
+async function cpuByThread(pid: number): Promise<number[]> {
+  const out = [0, 0, 0];
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    if (!stat) continue;
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out[tid === String(pid) ? 0 : name === 'node' ? 1 : 2] += (Number(f[11]) + Number(f[12])) / 100;
+  }
+  return out;
 }
 
 /** Seconds of the idle window in which each process's cost with nothing to read is measured. */
@@ -169,6 +192,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         shards === 0 ? batchByKey(es) : keys.batch(es),
       );
       const before = await cpu();
+      const threadsBefore = await cpuByThread(procs[0].p.pid!);
       const t0 = Date.now();
       for (const x of procs) x.p.kill('SIGCONT');
       const done = async () => {
@@ -190,6 +214,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         if (Date.now() > until + 1_200_000) throw new Error('the layout did not catch up');
       }
       const after = await cpu();
+      const threadsAfter = await cpuByThread(procs[0].p.pid!);
       const wallS = (Date.now() - t0) / 1000;
       const used = after.map((a, i) => (a - before[i]) * 1e6);
       const idle = idlePerS.map((r) => r * wallS);
@@ -208,6 +233,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         idleUs: idle.reduce((s, u) => s + u, 0),
         jobIdleUs: idle[0],
         wallS,
+        jobThreads: threadsAfter.map((a, i) => (a - threadsBefore[i]) * 1e6),
       };
     };
     for (const shards of [0, 1, 2, 4]) {
@@ -232,6 +258,10 @@ export async function shardedBench(): Promise<Section | undefined> {
       ...rows.map(
         (l) =>
           `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate (${Math.round((0.5e6 - l.jobIdleUs / l.wallS) / ((l.jobCpuUs - l.jobIdleUs) / (ranks * spanS))).toLocaleString('en-US')} counting its idle cost per second once, not per event).`,
+      ),
+      ...layouts.map(
+        (l) =>
+          `${l.shards ? `${l.name}, the job stage` : l.name} by thread, µs per event: ${THREADS.map((t, i) => `${t} ${(l.jobThreads[i] / n).toFixed(1)}`).join(', ')}.`,
       ),
       `Largest job one unsharded process carries at 50% of a core: ${Math.round(0.5e6 / (perEvent(base) * (n / ranks / spanS))).toLocaleString('en-US')} GPUs.`,
       loadNote(),

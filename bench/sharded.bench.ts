@@ -51,11 +51,12 @@ interface Layout {
 }
 
 /**
- * A process's threads: JavaScript (the main thread), Node's others (named `node`: V8's GC and
- * compiler helpers, libuv's pool) and the embedded engine's (chDB's: every other name), which a
+ * A process's threads: JavaScript (the main thread); the others named `node` (V8's garbage
+ * collector and compilers, libuv's pool, and the engine threads that keep the process's name:
+ * this split cannot tell those apart); and the embedded engine's named threads (chDB's), which a
  * deployment with a ClickHouse server runs there, not in `detect`.
  */
-const THREADS = ['JavaScript', "Node's helpers", 'chDB engine'] as const;
+const THREADS = ['JavaScript', 'other threads named node', 'chDB named threads'] as const;
 
 /** CPU seconds of a process's threads, by `THREADS` (from /proc/PID/task: live threads only). */
 async function cpuByThread(pid: number): Promise<number[]> {

@@ -16,8 +16,10 @@ import { DetectorRunner } from './runner.js';
 import { ShardStageRunner } from './shard-stage.js';
 import {
   MEMBERS_EVERY,
+  type Member,
   type ReducedCollective,
   type ShardRecord,
+  type ShardReduced,
   ShardReducer,
 } from './slowlink/shard-reduce.js';
 
@@ -221,6 +223,52 @@ describe('the sharded layout finds what one process finds', () => {
     const where = (fs: Finding[]) =>
       [...new Set(fs.map((f) => `${f.type} ${f.host} ${f.gpu ?? '-'}`))].sort();
     expect(where(got)).toEqual(where(want));
+  });
+
+  it("the judge gets each step's members: both parts of a group's step, a group's last list, none it does not know", () => {
+    /** What the judge is handed, member ranks per step (the runner's own hand-over, not a stand-in). */
+    class Watched extends JobStageRunner {
+      readonly judged: [number, number[]][] = [];
+      protected override toJobReduced(r: ShardReduced): void {
+        if (r.t === 'reduced') this.judged.push([r.step, (r.members ?? []).map((m) => m[0])]);
+        super.toJobReduced(r);
+      }
+    }
+    const record = (group: number, step: number, members?: Member[]): ReducedCollective => ({
+      t: 'reduced',
+      job: 'j',
+      group,
+      step,
+      ts: step * 1000,
+      op: 'allreduce',
+      comm: 'dp',
+      nranks: 4,
+      bytes: 1 << 20,
+      min_ms: 5,
+      max_ms: 6,
+      count: members?.length ?? 2,
+      busbw_gbs: 1,
+      ...(members ? { members } : {}),
+    });
+    const m = (rank: number): Member => [rank, `h${rank >> 1}`, rank & 1];
+    const stage = new Watched();
+    // Group 0's step 0 in two parts (an idle flush came between), then group 1's.
+    stage.shardRecord(record(0, 0, [m(0)]));
+    stage.shardRecord(record(0, 0, [m(1)]));
+    stage.shardRecord(record(1, 0, [m(2), m(3)]));
+    // Step 1: group 0's list differs from its last (the second part), group 1's does not.
+    stage.shardRecord(record(0, 1, [m(0), m(1)]));
+    stage.shardRecord(record(1, 1));
+    // Step 2: group 7 sent its list before this job stage started: not judged.
+    stage.shardRecord(record(0, 2));
+    stage.shardRecord(record(1, 2));
+    stage.shardRecord(record(7, 2));
+    stage.endOfInput();
+    expect(stage.judged).toEqual([
+      [0, [0, 1, 2, 3]],
+      [1, [0, 1, 2, 3]],
+    ]);
+    expect(stage.stats().collectives_members_unknown).toBe(1);
   });
 
   it('a throttled GPU found in a shard explains the straggler the job stage finds', () => {

@@ -1,17 +1,24 @@
 /**
  * The sharded layout's cost (docs/operations.md, "Capacity"): one simulated job (65,536 ranks by
  * default; `npm run bench -- sharded --ranks N --steps S`) keyed by host group, published to the
- * local broker, then read by one unsharded `detect` (the baseline) and by 1, 2 and 4
- * `detect --stage shard` processes plus a `detect --stage job`, one layout at a time. Each
- * process's CPU time (user + system from /proc, chDB's threads included) is read once it holds
- * its partitions and again once every group has committed the last offset: the difference,
- * summed over the layout's processes, per event. On 2 cores shared with the broker this says
- * what a layout costs, not how fast it runs; the job stage's share gives the largest job one
- * job stage carries at 50% of a core.
+ * local broker and read by one unsharded `detect` (the baseline) and by 1, 2 and 4
+ * `detect --stage shard` processes plus a `detect --stage job`, one layout at a time. Each layout
+ * gets topics of its own, published while its processes, all holding their partitions, are
+ * stopped (SIGSTOP, with a session timeout longer than the publish): a process that joined first
+ * would otherwise read partitions that a later join moves to another, which then replays them
+ * (rebalance work, more of it the more processes, not the layout's steady cost), and a publish
+ * slower than the readers would measure small deliveries and idle flushes. Each process's CPU
+ * time (user + system from /proc, chDB's threads included) is read over an idle window first
+ * (what it costs per second with nothing to do: polling, timers, the engine), then from SIGCONT
+ * until every group has committed the last offset: the difference, summed
+ * over the layout's processes, per event, and the same less each process's idle cost over that
+ * time. On 2 cores shared with the broker this says what a layout costs, not how fast it runs;
+ * the job stage's share gives the largest job one job stage carries at 50% of a core.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -35,7 +42,37 @@ interface Layout {
   shards: number;
   cpuUs: number;
   jobCpuUs: number;
+  /** What the processes would have spent idle over the same wall time (their idle rate). */
+  idleUs: number;
+  jobIdleUs: number;
+  wallS: number;
+  /** The job stage's (the unsharded process's) CPU by thread group, µs. */
+  jobThreads: number[];
 }
+
+/**
+ * A process's threads: JavaScript (the main thread); the others named `node` (V8's garbage
+ * collector and compilers, libuv's pool, and the engine threads that keep the process's name:
+ * this split cannot tell those apart); and the embedded engine's named threads (chDB's), which a
+ * deployment with a ClickHouse server runs there, not in `detect`.
+ */
+const THREADS = ['JavaScript', 'other threads named node', 'chDB named threads'] as const;
+
+/** CPU seconds of a process's threads, by `THREADS` (from /proc/PID/task: live threads only). */
+async function cpuByThread(pid: number): Promise<number[]> {
+  const out = [0, 0, 0];
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
+    if (!stat) continue;
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out[tid === String(pid) ? 0 : name === 'node' ? 1 : 2] += (Number(f[11]) + Number(f[12])) / 100;
+  }
+  return out;
+}
+
+/** Seconds of the idle window in which each process's cost with nothing to read is measured. */
+const IDLE_S = 8;
 
 export async function shardedBench(): Promise<Section | undefined> {
   const ranks = flag('ranks', 65_536);
@@ -49,8 +86,7 @@ export async function shardedBench(): Promise<Section | undefined> {
   const n = events.length;
   const spanS = (events.at(-1)!.ts - events[0].ts) / 1000;
   const id = `rw-bench.${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
-  const topics = { topic: id, shardTopic: `${id}.shards`, deadLetterTopic: `${id}.dlq` };
-  const created = [topics.topic, topics.shardTopic, topics.deadLetterTopic];
+  const created: string[] = [];
   const kafka = new Kafka({ brokers: b.brokers, logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   await admin.connect();
@@ -76,23 +112,16 @@ export async function shardedBench(): Promise<Section | undefined> {
     await t.stop();
   };
   try {
-    // Sharded keys (host groups to the shard topic); the baseline reads the same events keyed by job.
-    const keys = new HostGroupKeys({ groupHosts });
-    await publish(new KafkaTransport({ brokers: b.brokers, ...topics, partitions: PARTITIONS }), (es) =>
-      keys.batch(es),
-    );
-    const plain = { ...topics, topic: `${id}.plain`, shardTopic: `${id}.plain-shards` };
-    created.push(plain.topic, plain.shardTopic);
-    await publish(new KafkaTransport({ brokers: b.brokers, ...plain, partitions: PARTITIONS }), (es) =>
-      batchByKey(es),
-    );
-
     const layouts: Layout[] = [];
     const run = async (shards: number): Promise<Layout> => {
       const group = `${id}-${shards}`;
       const records = `${id}.records-${shards}`;
-      created.push(records);
-      const t = shards === 0 ? plain : topics;
+      const t = {
+        topic: `${id}.${shards}`,
+        shardTopic: `${id}.${shards}-shards`,
+        deadLetterTopic: `${id}.dlq`,
+      };
+      created.push(records, t.topic, t.shardTopic, t.deadLetterTopic);
       const args = (stage: string, client: string) => [
         join(import.meta.dirname, '..', '..', 'bin', 'rankwatch.js'),
         'detect',
@@ -121,6 +150,9 @@ export async function shardedBench(): Promise<Section | undefined> {
         '0',
         '--idle-advance-s',
         '2',
+        // Stopped while the layout's input is published: not a reason to take their partitions.
+        '--session-timeout-ms',
+        '600000',
       ];
       const roles =
         shards === 0
@@ -149,7 +181,21 @@ export async function shardedBench(): Promise<Section | undefined> {
           throw new Error(`detect did not start: ${procs.map((x) => x.log()).join('\n')}`);
         await new Promise((r) => setTimeout(r, 100));
       }
-      const before = await Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
+      const cpu = () => Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
+      const idleFrom = await cpu();
+      await new Promise((r) => setTimeout(r, IDLE_S * 1000));
+      const idleTo = await cpu();
+      const idlePerS = idleTo.map((c, i) => ((c - idleFrom[i]) * 1e6) / IDLE_S);
+      for (const x of procs) x.p.kill('SIGSTOP');
+      // Sharded keys (host groups to the shard topic); the baseline reads the same events keyed by job.
+      const keys = new HostGroupKeys({ groupHosts });
+      await publish(new KafkaTransport({ brokers: b.brokers, ...t, partitions: PARTITIONS }), (es) =>
+        shards === 0 ? batchByKey(es) : keys.batch(es),
+      );
+      const before = await cpu();
+      const threadsBefore = await cpuByThread(procs[0].p.pid!);
+      const t0 = Date.now();
+      for (const x of procs) x.p.kill('SIGCONT');
       const done = async () => {
         for (const [g, topic] of groups) {
           const ends = await admin.fetchTopicOffsets(topic);
@@ -168,8 +214,11 @@ export async function shardedBench(): Promise<Section | undefined> {
         settled = (await done()) ? settled + 1 : 0;
         if (Date.now() > until + 1_200_000) throw new Error('the layout did not catch up');
       }
-      const after = await Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
+      const after = await cpu();
+      const threadsAfter = await cpuByThread(procs[0].p.pid!);
+      const wallS = (Date.now() - t0) / 1000;
       const used = after.map((a, i) => (a - before[i]) * 1e6);
+      const idle = idlePerS.map((r) => r * wallS);
       for (const x of procs) x.p.kill('SIGTERM');
       await Promise.all(
         procs.map((x) => new Promise((r) => (x.p.exitCode !== null ? r(0) : x.p.once('exit', r)))),
@@ -181,7 +230,11 @@ export async function shardedBench(): Promise<Section | undefined> {
             : `${shards} shard process${shards > 1 ? 'es' : ''} + job stage`,
         shards,
         cpuUs: used.reduce((s, u) => s + u, 0),
-        jobCpuUs: shards === 0 ? used[0] : used[0],
+        jobCpuUs: used[0],
+        idleUs: idle.reduce((s, u) => s + u, 0),
+        jobIdleUs: idle[0],
+        wallS,
+        jobThreads: threadsAfter.map((a, i) => (a - threadsBefore[i]) * 1e6),
       };
     };
     for (const shards of [0, 1, 2, 4]) {
@@ -201,11 +254,15 @@ export async function shardedBench(): Promise<Section | undefined> {
       `${n.toLocaleString('en-US')} events of one ${ranks.toLocaleString('en-US')}-rank job, ${steps} steps (${(n / ranks / spanS).toFixed(2)} events per GPU per second of event time), ${groupHosts} host(s) per group, one message per host and second as collectors send them, ${PARTITIONS} partitions, \`--no-events\` (steps and findings stored in each process's chDB).`,
       ...layouts.map(
         (l) =>
-          `${l.name}: ${perEvent(l).toFixed(1)} µs of CPU per event summed over its processes${l.shards ? `, job stage ${((100 * l.jobCpuUs) / l.cpuUs).toFixed(0)}% of it (${(l.jobCpuUs / n).toFixed(1)} µs per event of the job)` : ''}.`,
+          `${l.name}: ${perEvent(l).toFixed(1)} µs of CPU per event summed over its processes${l.shards ? `, job stage ${((100 * l.jobCpuUs) / l.cpuUs).toFixed(0)}% of it (${(l.jobCpuUs / n).toFixed(1)} µs per event of the job)` : ''}; of that, ${(l.idleUs / n).toFixed(1)} µs is what its ${l.shards + 1} process${l.shards ? 'es' : ''} cost idle (measured over ${IDLE_S} s before the publish) over the ${l.wallS.toFixed(0)} s it took, so ${((l.cpuUs - l.idleUs) / n).toFixed(1)} µs of work per event${l.shards ? ` (job stage ${((l.jobCpuUs - l.jobIdleUs) / n).toFixed(1)})` : ''}.`,
       ),
       ...rows.map(
         (l) =>
-          `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate.`,
+          `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate (${Math.round((0.5e6 - l.jobIdleUs / l.wallS) / ((l.jobCpuUs - l.jobIdleUs) / (ranks * spanS))).toLocaleString('en-US')} counting its idle cost per second once, not per event).`,
+      ),
+      ...layouts.map(
+        (l) =>
+          `${l.shards ? `${l.name}, the job stage` : l.name} by thread, µs per event: ${THREADS.map((t, i) => `${t} ${(l.jobThreads[i] / n).toFixed(1)}`).join(', ')}.`,
       ),
       `Largest job one unsharded process carries at 50% of a core: ${Math.round(0.5e6 / (perEvent(base) * (n / ranks / spanS))).toLocaleString('en-US')} GPUs.`,
       loadNote(),

@@ -13,14 +13,24 @@
  * nothing (its shard is down and not yet replaced) holds the job back for `holdMs` of wall time,
  * after which held events go on without it: late collectives are then judged as late ones are.
  *
+ * A shard sends a communicator's members only when they change and every `MEMBERS_EVERY` steps
+ * (shard-reduce.ts); the job stage keeps each group's list per communicator and joins the groups'
+ * lists once, not every step. A communicator's step with a record whose group's list is not known
+ * here (this process started after that group last sent it) is not judged: judged with part of its
+ * members, its shortest time could be a slower member's and a rail could be blamed for another's
+ * link. Its other steps are, from the first one after every group sent its list again. Counted in
+ * `collectives_members_unknown`.
+ *
  * Not a detector: it reads the wall clock (`now`) for that bound, and only for it.
  */
 import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorConfig } from './detector.js';
-import { DetectorRunner } from './runner.js';
+import { DetectorRunner, type RunnerCounters } from './runner.js';
 import {
   type Edge,
+  MEMBERS_EVERY,
+  type Member,
   mergeEdges,
   mergeReduced,
   type ReducedCollective,
@@ -47,6 +57,10 @@ interface ShardedJob {
   head: number;
   /** Steps whose collectives went to the judge already: later records of them go at once. */
   appliedThrough: number;
+  /** Per communicator (`op|comm`), each group's member list as it last sent it, and the step it came with. */
+  members: Map<string, Map<number, { list: Member[]; step: number }>>;
+  /** Per communicator, the groups' lists last joined and their join (reused while they are the same). */
+  unions: Map<string, { parts: Map<number, Member[]>; members: Member[] }>;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -57,6 +71,9 @@ export class JobStageRunner extends DetectorRunner {
   private readonly edgeIndex = new WeakMap<ReducedEdges, Map<string, Edge>>();
   /** Collective records copied here (merged into), as against those kept as they came. */
   private readonly copies = new WeakSet<ReducedCollective>();
+  /** A pending collective's member list per group; null: some group's list is not known here. */
+  private readonly parts = new WeakMap<ReducedCollective, Map<number, Member[]> | null>();
+  private membersUnknown = 0;
   private readonly holdMs: number;
   private readonly now: () => number;
 
@@ -96,8 +113,11 @@ export class JobStageRunner extends DetectorRunner {
     }
     if (r.t !== 'reduced' && r.t !== 'edges') return;
     s.groups.add(r.group);
+    const list = r.t === 'reduced' ? this.membersOf(s, r) : undefined;
     if (r.step <= s.appliedThrough) {
-      this.judge(r);
+      if (r.t === 'edges') this.judge(r);
+      else if (list) this.judge({ ...r, members: list });
+      else this.membersUnknown++;
       return;
     }
     let byKey = s.pending.get(r.step);
@@ -108,18 +128,60 @@ export class JobStageRunner extends DetectorRunner {
     const key = reducedKey(r);
     const have = byKey.get(key);
     // The first record is kept as it came; a copy is made only when a second one joins it.
-    if (!have) byKey.set(key, r);
-    else if (have.t === 'reduced' && r.t === 'reduced') mergeReduced(this.own(byKey, key, have), r);
-    else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
+    if (!have) {
+      byKey.set(key, r);
+      if (r.t === 'reduced') this.parts.set(r, list ? new Map([[r.group, list]]) : null);
+    } else if (have.t === 'reduced' && r.t === 'reduced') {
+      const into = this.own(byKey, key, have);
+      mergeReduced(into, r);
+      const parts = this.parts.get(into);
+      const had = parts?.get(r.group);
+      // A group's step sent in two parts (an idle flush came before its last reports): both lists.
+      if (!list) this.parts.set(into, null);
+      else parts?.set(r.group, had && had !== list ? joined([had, list]) : list);
+    } else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
+  }
+
+  /**
+   * A record's member list: the one it brings (kept as its group's, the same array as before if
+   * unchanged, so the join of the groups' lists is reused), or its group's last; undefined if unknown.
+   */
+  private membersOf(s: ShardedJob, r: ReducedCollective): Member[] | undefined {
+    const key = reducedKey(r);
+    let byGroup = s.members.get(key);
+    const last = byGroup?.get(r.group);
+    if (!r.members) return last?.list;
+    if (!byGroup) {
+      byGroup = new Map();
+      s.members.set(key, byGroup);
+    }
+    const list = last && sameList(last.list, r.members) ? last.list : r.members;
+    byGroup.set(r.group, { list, step: r.step });
+    return list;
   }
 
   /** A record of `byKey` this runner may change: the one that came, copied on its first join. */
   private own(byKey: Map<string, ShardReduced>, key: string, have: ReducedCollective): ReducedCollective {
     if (this.copies.has(have)) return have;
-    const copy = { ...have, members: have.members ? [...have.members] : undefined };
+    const copy = { ...have };
     this.copies.add(copy);
+    this.parts.set(copy, this.parts.get(have) ?? null);
     byKey.set(key, copy);
     return copy;
+  }
+
+  /** The join of a collective's groups' member lists: the last one again while the lists are the same. */
+  private union(s: ShardedJob, key: string, parts: Map<number, Member[]>): Member[] {
+    if (parts.size === 1) return parts.values().next().value!;
+    const last = s.unions.get(key);
+    if (last && last.parts.size === parts.size) {
+      let same = true;
+      for (const [g, list] of parts) if (last.parts.get(g) !== list) same = false;
+      if (same) return last.members;
+    }
+    const members = joined(parts.values());
+    s.unions.set(key, { parts, members });
+    return members;
   }
 
   /** A second shard's edges of a communicator's step: joined into a copy, as `own` does for collectives. */
@@ -164,6 +226,10 @@ export class JobStageRunner extends DetectorRunner {
     super.forget(job);
   }
 
+  override stats(): RunnerCounters & { collectives_members_unknown: number } {
+    return { ...super.stats(), collectives_members_unknown: this.membersUnknown };
+  }
+
   protected override throttleIncident(host: string, gpu: number): string | undefined {
     return this.throttles.get(`${host}/${gpu}`) ?? super.throttleIncident(host, gpu);
   }
@@ -187,6 +253,8 @@ export class JobStageRunner extends DetectorRunner {
         heldAt: [],
         head: 0,
         appliedThrough: Number.NEGATIVE_INFINITY,
+        members: new Map(),
+        unions: new Map(),
       };
       this.sharded.set(id, s);
     }
@@ -232,10 +300,33 @@ export class JobStageRunner extends DetectorRunner {
     if (step <= s.appliedThrough) return;
     const steps = [...s.pending.keys()].filter((k) => k <= step).sort((a, b) => a - b);
     for (const k of steps) {
-      for (const r of s.pending.get(k)!.values()) this.judge(r);
+      for (const [key, r] of s.pending.get(k)!) {
+        if (r.t === 'edges') this.judge(r);
+        else {
+          const parts = this.parts.get(r);
+          if (!parts) this.membersUnknown++;
+          else {
+            r.members = this.union(s, key, parts);
+            this.judge(r);
+          }
+        }
+      }
       s.pending.delete(k);
+      this.forgetGone(s, k);
     }
     if (step !== Number.POSITIVE_INFINITY) s.appliedThrough = step;
+  }
+
+  /** Member lists of communicators no group has sent for long (renamed by a restart): not kept. */
+  private forgetGone(s: ShardedJob, step: number): void {
+    if (step % MEMBERS_EVERY !== 0) return;
+    for (const [key, byGroup] of s.members) {
+      for (const [g, v] of byGroup) if (v.step < step - 3 * MEMBERS_EVERY) byGroup.delete(g);
+      if (byGroup.size === 0) {
+        s.members.delete(key);
+        s.unions.delete(key);
+      }
+    }
   }
 
   private judge(r: ShardReduced): void {
@@ -260,4 +351,24 @@ export class JobStageRunner extends DetectorRunner {
       if (this.out.findings.length > before) this.link(before);
     }
   }
+}
+
+function sameList(a: Member[], b: Member[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++)
+    if (a[i][0] !== b[i][0] || a[i][1] !== b[i][1] || a[i][2] !== b[i][2]) return false;
+  return true;
+}
+
+/** Member lists joined: each rank once, in the order the lists give them. */
+function joined(lists: Iterable<Member[]>): Member[] {
+  const seen = new Set<number>();
+  const members: Member[] = [];
+  for (const list of lists)
+    for (const m of list)
+      if (!seen.has(m[0])) {
+        seen.add(m[0]);
+        members.push(m);
+      }
+  return members;
 }

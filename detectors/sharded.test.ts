@@ -14,6 +14,14 @@ import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { JobStageRunner } from './job-stage.js';
 import { DetectorRunner } from './runner.js';
 import { ShardStageRunner } from './shard-stage.js';
+import {
+  MEMBERS_EVERY,
+  type Member,
+  type ReducedCollective,
+  type ShardRecord,
+  type ShardReduced,
+  ShardReducer,
+} from './slowlink/shard-reduce.js';
 
 const events = (fault: string) => [
   ...new ClusterSim({
@@ -43,9 +51,9 @@ function unsharded(input: RankwatchEvent[]): Finding[] {
 
 type Order = 'interleaved' | 'job events first' | 'shard records first';
 
-function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding[] {
+/** Each shard's records (and GPU findings as records) and the job-stage events, as the bus would carry them. */
+function shardOut(input: RankwatchEvent[], shards: number) {
   const runners = Array.from({ length: shards }, () => new ShardStageRunner());
-  const jobStage = new JobStageRunner();
   const found: Finding[] = [];
   const records: unknown[] = [];
   const jobEvents: RankwatchEvent[] = [];
@@ -70,6 +78,12 @@ function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding
     s.flush();
     collect(s);
   }
+  return { found, records, jobEvents };
+}
+
+function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding[] {
+  const jobStage = new JobStageRunner();
+  const { found, records, jobEvents } = shardOut(input, shards);
   const feed = (a: number, b: number) => {
     let i = 0;
     let j = 0;
@@ -155,6 +169,106 @@ describe('the sharded layout finds what one process finds', () => {
     jobStage.advance(announced.at(-1)!.ts);
     // The straggler is found from the steps alone, as it would be without collectives.
     expect(jobStage.take().findings.map((f) => f.type)).toContain('straggler');
+  });
+
+  it("a shard sends a communicator's members when they first come, when they change and every so many steps", () => {
+    const reducer = new ShardReducer();
+    const out: ShardRecord[] = [];
+    for (let step = 0; step < 40; step++)
+      for (let rank = 0; rank < (step < 10 ? 2 : 3); rank++)
+        reducer.add(
+          {
+            v: 1,
+            kind: 'collective',
+            ts: step * 1000 + rank,
+            job: 'j',
+            rank,
+            host: 'h0',
+            gpu: rank,
+            step,
+            op: 'allreduce',
+            comm: 'dp',
+            bytes: 1 << 20,
+            dur_ms: 5,
+          },
+          0,
+          out,
+        );
+    reducer.flush(out, 40_000);
+    const sent = out.filter((r): r is ReducedCollective => r.t === 'reduced');
+    expect(sent).toHaveLength(40);
+    expect(sent.filter((r) => r.members).map((r) => [r.step, r.members!.length])).toEqual([
+      [0, 2],
+      [10, 3],
+      [10 + MEMBERS_EVERY, 3],
+    ]);
+  });
+
+  it('a job stage that never saw a group send its members judges no communicator of it until it does, then finds what replay finds', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = unsharded(input).filter((f) => f.type === 'slow_link');
+    const { records, jobEvents } = shardOut(input, 2);
+    // Started after the shards sent their first lists: it gets every record, less those.
+    const late = records.filter(
+      (r) => !((r as ShardRecord).t === 'reduced' && (r as ReducedCollective).step === 0),
+    );
+    const jobStage = new JobStageRunner();
+    for (const r of late) jobStage.shardRecord(r);
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.endOfInput();
+    const got = jobStage.take().findings.filter((f) => f.type === 'slow_link');
+    expect(jobStage.stats().collectives_members_unknown).toBeGreaterThan(0);
+    expect(want.length).toBeGreaterThan(0);
+    // Same links blamed, on the same hosts and GPUs; nothing else.
+    const where = (fs: Finding[]) =>
+      [...new Set(fs.map((f) => `${f.type} ${f.host} ${f.gpu ?? '-'}`))].sort();
+    expect(where(got)).toEqual(where(want));
+  });
+
+  it("the judge gets each step's members: both parts of a group's step, a group's last list, none it does not know", () => {
+    /** What the judge is handed, member ranks per step (the runner's own hand-over, not a stand-in). */
+    class Watched extends JobStageRunner {
+      readonly judged: [number, number[]][] = [];
+      protected override toJobReduced(r: ShardReduced): void {
+        if (r.t === 'reduced') this.judged.push([r.step, (r.members ?? []).map((m) => m[0])]);
+        super.toJobReduced(r);
+      }
+    }
+    const record = (group: number, step: number, members?: Member[]): ReducedCollective => ({
+      t: 'reduced',
+      job: 'j',
+      group,
+      step,
+      ts: step * 1000,
+      op: 'allreduce',
+      comm: 'dp',
+      nranks: 4,
+      bytes: 1 << 20,
+      min_ms: 5,
+      max_ms: 6,
+      count: members?.length ?? 2,
+      busbw_gbs: 1,
+      ...(members ? { members } : {}),
+    });
+    const m = (rank: number): Member => [rank, `h${rank >> 1}`, rank & 1];
+    const stage = new Watched();
+    // Group 0's step 0 in two parts (an idle flush came between), then group 1's.
+    stage.shardRecord(record(0, 0, [m(0)]));
+    stage.shardRecord(record(0, 0, [m(1)]));
+    stage.shardRecord(record(1, 0, [m(2), m(3)]));
+    // Step 1: group 0's list differs from its last (the second part), group 1's does not.
+    stage.shardRecord(record(0, 1, [m(0), m(1)]));
+    stage.shardRecord(record(1, 1));
+    // Step 2: group 7 sent its list before this job stage started: not judged.
+    stage.shardRecord(record(0, 2));
+    stage.shardRecord(record(1, 2));
+    stage.shardRecord(record(7, 2));
+    stage.endOfInput();
+    expect(stage.judged).toEqual([
+      [0, [0, 1, 2, 3]],
+      [1, [0, 1, 2, 3]],
+    ]);
+    expect(stage.stats().collectives_members_unknown).toBe(1);
   });
 
   it('a throttled GPU found in a shard explains the straggler the job stage finds', () => {

@@ -12,6 +12,12 @@
  * arrive in step order per rank), or at the end of input or when the bus is idle; each send is
  * followed by a mark, "group G of job J is complete through step S", which lets the job stage
  * release that step's events.
+ *
+ * A communicator's members rarely change, so a group sends its member list of a communicator only
+ * when it differs from the list the group last sent, and again every `MEMBERS_EVERY` steps; a
+ * record without `members` means "the members this group last sent for this communicator". The
+ * job stage keeps those lists (a job stage restarted since then learns them within
+ * `MEMBERS_EVERY` steps; until it does, it does not judge that communicator: job-stage.ts).
  */
 import type { CollectiveEvent } from '../../schema/events.js';
 import { busbwGBps } from './busbw.js';
@@ -35,9 +41,12 @@ export interface ReducedCollective {
   count: number;
   /** Bus bandwidth at the shortest duration (nccl-tests' definition). */
   busbw_gbs: number;
-  /** Each member once, in the order they first reported. */
+  /** Each member once, in the order they first reported; absent: as the group last sent them. */
   members?: Member[];
 }
+
+/** Steps after which a group sends a communicator's unchanged member list again. */
+export const MEMBERS_EVERY = 16;
 
 /**
  * A p2p edge as its first report gave it (sender or receiver side; gpu -1 and peer_host null:
@@ -89,6 +98,8 @@ interface GroupState {
   seen: Map<ReducedCollective, Set<number>>;
   /** Per p2p record, its edges by `from>to`. */
   edgesOf: Map<ReducedEdges, Map<string, Edge>>;
+  /** Per communicator (`op|comm`), the member list last sent, by rank, and the step it went with. */
+  sent: Map<string, { byRank: Map<number, Member>; step: number }>;
   maxStep: number;
   through: number;
 }
@@ -203,6 +214,7 @@ export class ShardReducer {
         steps: new Map(),
         seen: new Map(),
         edgesOf: new Map(),
+        sent: new Map(),
         maxStep: Number.NEGATIVE_INFINITY,
         through: Number.NEGATIVE_INFINITY,
       };
@@ -220,10 +232,13 @@ export class ShardReducer {
         else {
           r.busbw_gbs = busbwGBps(r.op, r.nranks ?? 2, r.bytes, r.min_ms);
           g.seen.delete(r);
+          if (sentBefore(g, r)) r.members = undefined;
         }
         out.push(r);
       }
       g.steps.delete(s);
+      // Communicators gone (renamed by a restart) since long before: their lists are not kept.
+      for (const [k, v] of g.sent) if (v.step < s - 2 * MEMBERS_EVERY) g.sent.delete(k);
     }
     if (step > g.through) {
       g.through = step;
@@ -232,7 +247,32 @@ export class ShardReducer {
   }
 }
 
-/** Joins another shard's (or a redelivered) record of the same communicator and step into `into`. */
+/**
+ * Whether the group sent this communicator's members, the same ones, within `MEMBERS_EVERY`
+ * steps; if not, the record's list is noted as the one sent.
+ */
+function sentBefore(g: GroupState, r: ReducedCollective): boolean {
+  const key = `${r.op}|${r.comm}`;
+  const members = r.members!;
+  const last = g.sent.get(key);
+  if (last && r.step - last.step < MEMBERS_EVERY && sameMembers(last.byRank, members)) return true;
+  g.sent.set(key, { byRank: new Map(members.map((m) => [m[0], m])), step: r.step });
+  return false;
+}
+
+function sameMembers(byRank: Map<number, Member>, members: Member[]): boolean {
+  if (byRank.size !== members.length) return false;
+  for (const m of members) {
+    const had = byRank.get(m[0]);
+    if (!had || had[1] !== m[1] || had[2] !== m[2]) return false;
+  }
+  return true;
+}
+
+/**
+ * Joins another shard's (or a redelivered) record of the same communicator and step into `into`:
+ * its figures; the job stage joins member lists itself (per group, kept across steps).
+ */
 export function mergeReduced(into: ReducedCollective, r: ReducedCollective): void {
   into.count += r.count;
   if (r.ts > into.ts) into.ts = r.ts;
@@ -241,9 +281,6 @@ export function mergeReduced(into: ReducedCollective, r: ReducedCollective): voi
     into.min_ms = r.min_ms;
     into.busbw_gbs = r.busbw_gbs;
   }
-  if (!into.members || !r.members) return;
-  const have = new Set(into.members.map((m) => m[0]));
-  for (const m of r.members) if (!have.has(m[0])) into.members.push(m);
 }
 
 /**

@@ -105,11 +105,11 @@ describe('the sharded layout finds what one process finds', () => {
           expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
           continue;
         }
-        // The hang detector's inputs stay in the shards: same host and GPU, onset within a step.
+        // The hang detector's onset sources stay in the shards: same ids, onset within a step.
         const a = want.filter((f) => f.state === 'open');
         const b = got.filter((f) => f.state === 'open');
-        expect(b.map((f) => `${f.type} ${f.host} ${f.gpu}`)).toEqual(
-          a.map((f) => `${f.type} ${f.host} ${f.gpu}`),
+        expect(b.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu}`)).toEqual(
+          a.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu}`),
         );
         for (let i = 0; i < a.length; i++)
           expect(Math.abs((b[i].onset_ts ?? 0) - (a[i].onset_ts ?? 0))).toBeLessThan(1200);

@@ -33,17 +33,25 @@ const read = (file: string): Finding[] => {
   }
 };
 
-/** Each incident once; a hang's by type, host and GPU (its id names an onset up to a step apart). */
+/** Each incident once; a hang's without its onset (up to a step apart: onsets, below). */
 const incidents = (fs: Finding[]) =>
   [
     ...new Set(
       fs.map((f) =>
         SHARDED_APART.some((fam) => f.job === `fam-${fam}`)
-          ? `${f.job} ${f.type} ${f.host} ${f.gpu ?? '-'}`
+          ? `${f.job} ${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'}`
           : `${f.job} ${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`,
       ),
     ),
   ].sort();
+
+/** A hang's onset by id: the sharded job stage reads it from other sources than replay. */
+const onsets = (fs: Finding[]) =>
+  new Map(
+    fs
+      .filter((f) => SHARDED_APART.some((fam) => f.job === `fam-${fam}`) && f.onset_ts !== undefined)
+      .map((f) => [f.id, f.onset_ts!]),
+  );
 
 describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
   it('2 and 4 shards plus a job stage find what replay finds, for every fault family', async () => {
@@ -129,6 +137,9 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
       await waitFor(() => caughtUp(brokers(), `${l.group}.shards`, shardTopic), 60_000, 'shards caught up');
       await waitFor(() => caughtUp(brokers(), l.group, n.topic), 60_000, 'job stage caught up');
       expect(found(), `${l.shards} shards`).toEqual(want);
+      const got = onsets(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
+      for (const [id, ts] of onsets(read(replayed)))
+        expect(Math.abs((got.get(id) ?? Number.NaN) - ts), `${id} onset`).toBeLessThan(1200);
     }
     for (const l of layouts) for (const p of l.procs) p.kill('SIGTERM');
     for (const l of layouts) for (const p of l.procs) expect(await exited(p, 60_000)).toBe(0);

@@ -14,6 +14,7 @@ import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { JobStageRunner } from './job-stage.js';
 import { DetectorRunner } from './runner.js';
 import { ShardStageRunner } from './shard-stage.js';
+import { findingRecord, SHARD_FORMAT } from './slowlink/shard-reduce.js';
 
 const events = (fault: string) => [
   ...new ClusterSim({
@@ -52,7 +53,7 @@ function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding
   const collect = (s: ShardStageRunner) => {
     const o = s.take();
     found.push(...o.findings);
-    records.push(...(o.shard ?? []), ...o.findings.map((finding) => ({ t: 'finding', finding })));
+    records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
   };
   // One host per group: 8 groups over the shards.
   for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
@@ -140,6 +141,49 @@ describe('the sharded layout finds what one process finds', () => {
     for (const e of jobEvents) jobStage.push(e);
     jobStage.endOfInput();
     expect(incidents(jobStage.take().findings)).toEqual(want);
+  });
+
+  it('records of another format are refused, told once per format and host group, and change nothing', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = incidents(unsharded(input));
+    const shard = new ShardStageRunner();
+    const told: string[] = [];
+    const jobStage = new JobStageRunner(
+      {},
+      { onRefused: (format, source) => told.push(`${format} ${source}`) },
+    );
+    const records: unknown[] = [];
+    const jobEvents: RankwatchEvent[] = [];
+    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+      if (!parseShardKey(b.key)) {
+        jobEvents.push(...(b.events as RankwatchEvent[]));
+        continue;
+      }
+      shard.keyed(b.key);
+      for (const e of b.events) shard.push(e as RankwatchEvent);
+      records.push(...(shard.take().shard ?? []));
+    }
+    shard.flush();
+    records.push(...(shard.take().shard ?? []));
+    // A newer shard's records (a duration that means something else), an older one's (no format), garbage.
+    const newer = records.map((r) => ({ ...(r as object), format: SHARD_FORMAT + 1, min_ms: 1e6 }));
+    const older = records.map((r) => {
+      const { format: _, ...rest } = r as { format: number };
+      return rest;
+    });
+    for (const r of [...newer, ...older, null, 'x', 42]) jobStage.shardRecord(r);
+    for (const r of records) jobStage.shardRecord(r);
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.endOfInput();
+    expect(incidents(jobStage.take().findings)).toEqual(want);
+    expect(jobStage.refusedRecords).toBe(newer.length + older.length + 3);
+    // Each (format, host group) once: 8 host groups, two formats; then what carries no job.
+    const groups = Array.from({ length: 8 }, (_, g) => `j/hostgroup-${g}`);
+    expect(told).toEqual([
+      ...groups.map((g) => `${SHARD_FORMAT + 1} ${g}`),
+      ...groups.map((g) => `none ${g}`),
+      'none ?',
+    ]);
   });
 
   it('a host group that never reports holds its job only so long, then the job goes on without it', () => {

@@ -4,6 +4,8 @@ import { ALERT_OPTIONS, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
+import { JobStageRunner } from '../../detectors/job-stage.js';
+import { findingRecord, SHARD_FORMAT } from '../../detectors/slowlink/shard-reduce.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
 import type { Finding } from '../../schema/finding.js';
@@ -214,7 +216,14 @@ ${optionsHelp(STORE_OPTIONS)}`,
       stage,
       shardRecordsTopic: stage === 'job' ? recordsTopic : undefined,
       shardSink: stage === 'shard' ? toJobStage : undefined,
-      jobStage: { holdMs: values['shard-hold-s'] * 1000 },
+      jobStage: {
+        holdMs: values['shard-hold-s'] * 1000,
+        onRefused: (format, source) =>
+          logger.warn(
+            { format, source },
+            `shard records of format ${String(format)} from ${source} refused: this job stage reads format ${SHARD_FORMAT}; run shards and job stage of one version (docs/kafka.md, "Upgrading the sharded layout")`,
+          ),
+      },
       idleAdvanceMs: values['idle-advance-s'] * 1000,
       store,
       storeName: where,
@@ -240,6 +249,21 @@ ${optionsHelp(STORE_OPTIONS)}`,
     });
     const p = pipeline;
     log('info', p.describe());
+    const jobStage = p.runner instanceof JobStageRunner ? p.runner : undefined;
+    // Degraded, not failing, for 5 minutes after the latest refused record: the job stage works on,
+    // its sharded jobs judged without those records, and restarting it would not help.
+    if (jobStage)
+      health.probe(
+        'shard_records',
+        () =>
+          jobStage.refusedRecords && Date.now() - jobStage.refusedAt < 300_000
+            ? {
+                failingSince: jobStage.refusedSince,
+                reason: `${jobStage.refusedRecords} shard records of another format refused (this job stage reads format ${SHARD_FORMAT})`,
+              }
+            : undefined,
+        { degraded: true },
+      );
 
     // A store or broker that is down (or not up yet) is waited for, with backoff, until SIGTERM.
     const waitFor = <T>(what: 'store' | 'bus', fn: () => Promise<T>) =>
@@ -272,6 +296,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
         replay_skipped_batches: t.replay_skipped_batches,
         commits: t.commits,
         store_retries: c.store_retries,
+        shard_records_refused: jobStage?.refusedRecords ?? 0,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');
@@ -367,6 +392,7 @@ async function healthServer(
       dead_letters_sent: 'dead-letter records sent to the dead-letter topic',
       commits: 'offset commits',
       store_retries: 'failed store writes retried',
+      shard_records_refused: 'shard records of another format refused (job stage)',
     },
     figures,
   );
@@ -380,9 +406,4 @@ async function healthServer(
   });
   const url = await app.listen({ host, port });
   return { url, close: () => app.close() };
-}
-
-/** A shard's finding as the job stage reads it, keyed by its job. */
-function findingRecord(f: Finding): { t: 'finding'; job?: string; host: string; finding: Finding } {
-  return { t: 'finding', job: f.job, host: f.host, finding: f };
 }

@@ -88,6 +88,25 @@ function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding
   return found;
 }
 
+/** One shard stage's records over every host group, and the job's events for its job stage. */
+function oneShard(input: RankwatchEvent[]): { records: unknown[]; jobEvents: RankwatchEvent[] } {
+  const shard = new ShardStageRunner();
+  const records: unknown[] = [];
+  const jobEvents: RankwatchEvent[] = [];
+  for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+    if (!parseShardKey(b.key)) {
+      jobEvents.push(...(b.events as RankwatchEvent[]));
+      continue;
+    }
+    shard.keyed(b.key);
+    for (const e of b.events) shard.push(e as RankwatchEvent);
+    records.push(...(shard.take().shard ?? []));
+  }
+  shard.flush();
+  records.push(...(shard.take().shard ?? []));
+  return { records, jobEvents };
+}
+
 describe('the sharded layout finds what one process finds', () => {
   for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
     it(`${family}: 2 and 4 shards, the job stage's inputs in any order`, () => {
@@ -121,21 +140,8 @@ describe('the sharded layout finds what one process finds', () => {
   it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));
-    const shard = new ShardStageRunner();
     const jobStage = new JobStageRunner();
-    const records: unknown[] = [];
-    const jobEvents: RankwatchEvent[] = [];
-    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
-      if (!parseShardKey(b.key)) {
-        jobEvents.push(...(b.events as RankwatchEvent[]));
-        continue;
-      }
-      shard.keyed(b.key);
-      for (const e of b.events) shard.push(e as RankwatchEvent);
-      records.push(...(shard.take().shard ?? []));
-    }
-    shard.flush();
-    records.push(...(shard.take().shard ?? []));
+    const { records, jobEvents } = oneShard(input);
     for (const r of records) jobStage.shardRecord(structuredClone(r));
     for (const r of records) jobStage.shardRecord(structuredClone(r));
     for (const e of jobEvents) jobStage.push(e);
@@ -146,25 +152,12 @@ describe('the sharded layout finds what one process finds', () => {
   it('records of another format are refused, told once per format and host group, and change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));
-    const shard = new ShardStageRunner();
     const told: string[] = [];
     const jobStage = new JobStageRunner(
       {},
       { onRefused: (format, source) => told.push(`${format} ${source}`) },
     );
-    const records: unknown[] = [];
-    const jobEvents: RankwatchEvent[] = [];
-    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
-      if (!parseShardKey(b.key)) {
-        jobEvents.push(...(b.events as RankwatchEvent[]));
-        continue;
-      }
-      shard.keyed(b.key);
-      for (const e of b.events) shard.push(e as RankwatchEvent);
-      records.push(...(shard.take().shard ?? []));
-    }
-    shard.flush();
-    records.push(...(shard.take().shard ?? []));
+    const { records, jobEvents } = oneShard(input);
     // A newer shard's records (a duration that means something else), an older one's (no format), garbage.
     const newer = records.map((r) => ({ ...(r as object), format: SHARD_FORMAT + 1, min_ms: 1e6 }));
     const older = records.map((r) => {

@@ -1,9 +1,11 @@
 /**
  * The sharded layout on a real broker (docs/operations.md, "Capacity"): one small job per
  * simulated fault family, keyed by host group the way collectors key them (`--host-group-size`),
- * read by 2 and by 4 `detect --stage shard` processes, each layout with its `detect --stage job`.
- * What each layout finds (the shards' GPU findings and the job stage's) equals `rankwatch replay`
- * of the same events: the same incidents, by id, type, host, GPU and onset.
+ * read by 2 `detect --stage shard` processes and one `detect --stage job`, and by 4 shards and two
+ * job stages in one group (each holding the same partitions of the events and of the records).
+ * What each layout finds (the shards' GPU findings and the job stages') equals `rankwatch replay`
+ * of the same events: the same incidents, by id, type, host, GPU and onset. Records of another
+ * format, from a shard of another version, are refused with one warning and change nothing.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,7 +17,16 @@ import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
 import { parseFault } from '../sim/faults.js';
 import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
-import { brokers, caughtUp, exited, kafkaTestScope, names, rankwatch, waitFor } from './kafka-helpers.js';
+import {
+  brokers,
+  caughtUp,
+  exited,
+  groupMembers,
+  kafkaTestScope,
+  names,
+  rankwatch,
+  waitFor,
+} from './kafka-helpers.js';
 
 const { dir, topics, children } = kafkaTestScope('rankwatch-kafka-sharded-');
 
@@ -54,7 +65,7 @@ const onsets = (fs: Finding[]) =>
   );
 
 describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
-  it('2 and 4 shards plus a job stage find what replay finds, for every fault family', async () => {
+  it('2 shards and a job stage, 4 shards and two job stages, find what replay finds, for every fault family', async () => {
     // Event time near now: the store drops raw events older than its TTL.
     const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
     // Each job on hosts of its own: one GPU in two jobs at once is no real fleet's.
@@ -83,12 +94,24 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     const n = names('sharded');
     const shardTopic = `${n.topic}.shards`;
     topics.push(n.topic, shardTopic, n.deadLetterTopic);
-    const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
-    const keys = new HostGroupKeys({ groupHosts: 1 });
-    for (let i = 0; i < events.length; i += 4096) await t.publish(keys.batch(events.slice(i, i + 4096)));
-    await t.stop();
 
-    const layouts = [2, 4].map((shards) => {
+    // A shard of another version said a group is complete far ahead: refused, or steps go early.
+    const foreignMark = { t: 'mark', format: 99, job: 'fam-nic', group: 0, through: 1e9, ts: startTs };
+    for (const shards of [2, 4]) {
+      const old = new KafkaTransport({
+        brokers: brokers(),
+        ...n,
+        topic: `${n.topic}.records-${shards}`,
+        partitions: PARTITIONS,
+      });
+      await old.publish([{ key: 'fam-nic', events: [foreignMark, foreignMark] }]);
+      await old.stop();
+    }
+    // Two job stages in one group for the 4 shards: each gets half the jobs, events and records alike.
+    const layouts = [
+      [2, 1],
+      [4, 2],
+    ].map(([shards, jobStages]) => {
       const group = `${n.group}-${shards}`;
       const records = `${n.topic}.records-${shards}`;
       topics.push(records);
@@ -123,11 +146,29 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
         '--idle-advance-s',
         '2',
       ];
-      const ids = ['job', ...Array.from({ length: shards }, (_, i) => `shard${i}`)];
-      const procs = ids.map((id) => rankwatch(args(id === 'job' ? 'job' : 'shard', id)));
+      const jobIds = Array.from({ length: jobStages }, (_, i) => `job${i}`);
+      const ids = [...jobIds, ...Array.from({ length: shards }, (_, i) => `shard${i}`)];
+      const procs = ids.map((id) => rankwatch(args(id.startsWith('job') ? 'job' : 'shard', id)));
       children.push(...procs);
-      return { shards, group, records, ids, procs };
+      return { shards, group, records, jobIds, ids, procs };
     });
+    // Every process in its groups before the events come. What is tested is co-partitioned job
+    // stages, not a rebalance mid-stream: a job stage that loses a job loses the steps it held.
+    const settled = async (group: string, members: number) =>
+      (await groupMembers(brokers(), group)).length === members;
+    for (const l of layouts)
+      await waitFor(
+        async () =>
+          (await settled(l.group, l.jobIds.length)) &&
+          (await settled(`${l.group}.records`, l.jobIds.length)) &&
+          (await settled(`${l.group}.shards`, l.shards)),
+        180_000,
+        'groups settled',
+      );
+    const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
+    const keys = new HostGroupKeys({ groupHosts: 1 });
+    for (let i = 0; i < events.length; i += 4096) await t.publish(keys.batch(events.slice(i, i + 4096)));
+    await t.stop();
 
     for (const l of layouts) {
       const found = () =>
@@ -136,7 +177,21 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
       await waitFor(() => found().length >= want.length, 180_000).catch(() => {});
       await waitFor(() => caughtUp(brokers(), `${l.group}.shards`, shardTopic), 60_000, 'shards caught up');
       await waitFor(() => caughtUp(brokers(), l.group, n.topic), 60_000, 'job stage caught up');
-      expect(found(), `${l.shards} shards`).toEqual(want);
+      expect(found(), `${l.shards} shards, ${l.jobIds.length} job stages`).toEqual(want);
+      // Each job stage holds the same partitions of both topics, and each holds some.
+      const held = async (group: string) =>
+        new Map(
+          (await groupMembers(brokers(), group)).map((m) => [m.clientId, m.partitions.sort((a, b) => a - b)]),
+        );
+      const events = await held(l.group);
+      expect(events.size).toBe(l.jobIds.length);
+      expect(await held(`${l.group}.records`)).toEqual(events);
+      for (const ps of events.values()) expect(ps.length).toBeGreaterThan(0);
+      const refused = l.procs
+        .slice(0, l.jobIds.length)
+        .flatMap((p) => p.log().split('\n'))
+        .filter((line) => line.includes('format 99 from fam-nic/hostgroup-0 refused'));
+      expect(refused).toHaveLength(1);
       const got = onsets(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
       for (const [id, ts] of onsets(read(replayed)))
         expect(Math.abs((got.get(id) ?? Number.NaN) - ts), `${id} onset`).toBeLessThan(1200);

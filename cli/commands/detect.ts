@@ -1,17 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import { CORDON_OPTIONS, repairLoopFrom } from '../../actions/cli-options.js';
 import type { RepairLoop } from '../../actions/leader.js';
 import { ALERT_OPTIONS, alertingFrom } from '../../alerts/cli-options.js';
 import { RankwatchError, retry } from '../../core/errors.js';
 import { Health } from '../../core/health.js';
 import { createLogger } from '../../core/log.js';
-import { JobStageRunner } from '../../detectors/job-stage.js';
-import { findingRecord, SHARD_FORMAT } from '../../detectors/slowlink/shard-reduce.js';
 import type { Pipeline } from '../../pipeline/pipeline.js';
 import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/sinks.js';
 import type { Finding } from '../../schema/finding.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
-import type { KafkaTransportDeps } from '../../stream/kafka.js';
+import type { KafkaTransport, KafkaTransportDeps } from '../../stream/kafka.js';
 import { KAFKA_DEFAULTS, KAFKA_OPTIONS, kafkaConfig } from '../../stream/kafka-config.js';
 import { batchByKey } from '../../stream/transport.js';
 import { type Command, defineOptions, optionName, optionsHelp, parseOptions } from '../args.js';
@@ -114,10 +113,18 @@ ${optionsHelp(STORE_OPTIONS)}`,
       return 0;
     }
     // Loaded once past --help, which then needs none of them.
-    const [{ buildPipeline }, { KafkaTransport }, { MergedTransport }] = await Promise.all([
+    const [
+      { buildPipeline },
+      { KafkaTransport },
+      { MergedTransport },
+      { JobStageRunner },
+      { findingRecord, SHARD_FORMAT },
+    ] = await Promise.all([
       import('../../pipeline/build.js'),
       import('../../stream/kafka.js'),
       import('../../stream/merged.js'),
+      import('../../detectors/job-stage.js'),
+      import('../../detectors/slowlink/shard-reduce.js'),
     ]);
     const logger = createLogger('rankwatch detect', values.quiet === true ? { level: 'error' } : {});
     const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
@@ -185,7 +192,10 @@ ${optionsHelp(STORE_OPTIONS)}`,
       ? findingFileSink(`file ${values.findings}`, new LineWriter(values.findings))
       : undefined;
     let pipeline: Pipeline | undefined;
+    // A job stage's two groups give a job's events and its shards' records to the same process.
+    const processName = stage === 'job' ? randomUUID() : undefined;
     const transportDeps = (): KafkaTransportDeps => ({
+      coPartition: processName,
       log: kafkaLog,
       // kafkajs restarts its consumer every few hundred ms while the broker is away: one failure.
       onCrash: (err, restart) =>
@@ -321,7 +331,10 @@ ${optionsHelp(STORE_OPTIONS)}`,
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
     try {
-      await waitFor('bus', () => p.start());
+      await waitFor('bus', async () => {
+        if (stage === 'job') await samePartitions(transport, records!);
+        await p.start();
+      });
       busOk();
     } catch (err) {
       if (!stopping.signal.aborted) throw err;
@@ -360,6 +373,16 @@ ${optionsHelp(STORE_OPTIONS)}`,
     return 0;
   },
 };
+
+/** A job stage's topics must be co-partitioned (docs/kafka.md, "Several job stages"). */
+async function samePartitions(events: KafkaTransport, records: KafkaTransport): Promise<void> {
+  const [a, b] = [await events.partitionCount(), await records.partitionCount()];
+  if (a !== b)
+    throw new RankwatchError(
+      'RANKWATCH_ERR_CONFIG',
+      `topics ${events.config.topic} (${a} partitions) and ${records.config.topic} (${b}) differ: a job stage needs a job's events and its shards' records in the same partition; give ${records.config.topic} ${a} partitions (kafka-topics.sh --alter --partitions ${a}, or recreate it)`,
+    );
+}
 
 /** kafkajs lines that mean the brokers cannot be reached (as kafkajs words them, tulios/kafkajs#267, #1557). */
 const UNREACHABLE =

@@ -199,4 +199,36 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     for (const l of layouts) for (const p of l.procs) p.kill('SIGTERM');
     for (const l of layouts) for (const p of l.procs) expect(await exited(p, 60_000)).toBe(0);
   }, 600_000);
+
+  it('a job stage whose two topics differ in partitions stops with one line saying which to change', async () => {
+    const n = names('sharded-parts');
+    const records = `${n.topic}.records`;
+    topics.push(n.topic, records, n.deadLetterTopic);
+    // The records topic made by hand, with fewer partitions than the events topic.
+    const made = new KafkaTransport({ brokers: brokers(), ...n, topic: records, partitions: 2 });
+    await made.ensureTopics();
+    await made.stop();
+    const p = rankwatch([
+      'detect',
+      '--stage',
+      'job',
+      '--brokers',
+      brokers().join(','),
+      '--topic',
+      n.topic,
+      '--shard-records-topic',
+      records,
+      '--dead-letter-topic',
+      n.deadLetterTopic,
+      '--group',
+      n.group,
+      '--partitions',
+      String(PARTITIONS),
+      '--data',
+      join(dir, 'parts'),
+    ]);
+    children.push(p);
+    expect(await exited(p, 120_000)).not.toBe(0);
+    expect(p.log()).toContain(`topics ${n.topic} (4 partitions) and ${records} (2) differ`);
+  }, 180_000);
 });

@@ -337,14 +337,16 @@ ${optionsHelp(STORE_OPTIONS)}`,
       });
       busOk();
     } catch (err) {
-      if (!stopping.signal.aborted) throw err;
-      log('info', `${await stopped}: stopped while waiting for the bus`);
+      // Given up (a setting to fix) or stopped: either way the connections close, so the process ends.
+      const given = !stopping.signal.aborted;
+      if (!given) log('info', `${await stopped}: stopped while waiting for the bus`);
       clearInterval(busQuiet);
       if (timer) clearInterval(timer);
       await p.close();
       await loop?.stop();
       await store.close();
       await server?.close();
+      if (given) throw err;
       return 0;
     }
     log(

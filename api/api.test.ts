@@ -17,6 +17,7 @@ import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
 import { ChdbStore } from '../store/chdb.js';
 import { MemoryTransport } from '../stream/memory.js';
+import { unreachableStore } from '../tests/helpers.js';
 import { buildApp } from './app.js';
 import { parseAuth } from './auth.js';
 
@@ -613,22 +614,7 @@ describe('documents and errors', () => {
   });
 
   it('a store that is down answers 503 with the reason', async () => {
-    const down = await buildApp({
-      store: {
-        type: 'down',
-        migrate: async () => {},
-        insert: async () => {},
-        exec: async () => {},
-        close: async () => {},
-        query: async () => {
-          const { RankwatchError } = await import('../core/errors.js');
-          throw new RankwatchError(
-            'RANKWATCH_ERR_STORE_UNAVAILABLE',
-            'ClickHouse at http://ch:8123 refused the connection',
-          );
-        },
-      },
-    });
+    const down = await buildApp({ store: unreachableStore() });
     try {
       const r = await down.inject({ method: 'GET', url: '/v1/jobs' });
       expect(r.statusCode).toBe(503);

@@ -17,6 +17,7 @@ import type { RankwatchEvent } from '../schema/events.js';
 import { FailureSim } from '../sim/failures.js';
 import { ChdbStore } from '../store/chdb.js';
 import { MemoryTransport } from '../stream/memory.js';
+import { unreachableStore } from '../tests/helpers.js';
 import { buildApp } from './app.js';
 import { parseAuth } from './auth.js';
 
@@ -308,19 +309,7 @@ describe('scopes, documents and a store that is down', () => {
   });
 
   it('503 with the reason when the store is down', async () => {
-    const { RankwatchError } = await import('../core/errors.js');
-    const down = await buildApp({
-      store: {
-        type: 'down',
-        migrate: async () => {},
-        insert: async () => {},
-        exec: async () => {},
-        close: async () => {},
-        query: async () => {
-          throw new RankwatchError('RANKWATCH_ERR_STORE_UNAVAILABLE', 'ClickHouse at http://ch:8123 refused');
-        },
-      },
-    });
+    const down = await buildApp({ store: unreachableStore() });
     try {
       for (const url of ['/v1/failures', '/v1/jobs/j/checkpoint-advice']) {
         const r = await down.inject({ method: 'GET', url });

@@ -8,15 +8,10 @@ import { type Accounting, account, replayFindings } from './account.js';
 import { type CollectorDrops, startCollector as collector, collectorDrops, quiet } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
-import type { SoakInput } from './input.js';
+import type { SoakPathOptions } from './input.js';
 import { answering, freePort, Proc, sleep, startChdbServer, stopAll } from './procs.js';
 
-export async function httpPath(o: {
-  dir: string;
-  input: SoakInput;
-  seconds: number;
-  log: (l: string) => void;
-}): Promise<Accounting> {
+export async function httpPath(o: SoakPathOptions): Promise<Accounting> {
   const disk = new Disk(o.dir, 'up-data');
   const diskFaults = await disk.mount(1024);
   const spool = join(o.dir, 'collector-spool');

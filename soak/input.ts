@@ -7,6 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ROOT } from './procs.js';
 
+/** What run.ts hands each path: its own folder, the input, how long the feed lasts, a log line sink. */
+export interface SoakPathOptions {
+  dir: string;
+  input: SoakInput;
+  seconds: number;
+  log: (l: string) => void;
+}
+
 export interface SoakInput {
   job: string;
   /** Valid events, in order, as the simulator wrote them. */

@@ -5,12 +5,12 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
 import { type Accounting, account, replayFindings } from './account.js';
+import { caughtUp } from './caught-up.js';
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { Disk, spaceRefusals } from './disk.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
-import type { SoakInput } from './input.js';
+import type { SoakPathOptions } from './input.js';
 import {
   freePort,
   kafkaBroker,
@@ -23,62 +23,35 @@ import {
   untilMet,
 } from './procs.js';
 
-/** What every Kafka soak path needs: the collector's spool, a broker, the job's topic and group, free ports for the store and the collector. */
+/**
+ * What every Kafka soak path needs: the collector's spool, a broker, the job's topic and group, free
+ * ports for the store and the collector, and the `detect` arguments every detect process shares.
+ */
 export async function kafkaSoakSetup(dir: string, job: string) {
   const spool = join(dir, 'collector-spool');
   mkdirSync(spool, { recursive: true });
   const storePort = await freePort();
+  const broker = await kafkaBroker(join(dir, 'kafka'));
+  const topic = `soak.${job}`;
+  const group = `soak-${job}`;
+  const storeUrl = `http://127.0.0.1:${storePort}`;
   return {
     spool,
-    broker: await kafkaBroker(join(dir, 'kafka')),
-    topic: `soak.${job}`,
-    group: `soak-${job}`,
+    broker,
+    topic,
+    group,
     storePort,
     colPort: await freePort(),
-    storeUrl: `http://127.0.0.1:${storePort}`,
-  };
-}
-
-/** The group's committed offsets have reached the end of every partition of the topic. */
-export async function caughtUp(brokers: string, group: string, topic: string): Promise<boolean> {
-  const admin = new Kafka({ brokers: [brokers], logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
-    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
-  } finally {
-    await admin.disconnect();
-  }
-}
-
-export async function kafkaPath(o: {
-  dir: string;
-  input: SoakInput;
-  seconds: number;
-  log: (l: string) => void;
-}): Promise<Accounting> {
-  const disk = new Disk(o.dir, 'store-data');
-  const diskFaults = await disk.mount(1024);
-  const { spool, broker, topic, group, storePort, colPort, storeUrl } = await kafkaSoakSetup(
-    o.dir,
-    o.input.job,
-  );
-  const procs: Proc[] = [];
-  let store: Proc | undefined;
-  const detects: (Proc | undefined)[] = [undefined, undefined];
-  const drops: CollectorDrops = { refusedByBus: 0, other: {} };
-  const kafkaArgs = ['--brokers', broker.brokers, '--topic', topic, '--partitions', '4'];
-
-  const startStore = async () => {
-    store = await startChdbServer(disk.dir, storePort);
-    procs.push(store);
-  };
-  const startDetect = (i: number) => {
-    const p = Proc.cli(`detect-${i}`, [
+    storeUrl,
+    /** `detect` plus the options every detect process of a soak path takes; callers add their own. */
+    detectArgs: (...extra: string[]) => [
       'detect',
-      ...kafkaArgs,
+      '--brokers',
+      broker.brokers,
+      '--topic',
+      topic,
+      '--partitions',
+      '4',
       '--group',
       group,
       '--dead-letter-topic',
@@ -91,7 +64,29 @@ export async function kafkaPath(o: {
       // 10 s instead of 30 leaves the faults after it a detect to meet in a short run.
       '--session-timeout-ms',
       '10000',
-    ]);
+      ...extra,
+    ],
+  };
+}
+
+export async function kafkaPath(o: SoakPathOptions): Promise<Accounting> {
+  const disk = new Disk(o.dir, 'store-data');
+  const diskFaults = await disk.mount(1024);
+  const { spool, broker, topic, group, storePort, colPort, storeUrl, detectArgs } = await kafkaSoakSetup(
+    o.dir,
+    o.input.job,
+  );
+  const procs: Proc[] = [];
+  let store: Proc | undefined;
+  const detects: (Proc | undefined)[] = [undefined, undefined];
+  const drops: CollectorDrops = { refusedByBus: 0, other: {} };
+
+  const startStore = async () => {
+    store = await startChdbServer(disk.dir, storePort);
+    procs.push(store);
+  };
+  const startDetect = (i: number) => {
+    const p = Proc.cli(`detect-${i}`, detectArgs());
     detects[i] = p;
     procs.push(p);
   };
@@ -145,7 +140,7 @@ export async function kafkaPath(o: {
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for the group to catch up`);
     await quiet(colPort, `${storeUrl}/ping`);
     await until('the detect group to commit every message', async () =>
-      (await caughtUp(broker.brokers, group, topic)) ? true : undefined,
+      (await caughtUp([broker.brokers], group, topic)) ? true : undefined,
     );
     await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');

@@ -8,21 +8,17 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Accounting, account, incidentsOnly, replayFindings } from './account.js';
+import { caughtUp } from './caught-up.js';
 import { type CollectorDrops, collectorDrops, quiet, startCollector, stopEach } from './collector.js';
 import { type Fault, faultsRun, feedCollector } from './feed.js';
-import type { SoakInput } from './input.js';
-import { caughtUp, kafkaSoakSetup } from './kafka-path.js';
+import type { SoakPathOptions } from './input.js';
+import { kafkaSoakSetup } from './kafka-path.js';
 import { Proc, sleep, startChdbServer, stopAll, until } from './procs.js';
 
-export async function shardedPath(o: {
-  dir: string;
-  input: SoakInput;
-  seconds: number;
-  log: (l: string) => void;
-}): Promise<Accounting> {
+export async function shardedPath(o: SoakPathOptions): Promise<Accounting> {
   const data = join(o.dir, 'store-data');
   mkdirSync(data, { recursive: true });
-  const { spool, broker, topic, group, storePort, colPort, storeUrl } = await kafkaSoakSetup(
+  const { spool, broker, topic, group, storePort, colPort, storeUrl, detectArgs } = await kafkaSoakSetup(
     o.dir,
     o.input.job,
   );
@@ -31,36 +27,22 @@ export async function shardedPath(o: {
   let jobStage: Proc | undefined;
   const drops: CollectorDrops = { refusedByBus: 0, other: {} };
   const start = (name: string, stage: 'shard' | 'job') => {
-    const p = Proc.cli(name, [
-      'detect',
-      '--stage',
-      stage,
-      '--brokers',
-      broker.brokers,
-      '--topic',
-      topic,
-      '--shard-topic',
-      `${topic}.shards`,
-      '--shard-records-topic',
-      `${topic}.records`,
-      '--partitions',
-      '4',
-      '--group',
-      group,
-      '--client-id',
+    const p = Proc.cli(
       name,
-      '--dead-letter-topic',
-      `${topic}.dlq`,
-      '--clickhouse-url',
-      storeUrl,
-      '--stats-interval',
-      '0',
-      '--session-timeout-ms',
-      '10000',
-      // The shards send a step's records once a later step comes, or once their input is idle.
-      '--idle-advance-s',
-      '2',
-    ]);
+      detectArgs(
+        '--stage',
+        stage,
+        '--shard-topic',
+        `${topic}.shards`,
+        '--shard-records-topic',
+        `${topic}.records`,
+        '--client-id',
+        name,
+        // The shards send a step's records once a later step comes, or once their input is idle.
+        '--idle-advance-s',
+        '2',
+      ),
+    );
     procs.push(p);
     return p;
   };
@@ -105,12 +87,12 @@ export async function shardedPath(o: {
       [`${group}.records`, `${topic}.records`],
     ])
       await until(`${g} to commit every message`, async () =>
-        (await caughtUp(broker.brokers, g, t)) ? true : undefined,
+        (await caughtUp([broker.brokers], g, t)) ? true : undefined,
       );
     // The shards' last steps go out once their input is idle; then the job stage takes them.
     await sleep(5_000);
     await until('the job stage to take the last records', async () =>
-      (await caughtUp(broker.brokers, `${group}.records`, `${topic}.records`)) ? true : undefined,
+      (await caughtUp([broker.brokers], `${group}.records`, `${topic}.records`)) ? true : undefined,
     );
     await collectorDrops(colPort, drops);
     await col.stop('SIGTERM');

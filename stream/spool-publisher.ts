@@ -79,10 +79,7 @@ export class SpoolingPublisher implements Publisher {
   }
 
   publish(batches: Batch[]): Promise<void> {
-    const run = async () => {
-      if (this.stopped)
-        throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped spooling publisher');
-      if (batches.length === 0) return;
+    return this.inOrder(batches, async () => {
       // Spooled bytes are acknowledged only once sent, so 0 means nothing older is waiting.
       if (this.spool.bytes() === 0) {
         try {
@@ -93,13 +90,8 @@ export class SpoolingPublisher implements Publisher {
           if (!this.o.isRetriable(err)) throw err;
         }
       }
-      await this.spool.append(batches);
-      this.c.spooled_batches += batches.length;
-      this.ensureLoop();
-    };
-    const p = this.chain.then(run, run);
-    this.chain = p.catch(() => {});
-    return p;
+      await this.toSpool(batches);
+    });
   }
 
   /**
@@ -107,17 +99,25 @@ export class SpoolingPublisher implements Publisher {
    * Resolves once they are on disk: what a local sender (a training hook) is acknowledged with.
    */
   enqueue(batches: Batch[]): Promise<void> {
+    return this.inOrder(batches, () => this.toSpool(batches));
+  }
+
+  /** Runs `send` after everything published or enqueued before it; refused once stopped. */
+  private inOrder(batches: Batch[], send: () => Promise<void>): Promise<void> {
     const run = async () => {
       if (this.stopped)
         throw new RankwatchError('RANKWATCH_ERR_STOPPED', 'publish on a stopped spooling publisher');
-      if (batches.length === 0) return;
-      await this.spool.append(batches);
-      this.c.spooled_batches += batches.length;
-      this.ensureLoop();
+      if (batches.length > 0) await send();
     };
     const p = this.chain.then(run, run);
     this.chain = p.catch(() => {});
     return p;
+  }
+
+  private async toSpool(batches: Batch[]): Promise<void> {
+    await this.spool.append(batches);
+    this.c.spooled_batches += batches.length;
+    this.ensureLoop();
   }
 
   /** Resolves when the spool is empty (everything handed to `inner`), or when stopped. */

@@ -12,10 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../api/up.js';
+import type { Up } from '../api/up.js';
 import type { Finding } from '../schema/finding.js';
-import { ChdbStore } from '../store/chdb.js';
-import { BIN, type Running, startRankwatch, until } from './helpers.js';
+import { collectInto, upOnChdb } from './collect-into-up.js';
+import { BIN, type Running, until } from './helpers.js';
 
 const fixtures = join(import.meta.dirname, '..', 'collectors', 'parsers', 'fixtures');
 const fixture = (name: string) => readFileSync(join(fixtures, name), 'utf8');
@@ -35,23 +35,11 @@ describe('rankwatch collect on public dcgm-exporter and nccl-tests output → up
   });
 
   beforeAll(async () => {
-    up = await startUp({
-      host: '127.0.0.1',
-      port: 0,
-      store: new ChdbStore({ path: join(dir, 'data') }),
-      token: 'tok',
-    });
+    up = await upOnChdb(dir);
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const port = (server.address() as { port: number }).port;
     copyFileSync(join(fixtures, 'nccl-tests-1453-tagged.txt'), join(dir, 'nccl-tests.log'));
-    collector = startRankwatch([
-      'collect',
-      '--bus',
-      up.url,
-      '--token',
-      'tok',
-      '--host',
-      'node-a',
+    collector = collectInto(up, 'node-a', [
       '--dcgm',
       `http://127.0.0.1:${port}/metrics`,
       '--nccl-tests',

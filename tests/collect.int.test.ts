@@ -8,9 +8,9 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../api/up.js';
-import { ChdbStore } from '../store/chdb.js';
-import { type Running, serveText, startRankwatch, until } from './helpers.js';
+import type { Up } from '../api/up.js';
+import { collectInto, upOnChdb } from './collect-into-up.js';
+import { type Running, serveText, until } from './helpers.js';
 
 const root = join(import.meta.dirname, '..');
 const fixtures = join(root, 'collectors', 'parsers', 'fixtures');
@@ -40,23 +40,11 @@ describe('rankwatch collect → rankwatch up', () => {
   const log = join(dir, 'train.log');
 
   beforeAll(async () => {
-    up = await startUp({
-      host: '127.0.0.1',
-      port: 0,
-      store: new ChdbStore({ path: join(dir, 'data') }),
-      token: 'tok',
-    });
+    up = await upOnChdb(dir);
     exporter = await serveText('/metrics', readFileSync(join(fixtures, 'dcgm-k8s.prom'), 'utf8'));
     // The first half of the log exists before the collector starts; the rest comes later.
     writeFileSync(log, `${megatronLines.slice(0, 8).join('\n')}\n`);
-    collector = startRankwatch([
-      'collect',
-      '--bus',
-      up.url,
-      '--token',
-      'tok',
-      '--host',
-      'gpu-0008',
+    collector = collectInto(up, 'gpu-0008', [
       '--dcgm',
       exporter.url,
       '--megatron-log',

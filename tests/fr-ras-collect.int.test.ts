@@ -8,9 +8,9 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../api/up.js';
-import { ChdbStore } from '../store/chdb.js';
-import { BIN, type Running, startRankwatch, until } from './helpers.js';
+import type { Up } from '../api/up.js';
+import { collectInto, upOnChdb } from './collect-into-up.js';
+import { BIN, type Running, until } from './helpers.js';
 
 const fixtures = join(import.meta.dirname, '..', 'collectors', 'parsers', 'fixtures');
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-fr-ras-'));
@@ -29,25 +29,13 @@ describe('rankwatch collect (Flight Recorder, NCCL RAS) → rankwatch up', () =>
   let collector: Running;
 
   beforeAll(async () => {
-    up = await startUp({
-      host: '127.0.0.1',
-      port: 0,
-      store: new ChdbStore({ path: join(dir, 'data') }),
-      token: 'tok',
-    });
+    up = await upOnChdb(dir);
     const dumps = join(dir, 'fr');
     mkdirSync(dumps);
     for (const f of readdirSync(join(fixtures, 'flight-recorder', 'gloo-hang-4ranks')))
       copyFileSync(join(fixtures, 'flight-recorder', 'gloo-hang-4ranks', f), join(dumps, f));
     copyFileSync(join(fixtures, 'nccl-ras', 'docs-2.24-incomplete.txt'), join(dir, 'ras.txt'));
-    collector = startRankwatch([
-      'collect',
-      '--bus',
-      up.url,
-      '--token',
-      'tok',
-      '--host',
-      'node-a',
+    collector = collectInto(up, 'node-a', [
       '--flight-recorder',
       dumps,
       '--nccl-ras',

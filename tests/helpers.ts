@@ -192,6 +192,23 @@ export class SwitchableStore implements Store {
   }
 }
 
+/** A store every query of which fails as a ClickHouse server that refuses connections does. */
+export function unreachableStore(): Store {
+  return {
+    type: 'down',
+    migrate: async () => {},
+    insert: async () => {},
+    exec: async () => {},
+    close: async () => {},
+    query: async () => {
+      throw new RankwatchError(
+        'RANKWATCH_ERR_STORE_UNAVAILABLE',
+        'ClickHouse at http://ch:8123 refused the connection',
+      );
+    },
+  };
+}
+
 /**
  * Checks a command built its pipeline through the one builder (pipeline/build.ts): its output
  * has the builder's topology line, naming the source and every detector of detectors/list.ts in

@@ -10,10 +10,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../api/up.js';
+import type { Up } from '../api/up.js';
 import { inspectorLine } from '../collectors/parsers/nccl_inspector_format.js';
-import { ChdbStore } from '../store/chdb.js';
-import { BIN, postLines, type Running, startRankwatch, until } from './helpers.js';
+import { collectInto, upOnChdb } from './collect-into-up.js';
+import { BIN, postLines, type Running, until } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-inspector-collect-'));
 const dumps = join(dir, 'nccl-inspector-81723');
@@ -87,30 +87,11 @@ function dumpFile(rank: number, pid: number): string {
 
 describe('rankwatch collect --nccl-inspector → rankwatch up', () => {
   it('stores one reduced collective per rank, step and communicator, and counts the unmappable pid', async () => {
-    up = await startUp({
-      host: '127.0.0.1',
-      port: 0,
-      store: new ChdbStore({ path: join(dir, 'data') }),
-      token: 'tok',
-    });
-    const c = startRankwatch(
-      [
-        'collect',
-        '--bus',
-        up.url,
-        '--token',
-        'tok',
-        '--host',
-        HOST,
-        '--health-port',
-        '0',
-        '--flush-ms',
-        '200',
-        '--nccl-inspector',
-        dumps,
-        '--from',
-        'start',
-      ],
+    up = await upOnChdb(dir);
+    const c = collectInto(
+      up,
+      HOST,
+      ['--health-port', '0', '--flush-ms', '200', '--nccl-inspector', dumps, '--from', 'start'],
       { ...process.env, RANKWATCH_LOG_FORMAT: 'json' },
     );
     running.push(c);

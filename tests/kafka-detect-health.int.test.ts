@@ -3,19 +3,14 @@
  * GET /healthz (ok, with its checks) and GET /metrics (Prometheus text with the pipeline's and the
  * dead-letter figures), every log line has a timestamp, and a clean stop exits 0.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KafkaTransport } from '../stream/kafka.js';
-import { brokers, deleteTopics, exited, names, rankwatch, waitFor } from './kafka-helpers.js';
+import { brokers, exited, kafkaTestScope, names, rankwatch, waitFor } from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-detect-health-'));
+const { dir, topics } = kafkaTestScope('rankwatch-detect-health-');
 const n = names('health');
-afterAll(async () => {
-  await deleteTopics(brokers(), [n.topic, n.deadLetterTopic]);
-  rmSync(dir, { recursive: true, force: true });
-});
+topics.push(n.topic, n.deadLetterTopic);
 
 describe('rankwatch detect --health-port', () => {
   it('serves /healthz and /metrics with the pipeline and dead-letter figures; logs carry timestamps', async () => {

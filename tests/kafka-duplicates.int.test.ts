@@ -4,24 +4,18 @@
  * tables keep one row per event whatever happens, but the per-minute rollups count every inserted
  * block: the consumer must pass over a message whose bytes repeat a recent one.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { ChdbStore } from '../store/chdb.js';
 import { KafkaTransport } from '../stream/kafka.js';
-import { brokers, caughtUp, deleteTopics, names, waitFor } from './kafka-helpers.js';
+import { brokers, caughtUp, kafkaTestScope, names, waitFor } from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-dup-'));
+const { dir, topics } = kafkaTestScope('rankwatch-kafka-dup-');
 const chdb = new ChdbStore({ path: dir });
 const n = names('duplicates');
-afterAll(async () => {
-  await chdb.close();
-  rmSync(dir, { recursive: true, force: true });
-  if (brokers().length) await deleteTopics(brokers(), [n.topic, n.deadLetterTopic]);
-});
+topics.push(n.topic, n.deadLetterTopic);
+afterAll(() => chdb.close());
 
 describe.skipIf(brokers().length === 0)('kafka: the same batch sent twice by its producer', () => {
   it('is stored once, in raw tables and in every rollup, and counted as a duplicate', async () => {

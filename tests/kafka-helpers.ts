@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { AssignerProtocol, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { afterAll, inject } from 'vitest';
+import { KAFKA_SCRIPT } from './setup/kafka.js';
+import { freePortPair } from './setup/ports.js';
 
 const runFile = promisify(execFile);
 
@@ -138,19 +140,7 @@ export function partitionOfKey(key: string, partitions: number): number {
   });
 }
 
-/** Committed offsets of a group have reached the end of every partition of the topic. */
-export async function caughtUp(brokerList: string[], group: string, topic: string): Promise<boolean> {
-  const admin = new Kafka({ brokers: brokerList, logLevel: logLevel.NOTHING }).admin();
-  await admin.connect();
-  try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const committed = new Map(got[0].partitions.map((p) => [p.partition, Number(p.offset)]));
-    return ends.every((e) => Number(e.high) === 0 || (committed.get(e.partition) ?? -1) >= Number(e.high));
-  } finally {
-    await admin.disconnect();
-  }
-}
+export { caughtUp } from '../soak/caught-up.js';
 
 /** Members of a group and the partitions each holds, by client id. */
 export async function groupMembers(
@@ -173,7 +163,8 @@ export async function groupMembers(
 
 /**
  * A test file's scratch folder, the topics it creates and the processes it starts: all removed
- * (processes SIGKILLed) after its tests.
+ * (processes SIGKILLed) after its tests. A file's own `afterAll` registered after this call runs
+ * before this cleanup (vitest runs them in reverse), so a store or server in `dir` closes there.
  */
 export function kafkaTestScope(prefix: string): {
   dir: string;
@@ -191,4 +182,19 @@ export function kafkaTestScope(prefix: string): {
     rmSync(scope.dir, { recursive: true, force: true });
   });
   return scope;
+}
+
+/**
+ * A broker of the file's own (another port, its data in `dir`), for tests that stop and start it
+ * while the shared broker stays up for the others. Stopped after the file's tests, before a
+ * kafkaTestScope made earlier removes `dir`.
+ */
+export async function ownBroker(dir: string, preferredPort: number) {
+  const port = await freePortPair(preferredPort);
+  const env = { ...process.env, KAFKA_PORT: String(port), KAFKA_STATE: join(dir, 'broker') };
+  const script = async (cmd: 'start' | 'stop') => {
+    await runFile('bash', [KAFKA_SCRIPT, cmd], { env, timeout: 300_000 });
+  };
+  afterAll(() => script('stop').catch(() => {}));
+  return { address: [`127.0.0.1:${port}`], start: () => script('start'), stop: () => script('stop') };
 }

@@ -3,12 +3,8 @@
  * delivered in order when it is back, and the store ends with exactly the events produced. Runs
  * its own broker (another port, its own data) so the shared test broker stays up for the others.
  */
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildPipeline } from '../pipeline/build.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import { ClusterSim } from '../sim/cluster.js';
@@ -17,26 +13,16 @@ import { KafkaTransport } from '../stream/kafka.js';
 import { DiskSpool } from '../stream/spool.js';
 import { SpoolingPublisher } from '../stream/spool-publisher.js';
 import { batchByKey } from '../stream/transport.js';
-import { brokers, names, waitFor } from './kafka-helpers.js';
-import { KAFKA_SCRIPT } from './setup/kafka.js';
-import { freePortPair } from './setup/ports.js';
+import { brokers, kafkaTestScope, names, ownBroker, waitFor } from './kafka-helpers.js';
 
-const run = promisify(execFile);
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-outage-'));
-const PORT = await freePortPair(Number(process.env.RANKWATCH_TEST_KAFKA_OUTAGE_PORT ?? 19192));
-const env = { ...process.env, KAFKA_PORT: String(PORT), KAFKA_STATE: join(dir, 'broker') };
-const broker = (cmd: 'start' | 'stop') => run('bash', [KAFKA_SCRIPT, cmd], { env, timeout: 300_000 });
+const { dir } = kafkaTestScope('rankwatch-kafka-outage-');
+const broker = await ownBroker(dir, Number(process.env.RANKWATCH_TEST_KAFKA_OUTAGE_PORT ?? 19192));
 const OUTAGE_MS = 30_000;
-
-afterAll(async () => {
-  await broker('stop').catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 describe.skipIf(brokers().length === 0)('a 30 s broker outage under a publishing collector', () => {
   it('spools while the broker is down, delivers when it is back: stored == produced', async () => {
-    await broker('start');
-    const address = [`127.0.0.1:${PORT}`];
+    await broker.start();
+    const address = broker.address;
     const n = names('outage');
     const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
     const events: RankwatchEvent[] = [
@@ -60,7 +46,7 @@ describe.skipIf(brokers().length === 0)('a 30 s broker outage under a publishing
 
     await publish(10_000);
     await collector.flushed();
-    await broker('stop');
+    await broker.stop();
     const down = Date.now();
     // A collector does not stop when the bus does: keep publishing through the outage.
     while (Date.now() - down < OUTAGE_MS) {
@@ -70,7 +56,7 @@ describe.skipIf(brokers().length === 0)('a 30 s broker outage under a publishing
     const spooled = collector.counters().spooled_batches;
     expect(spooled).toBeGreaterThan(0);
     expect(collector.spooledBytes()).toBeGreaterThan(0);
-    await broker('start');
+    await broker.start();
     while (sent < events.length) await publish(2_000);
     await collector.flushed();
     expect(collector.spooledBytes()).toBe(0);

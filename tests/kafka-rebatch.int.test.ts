@@ -4,9 +4,6 @@
  * re-batches that stretch exactly as the first owner did, so the insert tokens match and the
  * per-minute rollups (materialized views, which see every inserted block) count each message once.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildPipeline } from '../pipeline/build.js';
 import { ClusterSim } from '../sim/cluster.js';
@@ -14,16 +11,11 @@ import { ChdbStore } from '../store/chdb.js';
 import { DeliveryRanges } from '../store/delivery-ranges.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { MemoryTransport } from '../stream/memory.js';
-import { brokers, deleteTopics, names, waitFor } from './kafka-helpers.js';
+import { brokers, kafkaTestScope, names, waitFor } from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-rebatch-'));
+const { dir, topics } = kafkaTestScope('rankwatch-kafka-rebatch-');
 const chdb = new ChdbStore({ path: dir });
-const topics: string[] = [];
-afterAll(async () => {
-  await chdb.close();
-  rmSync(dir, { recursive: true, force: true });
-  if (brokers().length) await deleteTopics(brokers(), topics);
-});
+afterAll(() => chdb.close());
 
 describe.skipIf(brokers().length === 0)('kafka: a crash after the store write, then a new owner', () => {
   it('counts every message once in raw tables and rollups, however the new owner fetches', async () => {

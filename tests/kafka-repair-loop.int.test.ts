@@ -6,17 +6,24 @@
  * decides nothing. Stopped, the leader hands the lease over and the other decides from then on.
  * This file opens no ChdbStore.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KafkaTransport } from '../stream/kafka.js';
 import { clickHouseForTest, type RealClickHouse } from './fixtures/clickhouse-server.js';
 import { xidFault } from './helpers.js';
-import { brokers, deleteTopics, exited, names, partitionOfKey, rankwatch, waitFor } from './kafka-helpers.js';
+import {
+  brokers,
+  exited,
+  kafkaTestScope,
+  names,
+  partitionOfKey,
+  rankwatch,
+  waitFor,
+} from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-repair-'));
+const { dir, topics } = kafkaTestScope('rankwatch-kafka-repair-');
 const n = names('repair');
+topics.push(n.topic, n.deadLetterTopic);
 const database = `rankwatch_repair_${process.pid}`;
 let ch: Omit<RealClickHouse, 'source'>;
 
@@ -25,9 +32,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await deleteTopics(brokers(), [n.topic, n.deadLetterTopic]);
   await ch?.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 /** Host names whose keys land on partitions 0 and 1 of two. */

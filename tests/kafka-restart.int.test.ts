@@ -10,29 +10,15 @@
  *   restarted consumer is a new member; the old one's session has to expire), so a shorter
  *   `--session-timeout-ms` shortens the pause (docs/kafka.md).
  */
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KafkaTransport } from '../stream/kafka.js';
-import { brokers, exited, names, rankwatch, waitFor } from './kafka-helpers.js';
-import { KAFKA_SCRIPT } from './setup/kafka.js';
-import { freePortPair } from './setup/ports.js';
+import { brokers, exited, kafkaTestScope, names, ownBroker, rankwatch, waitFor } from './kafka-helpers.js';
 
-const run = promisify(execFile);
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-restart-'));
-const PORT = await freePortPair(Number(process.env.RANKWATCH_TEST_KAFKA_RESTART_PORT ?? 19392));
-const env = { ...process.env, KAFKA_PORT: String(PORT), KAFKA_STATE: join(dir, 'broker') };
-const broker = (cmd: 'start' | 'stop') => run('bash', [KAFKA_SCRIPT, cmd], { env, timeout: 300_000 });
-const address = [`127.0.0.1:${PORT}`];
+const { dir } = kafkaTestScope('rankwatch-kafka-restart-');
+const broker = await ownBroker(dir, Number(process.env.RANKWATCH_TEST_KAFKA_RESTART_PORT ?? 19392));
+const address = broker.address;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-afterAll(async () => {
-  await broker('stop').catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
-});
 
 describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer', () => {
   it('detect started before its broker waits for it, failing health meanwhile, then joins', async () => {
@@ -61,7 +47,7 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
       expect(down.checks.bus.ok).toBe(false);
       await sleep(3_000);
       expect(detect.exitCode, detect.log()).toBeNull();
-      await broker('start');
+      await broker.start();
       await waitFor(() => /joined group/.test(detect.log()), 120_000, 'detect to join once the broker is up');
       // Ok again on the join, or at the latest 90 s after the last kafkajs line about the outage.
       await waitFor(
@@ -80,7 +66,7 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
   }, 300_000);
 
   it('a consumer restarted by kafkajs mid-batch does not hand a handled message over again', async () => {
-    await broker('start'); // no-op when the first test left it running
+    await broker.start(); // no-op when the first test left it running
     const n = names('restart-batch');
     const cfg = { brokers: address, ...n, partitions: 1, sessionTimeoutMs: 6_000, heartbeatIntervalMs: 500 };
     const producer = new KafkaTransport(cfg);
@@ -114,9 +100,9 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
         60_000,
         'three deliveries',
       );
-      await broker('stop');
+      await broker.stop();
       await sleep(cfg.sessionTimeoutMs + 2_000);
-      await broker('start');
+      await broker.start();
       // The batch goes on: its next heartbeat is refused (the broker forgot the member), and it fails.
       release();
       await waitFor(
@@ -134,7 +120,7 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
   }, 420_000);
 
   it('after a broker restart, consumes again about one session timeout later', async () => {
-    await broker('start');
+    await broker.start();
     const n = names('restart-rejoin');
     // Against the 30 s default, which pauses ~34 s here: the bound below fails if it were used.
     const cfg = {
@@ -154,9 +140,9 @@ describe.skipIf(brokers().length === 0)('kafka: the broker away under a consumer
       });
       await producer.publish([{ key: 'job', events: [fault('before')] }]);
       await waitFor(() => seen.includes('before'), 60_000, 'the first message');
-      await broker('stop');
+      await broker.stop();
       await sleep(3_000);
-      await broker('start');
+      await broker.start();
       const back = Date.now();
       await producer.publish([{ key: 'job', events: [fault('after')] }]);
       await waitFor(() => seen.includes('after'), 120_000, 'the message sent after the restart');

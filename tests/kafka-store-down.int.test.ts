@@ -3,9 +3,6 @@
  * grace period instead of holding SIGTERM forever, stays uncommitted, and the next group member
  * stores it, so nothing is lost or doubled.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildPipeline } from '../pipeline/build.js';
@@ -15,16 +12,11 @@ import { tableCounts } from '../store/queries.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { batchByKey } from '../stream/transport.js';
 import { SwitchableStore } from './helpers.js';
-import { brokers, deleteTopics, names, waitFor } from './kafka-helpers.js';
+import { brokers, kafkaTestScope, names, waitFor } from './kafka-helpers.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'rankwatch-kafka-store-down-'));
+const { dir, topics } = kafkaTestScope('rankwatch-kafka-store-down-');
 const chdb = new ChdbStore({ path: dir });
-const topics: string[] = [];
-afterAll(async () => {
-  await chdb.close();
-  rmSync(dir, { recursive: true, force: true });
-  if (brokers().length) await deleteTopics(brokers(), topics);
-});
+afterAll(() => chdb.close());
 
 async function committed(group: string, topic: string): Promise<number> {
   const admin = new Kafka({ brokers: brokers(), logLevel: logLevel.NOTHING }).admin();

@@ -9,9 +9,9 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startUp, type Up } from '../api/up.js';
-import { ChdbStore } from '../store/chdb.js';
-import { type Running, startRankwatch, until } from './helpers.js';
+import type { Up } from '../api/up.js';
+import { collectInto, upOnChdb } from './collect-into-up.js';
+import { type Running, until } from './helpers.js';
 
 const fixtures = join(import.meta.dirname, '..', 'collectors', 'parsers', 'fixtures');
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-nccl-'));
@@ -29,22 +29,10 @@ describe('rankwatch collect (nccl-tests, watchdog) → rankwatch up findings', (
   let collector: Running;
 
   beforeAll(async () => {
-    up = await startUp({
-      host: '127.0.0.1',
-      port: 0,
-      store: new ChdbStore({ path: join(dir, 'data') }),
-      token: 'tok',
-    });
+    up = await upOnChdb(dir);
     copyFileSync(join(fixtures, 'nccl-tests-wrong.txt'), join(dir, 'nccl-tests.log'));
     copyFileSync(join(fixtures, 'nccl-watchdog-desync-derived.log'), join(dir, 'train.log'));
-    collector = startRankwatch([
-      'collect',
-      '--bus',
-      up.url,
-      '--token',
-      'tok',
-      '--host',
-      'node-a',
+    collector = collectInto(up, 'node-a', [
       '--nccl-tests',
       join(dir, 'nccl-tests.log'),
       '--nccl-log',

@@ -16,6 +16,26 @@ import { DEMO, type DemoServer, startDemo } from '../scripts/demo-job.js';
 
 const SHOTS = join(import.meta.dirname, '..', '.cache', 'web-test');
 
+/** Runs in the page: pixels of the canvas at `selector` drawn opaque in about the CSS colour `colour`. */
+function pixelsOf({ selector, colour }: { selector: string; colour: string }): number {
+  const canvas = document.querySelector(selector) as HTMLCanvasElement;
+  const [r, g, b] = (colour.match(/\d+/g) ?? []).map(Number);
+  const { data } = (canvas.getContext('2d') as CanvasRenderingContext2D).getImageData(
+    0,
+    0,
+    canvas.width,
+    canvas.height,
+  );
+  let n = 0;
+  for (let i = 0; i < data.length; i += 4)
+    if (
+      data[i + 3] > 200 &&
+      Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 40
+    )
+      n++;
+  return n;
+}
+
 describe('the web page in Chromium', { timeout: 150_000 }, () => {
   let demo: DemoServer;
   let browser: Browser;
@@ -95,27 +115,12 @@ describe('the web page in Chromium', { timeout: 150_000 }, () => {
     await page.waitForSelector('li.finding');
 
     // The MFU line is drawn: pixels of the MFU series colour on the chart's canvas.
-    const mfuPixels = await page.evaluate(() => {
-      const canvas = document.querySelector('#mfu-chart canvas') as HTMLCanvasElement;
-      const want = getComputedStyle(
-        document.querySelector('#mfu-chart .u-series:nth-child(2) .u-marker') as Element,
-      ).borderColor;
-      const [r, g, b] = (want.match(/\d+/g) ?? []).map(Number);
-      const { data } = (canvas.getContext('2d') as CanvasRenderingContext2D).getImageData(
-        0,
-        0,
-        canvas.width,
-        canvas.height,
-      );
-      let n = 0;
-      for (let i = 0; i < data.length; i += 4)
-        if (
-          data[i + 3] > 200 &&
-          Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 40
-        )
-          n++;
-      return n;
-    });
+    const mfuColour = await page.evaluate(
+      () =>
+        getComputedStyle(document.querySelector('#mfu-chart .u-series:nth-child(2) .u-marker') as Element)
+          .borderColor,
+    );
+    const mfuPixels = await page.evaluate(pixelsOf, { selector: '#mfu-chart canvas', colour: mfuColour });
     expect(mfuPixels).toBeGreaterThan(500);
 
     // Checkpoint saves and the interruption are marked on the MFU chart: the marks it drew are the
@@ -139,28 +144,15 @@ describe('the web page in Chromium', { timeout: 150_000 }, () => {
     expect(marks).toContainEqual(expect.objectContaining({ kind: 'interruption', ts: cut }));
     expect(marks).toContainEqual(expect.objectContaining({ kind: 'restart', ts: cut + 30_000 }));
     // ... and drawn: pixels of the interruption colour on the canvas.
-    const markPixels = await page.evaluate(() => {
-      const canvas = document.querySelector('#mfu-chart canvas') as HTMLCanvasElement;
+    const markColour = await page.evaluate(() => {
       const probe = document.createElement('i');
       probe.style.color = 'var(--mark)';
       document.body.append(probe);
-      const [r, g, b] = (getComputedStyle(probe).color.match(/\d+/g) ?? []).map(Number);
+      const colour = getComputedStyle(probe).color;
       probe.remove();
-      const { data } = (canvas.getContext('2d') as CanvasRenderingContext2D).getImageData(
-        0,
-        0,
-        canvas.width,
-        canvas.height,
-      );
-      let n = 0;
-      for (let i = 0; i < data.length; i += 4)
-        if (
-          data[i + 3] > 200 &&
-          Math.abs(data[i] - r) + Math.abs(data[i + 1] - g) + Math.abs(data[i + 2] - b) < 40
-        )
-          n++;
-      return n;
+      return colour;
     });
+    const markPixels = await page.evaluate(pixelsOf, { selector: '#mfu-chart canvas', colour: markColour });
     expect(markPixels).toBeGreaterThan(20);
 
     // The straggler's row is the red one: mean redness of each drawn row, read from the canvas.

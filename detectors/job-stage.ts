@@ -36,6 +36,8 @@ import {
   type ReducedCollective,
   type ReducedEdges,
   reducedKey,
+  SHARD_FORMAT,
+  type ShardFinding,
   type ShardRecord,
   type ShardReduced,
 } from './slowlink/shard-reduce.js';
@@ -44,7 +46,15 @@ export interface JobStageOptions {
   /** Longest a held event waits for a host group, in wall-clock ms (default 120 s). */
   holdMs?: number;
   now?: () => number;
+  /**
+   * Records of another format (`SHARD_FORMAT`) are refused: told here once per format and source
+   * (the host group, `JOB/hostgroup-G`, or the job of a finding), and counted (`refusedRecords`).
+   */
+  onRefused?: (format: unknown, source: string) => void;
 }
+
+/** Sources of refused records told at most: a fleet of old shards is told, not listed whole. */
+const MAX_TOLD = 1024;
 
 interface ShardedJob {
   groups: Set<number>;
@@ -76,12 +86,19 @@ export class JobStageRunner extends DetectorRunner {
   private membersUnknown = 0;
   private readonly holdMs: number;
   private readonly now: () => number;
+  private readonly onRefused?: (format: unknown, source: string) => void;
+  /** Records refused for their format, when (wall clock) the first and the latest came, and the (format, source) pairs told. */
+  refusedRecords = 0;
+  refusedSince = 0;
+  refusedAt = 0;
+  private readonly told = new Set<string>();
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
     // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
     super(config);
     this.holdMs = o.holdMs ?? 120_000;
     this.now = o.now ?? Date.now;
+    this.onRefused = o.onRefused;
   }
 
   override push(e: RankwatchEvent): void {
@@ -99,7 +116,12 @@ export class JobStageRunner extends DetectorRunner {
 
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
-    const r = value as ShardRecord | { t: 'finding'; finding: Finding };
+    const r = value as ShardRecord | ShardFinding;
+    // Read in another format, a record would be judged wrong without a word: refused, and said.
+    if (r?.format !== SHARD_FORMAT) {
+      this.refuse(value);
+      return;
+    }
     if (r.t === 'finding') {
       this.adopt(r.finding);
       return;
@@ -158,6 +180,20 @@ export class JobStageRunner extends DetectorRunner {
     const list = last && sameList(last.list, r.members) ? last.list : r.members;
     byGroup.set(r.group, { list, step: r.step });
     return list;
+  }
+
+  private refuse(value: unknown): void {
+    this.refusedRecords++;
+    this.refusedAt = this.now();
+    if (this.refusedSince === 0) this.refusedSince = this.refusedAt;
+    const r = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+    const format = 'format' in r ? r.format : 'none';
+    const job = typeof r.job === 'string' ? r.job : '?';
+    const source = typeof r.group === 'number' ? `${job}/hostgroup-${r.group}` : job;
+    const key = `${String(format)} ${source}`;
+    if (this.told.has(key) || this.told.size >= MAX_TOLD) return;
+    this.told.add(key);
+    this.onRefused?.(format, source);
   }
 
   /** A record of `byKey` this runner may change: the one that came, copied on its first join. */

@@ -15,9 +15,11 @@ import { JobStageRunner } from './job-stage.js';
 import { DetectorRunner } from './runner.js';
 import { ShardStageRunner } from './shard-stage.js';
 import {
+  findingRecord,
   MEMBERS_EVERY,
   type Member,
   type ReducedCollective,
+  SHARD_FORMAT,
   type ShardRecord,
   type ShardReduced,
   ShardReducer,
@@ -60,7 +62,7 @@ function shardOut(input: RankwatchEvent[], shards: number) {
   const collect = (s: ShardStageRunner) => {
     const o = s.take();
     found.push(...o.findings);
-    records.push(...(o.shard ?? []), ...o.findings.map((finding) => ({ t: 'finding', finding })));
+    records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
   };
   // One host per group: 8 groups over the shards.
   for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
@@ -101,6 +103,25 @@ function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding
   return found;
 }
 
+/** One shard stage's records over every host group, and the job's events for its job stage. */
+function oneShard(input: RankwatchEvent[]): { records: unknown[]; jobEvents: RankwatchEvent[] } {
+  const shard = new ShardStageRunner();
+  const records: unknown[] = [];
+  const jobEvents: RankwatchEvent[] = [];
+  for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+    if (!parseShardKey(b.key)) {
+      jobEvents.push(...(b.events as RankwatchEvent[]));
+      continue;
+    }
+    shard.keyed(b.key);
+    for (const e of b.events) shard.push(e as RankwatchEvent);
+    records.push(...(shard.take().shard ?? []));
+  }
+  shard.flush();
+  records.push(...(shard.take().shard ?? []));
+  return { records, jobEvents };
+}
+
 describe('the sharded layout finds what one process finds', () => {
   for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
     it(`${family}: 2 and 4 shards, the job stage's inputs in any order`, () => {
@@ -119,11 +140,11 @@ describe('the sharded layout finds what one process finds', () => {
           expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
           continue;
         }
-        // The hang detector's inputs stay in the shards: same host and GPU, onset within a step.
+        // The hang detector's onset sources stay in the shards: same ids, onset within a step.
         const a = want.filter((f) => f.state === 'open');
         const b = got.filter((f) => f.state === 'open');
-        expect(b.map((f) => `${f.type} ${f.host} ${f.gpu}`)).toEqual(
-          a.map((f) => `${f.type} ${f.host} ${f.gpu}`),
+        expect(b.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu}`)).toEqual(
+          a.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu}`),
         );
         for (let i = 0; i < a.length; i++)
           expect(Math.abs((b[i].onset_ts ?? 0) - (a[i].onset_ts ?? 0))).toBeLessThan(1200);
@@ -134,26 +155,43 @@ describe('the sharded layout finds what one process finds', () => {
   it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));
-    const shard = new ShardStageRunner();
     const jobStage = new JobStageRunner();
-    const records: unknown[] = [];
-    const jobEvents: RankwatchEvent[] = [];
-    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
-      if (!parseShardKey(b.key)) {
-        jobEvents.push(...(b.events as RankwatchEvent[]));
-        continue;
-      }
-      shard.keyed(b.key);
-      for (const e of b.events) shard.push(e as RankwatchEvent);
-      records.push(...(shard.take().shard ?? []));
-    }
-    shard.flush();
-    records.push(...(shard.take().shard ?? []));
+    const { records, jobEvents } = oneShard(input);
     for (const r of records) jobStage.shardRecord(structuredClone(r));
     for (const r of records) jobStage.shardRecord(structuredClone(r));
     for (const e of jobEvents) jobStage.push(e);
     jobStage.endOfInput();
     expect(incidents(jobStage.take().findings)).toEqual(want);
+  });
+
+  it('records of another format are refused, told once per format and host group, and change nothing', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = incidents(unsharded(input));
+    const told: string[] = [];
+    const jobStage = new JobStageRunner(
+      {},
+      { onRefused: (format, source) => told.push(`${format} ${source}`) },
+    );
+    const { records, jobEvents } = oneShard(input);
+    // A newer shard's records (a duration that means something else), an older one's (no format), garbage.
+    const newer = records.map((r) => ({ ...(r as object), format: SHARD_FORMAT + 1, min_ms: 1e6 }));
+    const older = records.map((r) => {
+      const { format: _, ...rest } = r as { format: number };
+      return rest;
+    });
+    for (const r of [...newer, ...older, null, 'x', 42]) jobStage.shardRecord(r);
+    for (const r of records) jobStage.shardRecord(r);
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.endOfInput();
+    expect(incidents(jobStage.take().findings)).toEqual(want);
+    expect(jobStage.refusedRecords).toBe(newer.length + older.length + 3);
+    // Each (format, host group) once: 8 host groups, two formats; then what carries no job.
+    const groups = Array.from({ length: 8 }, (_, g) => `j/hostgroup-${g}`);
+    expect(told).toEqual([
+      ...groups.map((g) => `${SHARD_FORMAT + 1} ${g}`),
+      ...groups.map((g) => `none ${g}`),
+      'none ?',
+    ]);
   });
 
   it('a host group that never reports holds its job only so long, then the job goes on without it', () => {
@@ -236,6 +274,7 @@ describe('the sharded layout finds what one process finds', () => {
     }
     const record = (group: number, step: number, members?: Member[]): ReducedCollective => ({
       t: 'reduced',
+      format: SHARD_FORMAT,
       job: 'j',
       group,
       step,

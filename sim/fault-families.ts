@@ -22,8 +22,8 @@ export const FAMILY_FAULTS: Record<(typeof FAULT_TYPES)[number], string> = {
 };
 
 /**
- * Families whose findings the sharded layout gives under other ids: the hang detector reads each
+ * Families whose findings the sharded layout gives with another onset: the hang detector reads each
  * rank's collective sequence numbers and GPU samples, which stay in the shards, so the job stage
- * names the same host and GPU with an onset up to a step apart.
+ * names the same hang (id, host, GPU) with an onset up to a step apart.
  */
 export const SHARDED_APART: readonly string[] = ['hang', 'hang_allreduce'];

@@ -62,6 +62,8 @@ export async function shardedPath(o: SoakPathOptions): Promise<Accounting> {
       {
         ...process.env,
         RANKWATCH_KAFKA_SHARD_TOPIC: `${topic}.shards`,
+        // Whoever creates the events topic, it has the records topic's partitions (a job stage checks).
+        RANKWATCH_KAFKA_PARTITIONS: '4',
       },
     );
     procs.push(col);

@@ -29,6 +29,7 @@ import type {
 import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { RankwatchError, retry } from '../core/errors.js';
 import type { DeadLetter } from '../store/rows.js';
+import { coPartitioned } from './co-partition.js';
 import { decodeBatch, encodeBatch } from './codec.js';
 import { isShardKey, parseShardKey } from './host-groups.js';
 import {
@@ -116,6 +117,11 @@ export interface KafkaTransportDeps {
   onBoundariesRetry?: (err: Error) => void;
   /** `boundaries` answered again after onBoundariesRetry. */
   onBoundariesRecovered?: () => void;
+  /**
+   * The process this consumer belongs to: its group gives partition p to the same process as
+   * every other group whose consumers name theirs (a job stage's two topics, stream/co-partition.ts).
+   */
+  coPartition?: string;
 }
 
 export interface KafkaCounters extends TransportCounters {
@@ -540,6 +546,14 @@ export class KafkaTransport implements Transport {
     if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
   }
 
+  /** How many partitions the topic has (creating it first when topics are created). */
+  async partitionCount(): Promise<number> {
+    await this.ensureTopics();
+    const admin = await this.adminClient();
+    const { topics } = await admin.fetchTopicMetadata({ topics: [this.config.topic] });
+    return topics[0]?.partitions.length ?? 0;
+  }
+
   // ---- consumer side -------------------------------------------------------------------
 
   async consume(handler: DeliveryHandler): Promise<void> {
@@ -559,6 +573,7 @@ export class KafkaTransport implements Transport {
         maxBytesPerPartition: 4 << 20,
         maxBytes: 32 << 20,
         maxWaitTimeInMs: 250,
+        ...(this.deps.coPartition ? { partitionAssigners: [coPartitioned(this.deps.coPartition)] } : {}),
         // Ride out a broker restart instead of giving up on the group.
         retry: { retries: 20, initialRetryTime: 300, maxRetryTime: 5_000 },
       });

@@ -1,9 +1,11 @@
 /**
  * The sharded layout on a real broker (docs/operations.md, "Capacity"): one small job per
  * simulated fault family, keyed by host group the way collectors key them (`--host-group-size`),
- * read by 2 and by 4 `detect --stage shard` processes, each layout with its `detect --stage job`.
- * What each layout finds (the shards' GPU findings and the job stage's) equals `rankwatch replay`
- * of the same events: the same incidents, by id, type, host, GPU and onset.
+ * read by 2 `detect --stage shard` processes and one `detect --stage job`, and by 4 shards and two
+ * job stages in one group (each holding the same partitions of the events and of the records).
+ * What each layout finds (the shards' GPU findings and the job stages') equals `rankwatch replay`
+ * of the same events: the same incidents, by id, type, host, GPU and onset. Records of another
+ * format, from a shard of another version, are refused with one warning and change nothing.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,9 +15,18 @@ import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
 import { parseFault } from '../sim/faults.js';
-import { HostGroupKeys } from '../stream/host-groups.js';
+import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
-import { brokers, caughtUp, exited, kafkaTestScope, names, rankwatch, waitFor } from './kafka-helpers.js';
+import {
+  brokers,
+  caughtUp,
+  exited,
+  groupMembers,
+  kafkaTestScope,
+  names,
+  rankwatch,
+  waitFor,
+} from './kafka-helpers.js';
 
 const { dir, topics, children } = kafkaTestScope('rankwatch-kafka-sharded-');
 
@@ -33,20 +44,28 @@ const read = (file: string): Finding[] => {
   }
 };
 
-/** Each incident once; a hang's by type, host and GPU (its id names an onset up to a step apart). */
+/** Each incident once; a hang's without its onset (up to a step apart: onsets, below). */
 const incidents = (fs: Finding[]) =>
   [
     ...new Set(
       fs.map((f) =>
         SHARDED_APART.some((fam) => f.job === `fam-${fam}`)
-          ? `${f.job} ${f.type} ${f.host} ${f.gpu ?? '-'}`
+          ? `${f.job} ${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'}`
           : `${f.job} ${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`,
       ),
     ),
   ].sort();
 
+/** A hang's onset by id: the sharded job stage reads it from other sources than replay. */
+const onsets = (fs: Finding[]) =>
+  new Map(
+    fs
+      .filter((f) => SHARDED_APART.some((fam) => f.job === `fam-${fam}`) && f.onset_ts !== undefined)
+      .map((f) => [f.id, f.onset_ts!]),
+  );
+
 describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
-  it('2 and 4 shards plus a job stage find what replay finds, for every fault family', async () => {
+  it('2 shards and a job stage, 4 shards and two job stages, find what replay finds, for every fault family', async () => {
     // Event time near now: the store drops raw events older than its TTL.
     const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
     // Each job on hosts of its own: one GPU in two jobs at once is no real fleet's.
@@ -75,12 +94,30 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     const n = names('sharded');
     const shardTopic = `${n.topic}.shards`;
     topics.push(n.topic, shardTopic, n.deadLetterTopic);
+
+    // The job-keyed events now; the host-group keyed ones once every shard is in its group.
     const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
     const keys = new HostGroupKeys({ groupHosts: 1 });
-    for (let i = 0; i < events.length; i += 4096) await t.publish(keys.batch(events.slice(i, i + 4096)));
-    await t.stop();
+    const batches = keys.batch(events, 4096);
+    await t.publish(batches.filter((b) => !parseShardKey(b.key)));
 
-    const layouts = [2, 4].map((shards) => {
+    // A shard of another version said a group is complete far ahead: refused, or steps go early.
+    const foreignMark = { t: 'mark', format: 99, job: 'fam-nic', group: 0, through: 1e9, ts: startTs };
+    for (const shards of [2, 4]) {
+      const old = new KafkaTransport({
+        brokers: brokers(),
+        ...n,
+        topic: `${n.topic}.records-${shards}`,
+        partitions: PARTITIONS,
+      });
+      await old.publish([{ key: 'fam-nic', events: [foreignMark, foreignMark] }]);
+      await old.stop();
+    }
+    // Two job stages in one group for the 4 shards: each gets half the jobs, events and records alike.
+    const layouts = [
+      [2, 1],
+      [4, 2],
+    ].map(([shards, jobStages]) => {
       const group = `${n.group}-${shards}`;
       const records = `${n.topic}.records-${shards}`;
       topics.push(records);
@@ -111,15 +148,43 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
         '--no-events',
         '--stats-interval',
         '0',
-        // A shard sends the steps it holds once its input goes quiet.
+        // A shard sends the steps it holds once its input goes quiet (not in a pause of the publisher).
         '--idle-advance-s',
-        '2',
+        '10',
+        // The job stages read the events before their shards start: held until the shards send.
+        '--shard-hold-s',
+        '600',
       ];
-      const ids = ['job', ...Array.from({ length: shards }, (_, i) => `shard${i}`)];
-      const procs = ids.map((id) => rankwatch(args(id === 'job' ? 'job' : 'shard', id)));
+      const jobIds = Array.from({ length: jobStages }, (_, i) => `job${i}`);
+      const shardIds = Array.from({ length: shards }, (_, i) => `shard${i}`);
+      const procs = jobIds.map((id) => rankwatch(args('job', id)));
       children.push(...procs);
-      return { shards, group, records, ids, procs };
+      const startShards = () => {
+        const more = shardIds.map((id) => rankwatch(args('shard', id)));
+        children.push(...more);
+        procs.push(...more);
+      };
+      return { shards, group, records, jobIds, ids: [...jobIds, ...shardIds], procs, startShards };
     });
+    // The job stages settle in their groups before the shards start, and the shards before their
+    // input comes: what is tested is the co-partitioned assignment of settled groups, not a job or
+    // a host group moving mid-stream (a job stage that loses a job can lose the steps it held,
+    // docs/kafka.md).
+    const settled = async (group: string, members: number) =>
+      (await groupMembers(brokers(), group)).length === members;
+    for (const l of layouts) {
+      await waitFor(
+        async () =>
+          (await settled(l.group, l.jobIds.length)) && (await settled(`${l.group}.records`, l.jobIds.length)),
+        180_000,
+        'job stages settled',
+      );
+      l.startShards();
+    }
+    for (const l of layouts)
+      await waitFor(() => settled(`${l.group}.shards`, l.shards), 180_000, 'shards settled');
+    await t.publish(batches.filter((b) => parseShardKey(b.key)));
+    await t.stop();
 
     for (const l of layouts) {
       const found = () =>
@@ -128,9 +193,62 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
       await waitFor(() => found().length >= want.length, 180_000).catch(() => {});
       await waitFor(() => caughtUp(brokers(), `${l.group}.shards`, shardTopic), 60_000, 'shards caught up');
       await waitFor(() => caughtUp(brokers(), l.group, n.topic), 60_000, 'job stage caught up');
-      expect(found(), `${l.shards} shards`).toEqual(want);
+      expect(found(), `${l.shards} shards, ${l.jobIds.length} job stages`).toEqual(want);
+      // Each job stage holds the same partitions of both topics, and each holds some.
+      const held = async (group: string) =>
+        new Map(
+          (await groupMembers(brokers(), group)).map((m) => [m.clientId, m.partitions.sort((a, b) => a - b)]),
+        );
+      const events = await held(l.group);
+      expect(events.size).toBe(l.jobIds.length);
+      expect(await held(`${l.group}.records`)).toEqual(events);
+      for (const ps of events.values()) expect(ps.length).toBeGreaterThan(0);
+      // One line per job stage that read them (the first owner, and the one that replayed them).
+      const refused = l.procs.slice(0, l.jobIds.length).map((p) =>
+        p
+          .log()
+          .split('\n')
+          .filter((line) => line.includes('format 99 from fam-nic/hostgroup-0 refused')),
+      );
+      expect(refused.flat().length).toBeGreaterThan(0);
+      for (const lines of refused) expect(lines.length).toBeLessThanOrEqual(1);
+      const got = onsets(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
+      for (const [id, ts] of onsets(read(replayed)))
+        expect(Math.abs((got.get(id) ?? Number.NaN) - ts), `${id} onset`).toBeLessThan(1200);
     }
     for (const l of layouts) for (const p of l.procs) p.kill('SIGTERM');
     for (const l of layouts) for (const p of l.procs) expect(await exited(p, 60_000)).toBe(0);
   }, 600_000);
+
+  it('a job stage whose two topics differ in partitions stops with one line saying which to change', async () => {
+    const n = names('sharded-parts');
+    const records = `${n.topic}.records`;
+    topics.push(n.topic, records, n.deadLetterTopic);
+    // The records topic made by hand, with fewer partitions than the events topic.
+    const made = new KafkaTransport({ brokers: brokers(), ...n, topic: records, partitions: 2 });
+    await made.ensureTopics();
+    await made.stop();
+    const p = rankwatch([
+      'detect',
+      '--stage',
+      'job',
+      '--brokers',
+      brokers().join(','),
+      '--topic',
+      n.topic,
+      '--shard-records-topic',
+      records,
+      '--dead-letter-topic',
+      n.deadLetterTopic,
+      '--group',
+      n.group,
+      '--partitions',
+      String(PARTITIONS),
+      '--data',
+      join(dir, 'parts'),
+    ]);
+    children.push(p);
+    expect(await exited(p, 120_000)).not.toBe(0);
+    expect(p.log()).toContain(`topics ${n.topic} (4 partitions) and ${records} (2) differ`);
+  }, 180_000);
 });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { CORDON_OPTIONS, repairLoopFrom } from '../../actions/cli-options.js';
 import type { RepairLoop } from '../../actions/leader.js';
 import { ALERT_OPTIONS, alertingFrom } from '../../alerts/cli-options.js';
@@ -9,7 +10,7 @@ import { alertSink, busDeadLetterSink, findingFileSink } from '../../pipeline/si
 import type { Finding } from '../../schema/finding.js';
 import { DeliveryRanges } from '../../store/delivery-ranges.js';
 import { deadLetterRows } from '../../store/rows.js';
-import type { KafkaTransportDeps } from '../../stream/kafka.js';
+import type { KafkaTransport, KafkaTransportDeps } from '../../stream/kafka.js';
 import { KAFKA_DEFAULTS, KAFKA_OPTIONS, kafkaConfig } from '../../stream/kafka-config.js';
 import { batchByKey } from '../../stream/transport.js';
 import { type Command, defineOptions, optionName, optionsHelp, parseOptions } from '../args.js';
@@ -112,10 +113,18 @@ ${optionsHelp(STORE_OPTIONS)}`,
       return 0;
     }
     // Loaded once past --help, which then needs none of them.
-    const [{ buildPipeline }, { KafkaTransport }, { MergedTransport }] = await Promise.all([
+    const [
+      { buildPipeline },
+      { KafkaTransport },
+      { MergedTransport },
+      { JobStageRunner },
+      { findingRecord, SHARD_FORMAT },
+    ] = await Promise.all([
       import('../../pipeline/build.js'),
       import('../../stream/kafka.js'),
       import('../../stream/merged.js'),
+      import('../../detectors/job-stage.js'),
+      import('../../detectors/slowlink/shard-reduce.js'),
     ]);
     const logger = createLogger('rankwatch detect', values.quiet === true ? { level: 'error' } : {});
     const log = (level: 'info' | 'warn' | 'error', message: string) => logger[level](message);
@@ -183,7 +192,10 @@ ${optionsHelp(STORE_OPTIONS)}`,
       ? findingFileSink(`file ${values.findings}`, new LineWriter(values.findings))
       : undefined;
     let pipeline: Pipeline | undefined;
+    // A job stage's two groups give a job's events and its shards' records to the same process.
+    const processName = stage === 'job' ? randomUUID() : undefined;
     const transportDeps = (): KafkaTransportDeps => ({
+      coPartition: processName,
       log: kafkaLog,
       // kafkajs restarts its consumer every few hundred ms while the broker is away: one failure.
       onCrash: (err, restart) =>
@@ -214,7 +226,14 @@ ${optionsHelp(STORE_OPTIONS)}`,
       stage,
       shardRecordsTopic: stage === 'job' ? recordsTopic : undefined,
       shardSink: stage === 'shard' ? toJobStage : undefined,
-      jobStage: { holdMs: values['shard-hold-s'] * 1000 },
+      jobStage: {
+        holdMs: values['shard-hold-s'] * 1000,
+        onRefused: (format, source) =>
+          logger.warn(
+            { format, source },
+            `shard records of format ${String(format)} from ${source} refused: this job stage reads format ${SHARD_FORMAT}; run shards and job stage of one version (docs/kafka.md, "Upgrading the sharded layout")`,
+          ),
+      },
       idleAdvanceMs: values['idle-advance-s'] * 1000,
       store,
       storeName: where,
@@ -240,6 +259,21 @@ ${optionsHelp(STORE_OPTIONS)}`,
     });
     const p = pipeline;
     log('info', p.describe());
+    const jobStage = p.runner instanceof JobStageRunner ? p.runner : undefined;
+    // Degraded, not failing, for 5 minutes after the latest refused record: the job stage works on,
+    // its sharded jobs judged without those records, and restarting it would not help.
+    if (jobStage)
+      health.probe(
+        'shard_records',
+        () =>
+          jobStage.refusedRecords && Date.now() - jobStage.refusedAt < 300_000
+            ? {
+                failingSince: jobStage.refusedSince,
+                reason: `${jobStage.refusedRecords} shard records of another format refused (this job stage reads format ${SHARD_FORMAT})`,
+              }
+            : undefined,
+        { degraded: true },
+      );
 
     // A store or broker that is down (or not up yet) is waited for, with backoff, until SIGTERM.
     const waitFor = <T>(what: 'store' | 'bus', fn: () => Promise<T>) =>
@@ -272,6 +306,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
         replay_skipped_batches: t.replay_skipped_batches,
         commits: t.commits,
         store_retries: c.store_retries,
+        shard_records_refused: jobStage?.refusedRecords ?? 0,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');
@@ -296,17 +331,22 @@ ${optionsHelp(STORE_OPTIONS)}`,
     const timer = statsEvery > 0 ? setInterval(stats, statsEvery * 1000) : undefined;
 
     try {
-      await waitFor('bus', () => p.start());
+      await waitFor('bus', async () => {
+        if (stage === 'job') await samePartitions(transport, records!);
+        await p.start();
+      });
       busOk();
     } catch (err) {
-      if (!stopping.signal.aborted) throw err;
-      log('info', `${await stopped}: stopped while waiting for the bus`);
+      // Given up (a setting to fix) or stopped: either way the connections close, so the process ends.
+      const given = !stopping.signal.aborted;
+      if (!given) log('info', `${await stopped}: stopped while waiting for the bus`);
       clearInterval(busQuiet);
       if (timer) clearInterval(timer);
       await p.close();
       await loop?.stop();
       await store.close();
       await server?.close();
+      if (given) throw err;
       return 0;
     }
     log(
@@ -335,6 +375,16 @@ ${optionsHelp(STORE_OPTIONS)}`,
     return 0;
   },
 };
+
+/** A job stage's topics must be co-partitioned (docs/kafka.md, "Several job stages"). */
+async function samePartitions(events: KafkaTransport, records: KafkaTransport): Promise<void> {
+  const [a, b] = [await events.partitionCount(), await records.partitionCount()];
+  if (a !== b)
+    throw new RankwatchError(
+      'RANKWATCH_ERR_CONFIG',
+      `topics ${events.config.topic} (${a} partitions) and ${records.config.topic} (${b}) differ: a job stage needs a job's events and its shards' records in the same partition; give ${records.config.topic} ${a} partitions (kafka-topics.sh --alter --partitions ${a}, or recreate it)`,
+    );
+}
 
 /** kafkajs lines that mean the brokers cannot be reached (as kafkajs words them, tulios/kafkajs#267, #1557). */
 const UNREACHABLE =
@@ -367,6 +417,7 @@ async function healthServer(
       dead_letters_sent: 'dead-letter records sent to the dead-letter topic',
       commits: 'offset commits',
       store_retries: 'failed store writes retried',
+      shard_records_refused: 'shard records of another format refused (job stage)',
     },
     figures,
   );
@@ -380,9 +431,4 @@ async function healthServer(
   });
   const url = await app.listen({ host, port });
   return { url, close: () => app.close() };
-}
-
-/** A shard's finding as the job stage reads it, keyed by its job. */
-function findingRecord(f: Finding): { t: 'finding'; job?: string; host: string; finding: Finding } {
-  return { t: 'finding', job: f.job, host: f.host, finding: f };
 }

@@ -105,6 +105,8 @@ interface JobHang {
   lookedAt: number;
   desyncs: Set<string>;
   codeBug?: string;
+  /** The last hang's id: a second one at the same step is named by its onset. */
+  lastHangId?: string;
 }
 
 const SWEEP_MS = 1_000;
@@ -495,7 +497,16 @@ export class HangDetector {
       trigger === 'timeouts' && first
         ? first.ts - (first.ranMs ?? 0)
         : Math.max(0, idleFrom > lastHeard ? idleFrom : lastHeard || now);
-    const id = findingId('nccl_hang', key || undefined, c.host, onset);
+    // Named by the job's last step before the stall (its number, and when it first came), not by
+    // the onset: step events reach every layout whole, while the onset's sources (GPU samples, each
+    // rank's collectives) stay in the shards of the sharded layout, so replay and its job stage
+    // give one hang one id. By the onset when the job reports no steps, or the step names the
+    // previous hang already (it moved on by collectives alone).
+    const byStep =
+      p.stepsSeen > 0 ? findingId('nccl_hang', key || undefined, c.host, 'step', p.maxStep, p.maxStepTs) : '';
+    const id =
+      byStep && byStep !== j.lastHangId ? byStep : findingId('nccl_hang', key || undefined, c.host, onset);
+    j.lastHangId = id;
     j.incident = {
       id,
       culprit: c,

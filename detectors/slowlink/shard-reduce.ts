@@ -20,13 +20,23 @@
  * `MEMBERS_EVERY` steps; until it does, it does not judge that communicator: job-stage.ts).
  */
 import type { CollectiveEvent } from '../../schema/events.js';
+import type { Finding } from '../../schema/finding.js';
 import { busbwGBps } from './busbw.js';
+
+/**
+ * The format of the records shards send the job stage, on every record (`format`). A job stage
+ * takes only its own and refuses the rest, so a change to any record's shape (a field renamed,
+ * moved or meaning something else) comes with a new number: shards and job stage then run the same
+ * version (docs/kafka.md, "Upgrading the sharded layout").
+ */
+export const SHARD_FORMAT = 1;
 
 /** A member of a reduced collective: rank, host, GPU (-1: not given). */
 export type Member = [number, string, number];
 
 export interface ReducedCollective {
   t: 'reduced';
+  format: number;
   job: string;
   group: number;
   step: number;
@@ -70,6 +80,7 @@ export type Edge = [
 /** A p2p communicator's edges in a step (an edge: sender>receiver, whichever end reported it). */
 export interface ReducedEdges {
   t: 'edges';
+  format: number;
   job: string;
   group: number;
   step: number;
@@ -79,11 +90,21 @@ export interface ReducedEdges {
 
 export interface ShardMark {
   t: 'mark';
+  format: number;
   job: string;
   group: number;
   /** Every record of the group's steps up to here has been sent. */
   through: number;
   ts: number;
+}
+
+/** A GPU finding a shard raised, for the job stage's links (throttle explains straggler). */
+export interface ShardFinding {
+  t: 'finding';
+  format: number;
+  job?: string;
+  host: string;
+  finding: Finding;
 }
 
 export type ShardReduced = ReducedCollective | ReducedEdges;
@@ -131,6 +152,7 @@ export class ShardReducer {
     if (!r) {
       r = {
         t: 'reduced',
+        format: SHARD_FORMAT,
         job: e.job,
         group,
         step: e.step,
@@ -164,7 +186,7 @@ export class ShardReducer {
     const key = `p2p|${e.comm}`;
     let r = byKey.get(key) as ReducedEdges | undefined;
     if (!r) {
-      r = { t: 'edges', job: e.job, group, step: e.step, comm: e.comm, edges: [] };
+      r = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, comm: e.comm, edges: [] };
       byKey.set(key, r);
       g.edgesOf.set(r, new Map());
     }
@@ -242,9 +264,14 @@ export class ShardReducer {
     }
     if (step > g.through) {
       g.through = step;
-      out.push({ t: 'mark', job: g.job, group: g.group, through: step, ts });
+      out.push({ t: 'mark', format: SHARD_FORMAT, job: g.job, group: g.group, through: step, ts });
     }
   }
+}
+
+/** A shard's finding as the job stage reads it, keyed by its job. */
+export function findingRecord(f: Finding): ShardFinding {
+  return { t: 'finding', format: SHARD_FORMAT, job: f.job, host: f.host, finding: f };
 }
 
 /**

@@ -100,13 +100,15 @@ export class DetectorRunner {
   protected out: DetectorOutput = { findings: [], mfu: [], rollups: [], slowGpus: [] };
   protected readonly log: FindingLog;
   private readonly ctx: DetectorContext;
-  /** The fleet detectors, one per fleet entry of the list, and which read each event kind. */
+  /** The fleet detectors, one per fleet entry of the list. */
   private readonly fleet = new Map<string, Detector>();
-  private readonly fleetReading = new Map<EventKind, Detector[]>();
+  /**
+   * Who reads each event kind: fleet detectors, and job entries of the list (their index in
+   * JobRuntime.detectors). Both in one lookup: every event of the stream makes it.
+   */
+  private readonly reading = new Map<EventKind, { fleet: Detector[]; job: number[] }>();
   private readonly advancing: Detector[] = [];
   private readonly jobChanged: Detector[] = [];
-  /** Job entries of the list (their index in JobRuntime.detectors) that read each event kind. */
-  private readonly jobReading = new Map<EventKind, number[]>();
   private readonly jobEntries: JobEntry[];
   /** The list's entries this runner runs: all of them, or one stage's (the sharded layout). */
   private readonly entries: readonly DetectorEntry[];
@@ -143,17 +145,23 @@ export class DetectorRunner {
       },
       jobMeta: (job) => this.jobs.get(job)?.meta ?? this.endedMeta.get(job),
     };
+    const readersOf = (kind: EventKind) => {
+      let r = this.reading.get(kind);
+      if (!r) {
+        r = { fleet: [], job: [] };
+        this.reading.set(kind, r);
+      }
+      return r;
+    };
     for (const entry of this.entries) {
       if (entry.scope === 'job') {
         const index = this.jobEntries.indexOf(entry);
-        for (const kind of entry.reads)
-          this.jobReading.set(kind, [...(this.jobReading.get(kind) ?? []), index]);
+        for (const kind of entry.reads) readersOf(kind).job.push(index);
         continue;
       }
       const d = entry.create(this.ctx);
       this.fleet.set(entry.name, d);
-      for (const kind of entry.reads)
-        this.fleetReading.set(kind, [...(this.fleetReading.get(kind) ?? []), d]);
+      for (const kind of entry.reads) readersOf(kind).fleet.push(d);
       if (d.advance) this.advancing.push(d);
       if (d.jobChanged) this.jobChanged.push(d);
     }
@@ -191,10 +199,12 @@ export class DetectorRunner {
    */
   private dispatch(e: RankwatchEvent): void {
     // Indexed loops and no array per event: this runs for every event of the stream.
-    const fleet = this.fleetReading.get(e.kind);
-    if (fleet !== undefined) for (let k = 0; k < fleet.length; k++) fleet[k].event!(e);
-    const readers = this.jobReading.get(e.kind);
-    if (readers === undefined) return;
+    const reading = this.reading.get(e.kind);
+    if (reading === undefined) return;
+    const fleet = reading.fleet;
+    for (let k = 0; k < fleet.length; k++) fleet[k].event!(e);
+    const readers = reading.job;
+    if (readers.length === 0) return;
     if (e.kind === 'collective') {
       this.toJob(e, readers);
       return;
@@ -210,7 +220,7 @@ export class DetectorRunner {
   }
 
   /** A collective to the job detectors that read it; not to a job that finished before it. */
-  protected toJob(e: CollectiveEvent, readers = this.jobReading.get('collective') ?? []): void {
+  protected toJob(e: CollectiveEvent, readers = this.reading.get('collective')?.job ?? []): void {
     let j = this.jobs.get(e.job);
     if (j === undefined) {
       if (e.ts <= (this.finishedAt.get(e.job) ?? Number.NEGATIVE_INFINITY)) {

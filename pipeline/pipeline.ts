@@ -338,6 +338,8 @@ export class Pipeline {
       ? msgs
       : [{ offset: d.offset, events: d.events.length, undecodable: undecodable.length }];
     const at = (offset: number) => (fits ? { topic: d.topic, partition: d.partition, offset } : {});
+    // Raw lines are for the store's rows: without a store, no array of them per delivery.
+    const lines = this.o.store ? d.lines : undefined;
     let i = 0;
     let u = 0;
     for (const m of parts) {
@@ -358,7 +360,7 @@ export class Pipeline {
           const event = value as RankwatchEvent;
           good.push(event);
           if (event.ts > this.eventTime) this.eventTime = event.ts;
-          if (d.lines) goodLines.push(d.lines[i]);
+          if (lines) goodLines.push(lines[i]);
           if (fits) goodOffsets.push(m.offset);
           this.runner.push(event);
         } else {
@@ -383,7 +385,7 @@ export class Pipeline {
       ...(fits ? { offsets: goodOffsets, topic: d.topic, partition: d.partition } : {}),
     };
     const out = this.runner.take();
-    const dead = await this.write(good, bad, out, d.lines ? goodLines : undefined, d.key, [group]);
+    const dead = await this.write(good, bad, out, lines ? goodLines : undefined, d.key, [group]);
     this.c.batches++;
     return { deadLetters: dead, findings: out.findings, shard: out.shard };
   }

@@ -1,5 +1,7 @@
+import { Value } from '@sinclair/typebox/value';
 import { describe, expect, it } from 'vitest';
-import { parseEventLine, validateEvent } from './validate.js';
+import { EVENT_SCHEMAS } from './events.js';
+import { eventProblem, parseEventLine, validateEvent } from './validate.js';
 
 const step = {
   v: 1,
@@ -119,5 +121,99 @@ describe('validateEvent', () => {
       { v: 1, kind: 'job_event', ts, job: 'j', event: 'restart', cause: 'xid 79' },
     ];
     for (const e of events) expect(validateEvent(e)).toMatchObject({ ok: true });
+  });
+});
+
+// eventProblem checks the three commonest kinds at call sites of their own (the pipeline's hot
+// path): its verdict must be the schema's, over valid events and over every field made wrong.
+describe('eventProblem on the hot kinds', () => {
+  // The step's job, rank, place and step, without its timings.
+  const { step_ms: _ms, compute_ms: _compute, comm_wait_ms: _wait, ...where } = step;
+  const full = {
+    step: { ...step, stage: 1, tokens: 4096, pid: 4242 },
+    collective: {
+      ...where,
+      kind: 'collective',
+      op: 'send',
+      comm: '0x7a11',
+      nranks: 8,
+      peer: 11,
+      peer_host: 'gpu-0001',
+      bytes: 1e6,
+      dur_ms: 2.5,
+      count: 4,
+      max_ms: 0.9,
+      busbw_gbs: 40.5,
+      seq: 12,
+      comm_name: 'pp',
+      peer_comm_rank: 1,
+      comm_rank: 0,
+      window: 'step',
+      interval_ms: 5000,
+    },
+    gpu: {
+      v: 1,
+      kind: 'gpu',
+      ts: 1767225600000,
+      host: 'gpu-0000',
+      gpu: 3,
+      uuid: 'GPU-1',
+      job: 'j1',
+      rank: 3,
+      sm_clock_mhz: 1980,
+      max_sm_clock_mhz: 1980,
+      power_w: 650,
+      temp_c: -5,
+      util_pct: 99,
+      throttle_reasons: 4,
+      ecc_sbe: 0,
+      ecc_dbe: 0,
+    },
+  } as const;
+  // Wrong in every way a field can be: type, sign, fraction, bounds, empty, null, enum, extra kinds.
+  const BAD: unknown[] = [
+    undefined,
+    null,
+    '',
+    'x',
+    '3',
+    -1,
+    0.5,
+    -0.5,
+    2 ** 31,
+    2 ** 15,
+    2 ** 53,
+    1e300,
+    Number.NaN,
+    true,
+    [],
+    {},
+    0,
+    1,
+    'step',
+    'bogus',
+  ];
+  const cases = Object.entries(full).flatMap(([kind, e]) => [
+    { kind, e: { ...e } as Record<string, unknown> },
+    { kind, e: { v: 1, kind, ts: 1 } as Record<string, unknown> },
+    ...Object.keys(e).flatMap((field) => [
+      { kind, e: Object.fromEntries(Object.entries(e).filter(([k]) => k !== field)) },
+      ...BAD.map((bad) => ({ kind, e: { ...e, [field]: bad } as Record<string, unknown> })),
+    ]),
+  ]);
+
+  it('agrees with the schema and gives its reason', () => {
+    let valid = 0;
+    for (const { kind, e } of cases) {
+      const ok = Value.Check(EVENT_SCHEMAS[kind as keyof typeof EVENT_SCHEMAS], e);
+      const problem = eventProblem(e);
+      expect(problem === undefined, JSON.stringify(e)).toBe(ok);
+      if (ok) valid++;
+      // The reason names the field (a `kind` made wrong is another kind, or none).
+      else if (e.kind === kind) expect(problem).toMatch(new RegExp(`^${kind}[.:]`));
+    }
+    // Both verdicts came up many times.
+    expect(valid).toBeGreaterThan(50);
+    expect(cases.length - valid).toBeGreaterThan(500);
   });
 });

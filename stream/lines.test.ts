@@ -18,7 +18,7 @@ async function lines(path: string): Promise<string[]> {
 }
 
 describe('readLineChunks', () => {
-  // Reads come in 1 MB chunks: lines and multi-byte characters cut at a chunk edge must come out whole.
+  // Reads come in 64 KB chunks: lines and multi-byte characters cut at a chunk edge must come out whole.
   const ascii = Array.from(
     { length: 30_000 },
     (_, i) => `{"v":1,"kind":"step","rank":${i},"pad":"${'x'.repeat(i % 50)}"}`,
@@ -52,5 +52,19 @@ describe('readLineChunks', () => {
     const body = `${text('é').join('\r\n')}\r\n`;
     writeFileSync(path, gzipSync(body));
     expect(await lines(path)).toEqual(body.split('\n').slice(0, -1));
+  });
+
+  it('gives back lines longer than a read, a character astride every read edge, and empty input as it is', async () => {
+    // Lines of 100 KB and 300 KB (past one and several 64 KB reads), and 2-byte characters on
+    // every byte offset, so one falls across each edge whatever the reads' sizes.
+    const long = [`{"m":"${'z'.repeat(100_000)}"}`, `{"m":"${'é'.repeat(150_000)}"}`];
+    const want = [...long, ...text('é'), '', ...long.reverse(), '{"last":1}'];
+    const path = join(dir, 'long.jsonl');
+    writeFileSync(path, want.join('\n'));
+    expect(await lines(path)).toEqual(want);
+    writeFileSync(path, '');
+    expect(await lines(path)).toEqual([]);
+    writeFileSync(path, '\n');
+    expect(await lines(path)).toEqual(['']);
   });
 });

@@ -24,56 +24,45 @@ const GZIP_MAGIC = [0x1f, 0x8b];
 const NEWLINE = 0x0a;
 
 /**
- * A file's bytes, read into one reused buffer (no Buffer per read for the GC to collect), each
- * read synchronous: 64 KB from the page cache takes microseconds, while handing every read to
- * libuv's thread pool and back cost replay ~20% more CPU than the plain loop it is measured
- * against (bench/replay.bench.ts), and left it idle between reads on a busy machine.
+ * The bytes of stdin, or of a gzip file (`head`: its first read), gunzipped when they start with
+ * gzip's magic bytes.
  */
-function* fileBytes(fd: number): Generator<Buffer> {
-  const buf = Buffer.allocUnsafe(CHUNK_BYTES);
-  for (;;) {
-    const read = readSync(fd, buf, 0, CHUNK_BYTES, null);
-    if (read === 0) return;
-    yield buf.subarray(0, read);
+async function* bytesOf(path: string, fd: number | undefined, head?: Buffer): AsyncGenerator<Buffer> {
+  const it: AsyncIterator<Buffer> =
+    fd === undefined
+      ? (process.stdin[Symbol.asyncIterator]() as AsyncIterator<Buffer>)
+      : (async function* () {
+          if (head) yield head;
+          for (;;) {
+            const buf = Buffer.allocUnsafe(CHUNK_BYTES);
+            const read = readSync(fd, buf, 0, CHUNK_BYTES, null);
+            if (read === 0) return;
+            yield buf.subarray(0, read);
+          }
+        })();
+  const first = await it.next();
+  if (first.done) return;
+  if (!isGzip(first.value, first.value.length)) {
+    yield first.value;
+    for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
+    return;
+  }
+  async function* all(): AsyncGenerator<Buffer> {
+    yield first.value;
+    for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
+  }
+  const gunzip = pipeline(Readable.from(all()), createGunzip(), () => {});
+  try {
+    for await (const chunk of gunzip as AsyncIterable<Buffer>) yield chunk;
+  } catch (err) {
+    throw new RankwatchError(
+      'RANKWATCH_ERR_INPUT',
+      `${path}: the gzip data is damaged or cut off (${(err as Error).message}); the lines before it were read`,
+    );
   }
 }
 
-/** The bytes of a file (or stdin for "-"), gunzipped when they start with gzip's magic bytes. */
-async function* bytesOf(path: string): AsyncGenerator<Buffer> {
-  const fd = path === '-' ? undefined : openSync(path, 'r');
-  try {
-    if (fd !== undefined && fstatSync(fd).isDirectory()) {
-      throw Object.assign(new Error(`EISDIR: ${path} is a directory`), { code: 'EISDIR', path });
-    }
-    const it: Iterator<Buffer> | AsyncIterator<Buffer> =
-      fd === undefined ? (process.stdin[Symbol.asyncIterator]() as AsyncIterator<Buffer>) : fileBytes(fd);
-    const first = await it.next();
-    if (first.done) return;
-    const head = first.value;
-    if (head[0] !== GZIP_MAGIC[0] || head[1] !== GZIP_MAGIC[1]) {
-      yield head;
-      for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
-      return;
-    }
-    // The reused read buffer is overwritten by the next read: gunzip gets its own copy.
-    const own = (b: Buffer) => (fd === undefined ? b : Buffer.from(b));
-    async function* owned(): AsyncGenerator<Buffer> {
-      yield own(head);
-      for (let n = await it.next(); !n.done; n = await it.next()) yield own(n.value);
-    }
-    const gunzip = pipeline(Readable.from(owned()), createGunzip(), () => {});
-    try {
-      for await (const chunk of gunzip as AsyncIterable<Buffer>) yield chunk;
-    } catch (err) {
-      throw new RankwatchError(
-        'RANKWATCH_ERR_INPUT',
-        `${path}: the gzip data is damaged or cut off (${(err as Error).message}); the lines before it were read`,
-      );
-    }
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
+const isGzip = (b: Buffer, n: number): boolean => n >= 2 && b[0] === GZIP_MAGIC[0] && b[1] === GZIP_MAGIC[1];
 
 /**
  * Text of whole lines: the bytes up to `end`, a newline byte or the end of the input, so a UTF-8
@@ -83,16 +72,69 @@ async function* bytesOf(path: string): AsyncGenerator<Buffer> {
 const textOf = (bytes: Buffer, end: number): string =>
   isAscii(bytes.subarray(0, end)) ? bytes.toString('latin1', 0, end) : bytes.toString('utf8', 0, end);
 
+type LineChunk = { first: number; lines: string[] };
+
 /**
  * Yields the lines of a file (or stdin for "-"; plain or gzip) a chunk at a time, with the number of
  * the first line: one await per chunk rather than per line, which is what makes replay fast.
  * Each chunk is cut at its last newline byte and the bytes after it are carried into the next, so
  * every chunk's text starts and ends on a line edge and no line is glued from two strings.
  */
-export async function* readLineChunks(path: string): AsyncGenerator<{ first: number; lines: string[] }> {
-  let carry: Buffer[] = []; // copies: a read may be the reader's reused buffer
+export async function* readLineChunks(path: string): AsyncGenerator<LineChunk> {
+  const fd = path === '-' ? undefined : openSync(path, 'r');
+  try {
+    if (fd !== undefined && fstatSync(fd).isDirectory()) {
+      throw Object.assign(new Error(`EISDIR: ${path} is a directory`), { code: 'EISDIR', path });
+    }
+    if (fd !== undefined) {
+      const buf = Buffer.allocUnsafe(CHUNK_BYTES);
+      const read = readSync(fd, buf, 0, CHUNK_BYTES, null);
+      if (!isGzip(buf, read)) {
+        yield* plainFileLines(fd, buf, read);
+        return;
+      }
+      yield* splitLines(bytesOf(path, fd, buf.subarray(0, read)));
+      return;
+    }
+    yield* splitLines(bytesOf(path, fd));
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * A plain file's lines, read synchronously into one reused buffer: each read lands after the
+ * unfinished line the previous one left (moved to the buffer's start), so no read is copied into
+ * a new buffer. 64 KB from the page cache takes microseconds, while handing every read to libuv's
+ * thread pool and back cost replay ~20% more CPU than the plain loop it is measured against
+ * (bench/replay.bench.ts), and a new buffer per read, with the carried bytes, ~3% more.
+ */
+function* plainFileLines(fd: number, first: Buffer, firstRead: number): Generator<LineChunk> {
+  let buf = first;
+  let end = firstRead; // bytes held: an unfinished line, then the last read
   let next = 1;
-  for await (const read of bytesOf(path)) {
+  for (let read = firstRead; read > 0; ) {
+    const last = buf.lastIndexOf(NEWLINE, end - 1);
+    if (last >= 0) {
+      const lines = textOf(buf, last).split('\n');
+      yield { first: next, lines };
+      next += lines.length;
+      buf.copy(buf, 0, last + 1, end);
+      end -= last + 1;
+    }
+    // A line longer than the buffer: it grows until the line's end comes.
+    if (end === buf.length) buf = Buffer.concat([buf, Buffer.allocUnsafe(buf.length)]);
+    read = readSync(fd, buf, end, buf.length - end, null);
+    end += read;
+  }
+  if (end > 0) yield { first: next, lines: [textOf(buf, end)] };
+}
+
+/** The lines of stdin or of gunzipped bytes, a chunk of them per chunk of bytes. */
+async function* splitLines(bytes: AsyncIterable<Buffer>): AsyncGenerator<LineChunk> {
+  let carry: Buffer[] = []; // copies: the chunks are not ours to keep
+  let next = 1;
+  for await (const read of bytes) {
     const last = read.lastIndexOf(NEWLINE);
     if (last < 0) {
       carry.push(Buffer.from(read)); // a line longer than a read: joined once its end comes

@@ -307,6 +307,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
         commits: t.commits,
         store_retries: c.store_retries,
         shard_records_refused: jobStage?.refusedRecords ?? 0,
+        collectives_members_unknown: jobStage?.stats().collectives_members_unknown ?? 0,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');
@@ -418,6 +419,8 @@ async function healthServer(
       commits: 'offset commits',
       store_retries: 'failed store writes retried',
       shard_records_refused: 'shard records of another format refused (job stage)',
+      collectives_members_unknown:
+        'collective steps not judged: their members not yet resent since a restart (job stage)',
     },
     figures,
   );

@@ -14,6 +14,8 @@
  * over the layout's processes, per event, and the same less each process's idle cost over that
  * time. On 2 cores shared with the broker this says what a layout costs, not how fast it runs;
  * the job stage's share gives the largest job one job stage carries at 50% of a core.
+ * `--layouts 0,1` measures some layouts only; `--prof DIR` writes a `--cpu-prof` profile of the job
+ * stage (and of the unsharded process) there. Where the job stage's threads spend: job-stage-prof.ts.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -32,10 +34,11 @@ import { broker, cpuSeconds } from './kafka.bench.js';
 
 const PARTITIONS = 8;
 
-const flag = (name: string, fallback: number) => {
+const option = (name: string) => {
   const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+  return i > 0 ? process.argv[i + 1] : undefined;
 };
+const flag = (name: string, fallback: number) => Number(option(name) ?? fallback);
 
 interface Layout {
   name: string;
@@ -77,6 +80,11 @@ const IDLE_S = 8;
 export async function shardedBench(): Promise<Section | undefined> {
   const ranks = flag('ranks', 65_536);
   const steps = flag('steps', 3);
+  const profDir = option('prof');
+  // `--layouts 0,1`: some layouts only (0: the unsharded baseline, always measured first).
+  const shardCounts = (option('layouts') ?? '0,1,2,4').split(',').map(Number);
+  if (shardCounts[0] !== 0 || !shardCounts.every((c) => Number.isInteger(c) && c >= 0))
+    throw new Error('--layouts: shard counts, the first 0 (the unsharded baseline), e.g. 0,1');
   const b = await broker();
   if (!b) return undefined;
   const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
@@ -159,7 +167,12 @@ export async function shardedBench(): Promise<Section | undefined> {
           ? [['all', 'one']]
           : [['job', 'job'], ...Array.from({ length: shards }, (_, i) => ['shard', `shard${i}`])];
       const procs = roles.map(([stage, client]) => {
-        const p = spawn(process.execPath, args(stage, client), { stdio: ['ignore', 'ignore', 'pipe'] });
+        // `--prof DIR`: a CPU profile of the job stage (of the unsharded process) where its time goes.
+        const prof =
+          profDir && (stage === 'job' || stage === 'all') ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [];
+        const p = spawn(process.execPath, [...prof, ...args(stage, client)], {
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
         let log = '';
         p.stderr.on('data', (d) => {
           log += d;
@@ -237,7 +250,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         jobThreads: threadsAfter.map((a, i) => (a - threadsBefore[i]) * 1e6),
       };
     };
-    for (const shards of [0, 1, 2, 4]) {
+    for (const shards of shardCounts) {
       process.stderr.write(`  ${shards === 0 ? 'unsharded' : `${shards} shards`}...\n`);
       layouts.push(await run(shards));
     }
@@ -268,7 +281,10 @@ export async function shardedBench(): Promise<Section | undefined> {
       loadNote(),
     ];
     return {
-      title: `Sharded layout: ${ranks.toLocaleString('en-US')} ranks over 1, 2 and 4 shards`,
+      title: `Sharded layout: ${ranks.toLocaleString('en-US')} ranks over ${rows
+        .map((l) => l.shards)
+        .join(', ')
+        .replace(/, (\d+)$/, ' and $1')} shard${rows.length === 1 && rows[0].shards === 1 ? '' : 's'}`,
       what: 'CPU per event of each layout, summed over its processes, as events per second of CPU time (higher is cheaper; per second of CPU time); baseline: one unsharded `detect` over the same events keyed by job.',
       baseline: m(base),
       rows: rows.map(m),

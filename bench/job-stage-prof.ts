@@ -1,0 +1,239 @@
+/**
+ * Where a job stage's CPU goes (docs/operations.md, "Capacity"): one simulated job's shard records
+ * are made in this process (a `ShardStageRunner` over the host-group-keyed events, as the shards
+ * send them), published with the job's own events to topics of their own on the local broker, and
+ * read by one real `detect --stage job`, started once the publish is done. Prints its CPU per event
+ * of the job by thread from /proc, and, with `--perf FILE` (Linux perf, one sample every ~3 ms of
+ * each thread), by what the threads run: the threads named `node` are V8's garbage collector and
+ * compilers, libuv's pool and chDB's insert workers, which /proc cannot tell apart.
+ *
+ *   node --import tsx bench/job-stage-prof.ts [--ranks 65536] [--steps 3] [--perf /tmp/js.perf]
+ *        [--node-args "--cpu-prof --cpu-prof-dir /tmp/prof"]
+ *
+ * Needs `npm run --silent build` (it runs bin/rankwatch.js) and the broker (RANKWATCH_KAFKA_BROKERS,
+ * or deploy/kafka/kafka.sh started on KAFKA_PORT).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import { ShardStageRunner } from '../detectors/shard-stage.js';
+import type { RankwatchEvent } from '../schema/events.js';
+import { ClusterSim } from '../sim/cluster.js';
+import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
+import { KafkaTransport } from '../stream/kafka.js';
+import { type Batch, batchByKey } from '../stream/transport.js';
+import { broker, cpuSeconds } from './kafka.bench.js';
+
+const option = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : undefined;
+};
+const ranks = Number(option('ranks') ?? 65_536);
+const steps = Number(option('steps') ?? 3);
+const perfFile = option('perf');
+const nodeArgs = (option('node-args') ?? '').split(' ').filter(Boolean);
+
+/** CPU ms of a process's threads by name (the main thread as `main`), from /proc. */
+function cpuByThread(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // ended meanwhile
+    }
+    const name = tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) * 10);
+  }
+  return out;
+}
+
+/** What a perf sample's symbol is part of. */
+function kindOf(sym: string): string {
+  if (sym.includes('libchdb') || sym.includes('chdb_node')) return 'chDB';
+  if (sym.includes('kernel.kallsyms')) return 'kernel';
+  if (
+    /Scaveng|Marking|Sweep|MarkCompact|Heap|Evacuat|MemoryChunk|RememberedSet|SlotSet|Minor|Collector/.test(
+      sym,
+    )
+  )
+    return 'GC';
+  if (/compiler::|maglev|Compile|turboshaft/i.test(sym)) return 'compiler';
+  if (sym.includes('Json')) return 'JSON';
+  if (/inflate|deflate/.test(sym)) return 'zlib';
+  if (/libc\.so|libstdc/.test(sym)) return 'libc';
+  return 'JavaScript and V8';
+}
+
+/** Samples per thread group (main, other `node` threads, chDB's named threads) and kind. */
+function perfSplit(file: string, mainTid: number): string[] {
+  const text = execFileSync('perf', ['script', '-i', file, '-F', 'comm,tid,ip,sym,dso'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const by = new Map<string, Map<string, number>>();
+  let total = 0;
+  for (const line of text.split('\n')) {
+    const m = /^\s*(\S+)\s+(\d+)\s+[0-9a-f]+\s+(.*)$/.exec(line);
+    if (!m) continue;
+    const who =
+      Number(m[2]) === mainTid
+        ? 'main thread'
+        : m[1] === 'node'
+          ? 'other threads named node'
+          : 'chDB named threads';
+    const kinds = by.get(who) ?? new Map<string, number>();
+    by.set(who, kinds);
+    const k = kindOf(m[3]);
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+    total++;
+  }
+  return [...by].map(([who, kinds]) => {
+    const n = [...kinds.values()].reduce((a, b) => a + b, 0);
+    const parts = [...kinds]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, c]) => `${k} ${((100 * c) / n).toFixed(0)}%`);
+    return `${who}: ${((100 * n) / total).toFixed(0)}% of the samples (${parts.join(', ')})`;
+  });
+}
+
+const b = await broker();
+if (!b) process.exit(1);
+const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
+const events = [...new ClusterSim({ ranks, steps, startTs, job: 'job-stage-prof' }).events()];
+// As the sharded bench: 16 groups, one message per host and second.
+const keys = new HostGroupKeys({ groupHosts: Math.max(1, Math.floor(ranks / 8 / 16)) });
+const perHostSecond = new Map<string, RankwatchEvent[]>();
+for (const e of events) {
+  const k = `${(e as { host?: string }).host ?? ''}|${Math.floor(e.ts / 1000)}`;
+  const list = perHostSecond.get(k) ?? [];
+  perHostSecond.set(k, list);
+  list.push(e);
+}
+const shard = new ShardStageRunner();
+const jobBatches: Batch[] = [];
+const recordBatches: Batch[] = [];
+let records = 0;
+let recordBytes = 0;
+const collect = () => {
+  const rs = shard.take().shard ?? [];
+  records += rs.length;
+  for (const r of rs) recordBytes += JSON.stringify(r).length + 1;
+  if (rs.length) recordBatches.push(...batchByKey(rs));
+};
+const messages = [...perHostSecond.values()];
+for (let i = 0; i < messages.length; i += 64)
+  for (const batch of keys.batch(messages.slice(i, i + 64).flat())) {
+    if (!parseShardKey(batch.key)) jobBatches.push(batch);
+    else {
+      shard.keyed(batch.key);
+      for (const e of batch.events) shard.push(e as RankwatchEvent);
+      collect();
+    }
+  }
+shard.flush();
+collect();
+const jobEvents = jobBatches.reduce((n, x) => n + x.events.length, 0);
+console.log(
+  `${events.length} events of a ${ranks}-rank job, ${steps} steps: the job stage reads ${jobEvents} of them and ${records} shard records (${(recordBytes / events.length).toFixed(1)} bytes of JSON per event)`,
+);
+
+const id = `rw-jsprof.${Date.now().toString(36)}`;
+const t = { topic: `${id}.events`, shardTopic: `${id}.shards`, deadLetterTopic: `${id}.dlq` };
+const recordsTopic = `${id}.records`;
+const events_ = new KafkaTransport({ brokers: b.brokers, ...t, partitions: 8 });
+await events_.publish(jobBatches);
+await events_.stop();
+const records_ = new KafkaTransport({ brokers: b.brokers, ...t, topic: recordsTopic, partitions: 8 });
+for (let i = 0; i < recordBatches.length; i += 256) await records_.publish(recordBatches.slice(i, i + 256));
+await records_.stop();
+
+const dir = mkdtempSync(join(tmpdir(), 'rankwatch-jsprof-'));
+const errPath = join(dir, 'stderr');
+// From the sources (tsx) or from dist/bench.
+const root = existsSync(join(import.meta.dirname, '..', 'bin')) ? ['..'] : ['..', '..'];
+const cli = join(import.meta.dirname, ...root, 'bin', 'rankwatch.js');
+const args = [
+  ...['detect', '--stage', 'job', '--brokers', b.brokers.join(','), '--topic', t.topic],
+  ...[
+    '--shard-topic',
+    t.shardTopic,
+    '--shard-records-topic',
+    recordsTopic,
+    '--dead-letter-topic',
+    t.deadLetterTopic,
+  ],
+  ...['--group', id, '--partitions', '8', '--data', join(dir, 'data'), '--no-events'],
+  ...['--stats-interval', '0', '--idle-advance-s', '2'],
+];
+const p = spawn(process.execPath, [...nodeArgs, cli, ...args], {
+  stdio: ['ignore', 'ignore', openSync(errPath, 'w')],
+});
+const admin = new Kafka({ brokers: b.brokers, logLevel: logLevel.NOTHING }).admin();
+await admin.connect();
+const caughtUp = async () => {
+  for (const [group, topic] of [
+    [id, t.topic],
+    [`${id}.records`, recordsTopic],
+  ]) {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const got = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const at = new Map(got[0].partitions.map((x) => [x.partition, Number(x.offset)]));
+    if (!ends.every((e) => Number(e.high) === 0 || (at.get(e.partition) ?? -1) >= Number(e.high)))
+      return false;
+  }
+  return true;
+};
+let before: Map<string, number> | undefined;
+let beforeMs = 0;
+let perf: ReturnType<typeof spawn> | undefined;
+const t0 = Date.now();
+try {
+  // Joined (start-up apart), then until both groups committed the last offset.
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1000));
+    if (p.exitCode !== null) throw new Error(`detect exited: ${readFileSync(errPath, 'utf8').slice(-2000)}`);
+    if (Date.now() - t0 > 900_000) throw new Error('the job stage did not catch up in 15 minutes');
+    if (!before) {
+      if (!readFileSync(errPath, 'utf8').includes('joined group')) continue;
+      before = cpuByThread(p.pid!);
+      beforeMs = (await cpuSeconds(p.pid!)) * 1000;
+      if (perfFile)
+        perf = spawn('perf', ['record', '-F', '299', '--per-thread', '-p', String(p.pid), '-o', perfFile], {
+          stdio: 'ignore',
+        });
+    } else if (await caughtUp()) break;
+  }
+  const after = cpuByThread(p.pid!);
+  perf?.kill('SIGINT');
+  if (perf) await new Promise((r) => perf!.once('exit', r));
+  const total = (await cpuSeconds(p.pid!)) * 1000 - beforeMs;
+  const used: [string, number][] = [...after]
+    .map(([k, ms]): [string, number] => [k, ms - (before!.get(k) ?? 0)])
+    .sort((a, b) => b[1] - a[1]);
+  // chDB starts threads per query (RuntimeData, QueryPipelineEx...): ended, they count in the process's total only.
+  used.push(['threads that ended (chDB query threads)', total - used.reduce((s, [, ms]) => s + ms, 0)]);
+  const us = (ms: number) => ((ms * 1000) / events.length).toFixed(2);
+  console.log(
+    `job stage: ${us(total)} µs of CPU per event of the job (${((Date.now() - t0) / 1000).toFixed(0)} s)`,
+  );
+  console.log(
+    `by thread name, µs per event: ${used
+      .filter(([, ms]) => ms > 0)
+      .map(([k, ms]) => `${k} ${us(ms)}`)
+      .join(', ')}`,
+  );
+  if (perfFile) for (const line of perfSplit(perfFile, p.pid!)) console.log(line);
+} finally {
+  p.kill('SIGTERM');
+  await new Promise((r) => (p.exitCode !== null ? r(0) : p.once('exit', r)));
+  await admin.deleteTopics({ topics: [t.topic, recordsTopic, t.deadLetterTopic] }).catch(() => {});
+  await admin.disconnect();
+  rmSync(dir, { recursive: true, force: true });
+  await b.stop?.();
+}

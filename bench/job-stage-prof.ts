@@ -14,7 +14,7 @@
  * or deploy/kafka/kafka.sh started on KAFKA_PORT).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -24,32 +24,18 @@ import { ClusterSim } from '../sim/cluster.js';
 import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { type Batch, batchByKey } from '../stream/transport.js';
-import { broker, cpuSeconds } from './kafka.bench.js';
+import { broker } from './kafka.bench.js';
+import { argOption, cpuSeconds, threadCpuSeconds } from './proc-cpu.js';
 
-const option = (name: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : undefined;
-};
+const option = argOption;
 const ranks = Number(option('ranks') ?? 65_536);
 const steps = Number(option('steps') ?? 3);
 const perfFile = option('perf');
 const nodeArgs = (option('node-args') ?? '').split(' ').filter(Boolean);
 
-/** CPU ms of a process's threads by name (the main thread as `main`), from /proc. */
-function cpuByThread(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    } catch {
-      continue; // ended meanwhile
-    }
-    const name = tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) * 10);
-  }
-  return out;
+/** CPU ms of a process's live threads by name (the main thread as `main`). */
+async function cpuByThread(pid: number): Promise<Map<string, number>> {
+  return new Map([...(await threadCpuSeconds(pid))].map(([name, s]) => [name, s * 1000]));
 }
 
 /** What a perf sample's symbol is part of. */
@@ -201,7 +187,7 @@ try {
     if (Date.now() - t0 > 900_000) throw new Error('the job stage did not catch up in 15 minutes');
     if (!before) {
       if (!readFileSync(errPath, 'utf8').includes('joined group')) continue;
-      before = cpuByThread(p.pid!);
+      before = await cpuByThread(p.pid!);
       beforeMs = (await cpuSeconds(p.pid!)) * 1000;
       if (perfFile)
         perf = spawn('perf', ['record', '-F', '299', '--per-thread', '-p', String(p.pid), '-o', perfFile], {
@@ -209,7 +195,7 @@ try {
         });
     } else if (await caughtUp()) break;
   }
-  const after = cpuByThread(p.pid!);
+  const after = await cpuByThread(p.pid!);
   perf?.kill('SIGINT');
   if (perf) await new Promise((r) => perf!.once('exit', r));
   const total = (await cpuSeconds(p.pid!)) * 1000 - beforeMs;

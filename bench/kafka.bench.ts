@@ -8,7 +8,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -20,6 +19,7 @@ import { decodeBatch, encodeBatch } from '../stream/codec.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { batchByKey } from '../stream/transport.js';
 import type { Measurement, Section } from './harness.js';
+import { cpuSeconds } from './proc-cpu.js';
 
 const run = promisify(execFile);
 const BATCH = 4096;
@@ -256,15 +256,4 @@ async function endToEnd(
   }
   await publisher.stop();
   return { m: e2e, maxLagMsgs, stored, cpuUsPerEvent };
-}
-
-/** User + system CPU seconds a process has used so far (Linux /proc; NaN elsewhere). */
-export async function cpuSeconds(pid: number): Promise<number> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
-  } catch {
-    return Number.NaN;
-  }
 }

@@ -20,7 +20,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -30,14 +29,12 @@ import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { type Batch, batchByKey } from '../stream/transport.js';
 import { loadNote, type Measurement, type Section } from './harness.js';
-import { broker, cpuSeconds } from './kafka.bench.js';
+import { broker } from './kafka.bench.js';
+import { argOption, cpuSeconds, threadCpuSeconds } from './proc-cpu.js';
 
 const PARTITIONS = 8;
 
-const option = (name: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : undefined;
-};
+const option = argOption;
 const flag = (name: string, fallback: number) => Number(option(name) ?? fallback);
 
 interface Layout {
@@ -61,16 +58,11 @@ interface Layout {
  */
 const THREADS = ['JavaScript', 'other threads named node', 'chDB named threads'] as const;
 
-/** CPU seconds of a process's threads, by `THREADS` (from /proc/PID/task: live threads only). */
+/** CPU seconds of a process's threads, by `THREADS` (live threads only). */
 async function cpuByThread(pid: number): Promise<number[]> {
   const out = [0, 0, 0];
-  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
-    const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '');
-    if (!stat) continue;
-    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out[tid === String(pid) ? 0 : name === 'node' ? 1 : 2] += (Number(f[11]) + Number(f[12])) / 100;
-  }
+  for (const [name, s] of await threadCpuSeconds(pid))
+    out[name === 'main' ? 0 : name === 'node' ? 1 : 2] += s;
   return out;
 }
 

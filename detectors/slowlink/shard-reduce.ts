@@ -221,9 +221,10 @@ export class ShardReducer {
     for (const g of this.groups.values()) this.sendThrough(g, g.maxStep, ts, out);
   }
 
-  /** Another process owns the job now: drop its open steps without sending them. */
-  forget(job: string): void {
-    for (const [k, g] of this.groups) if (g.job === job) this.groups.delete(k);
+  /** Another process owns the job (or one host group of it) now: drop its open steps without sending them. */
+  forget(job: string, group?: number): void {
+    for (const [k, g] of this.groups)
+      if (g.job === job && (group === undefined || g.group === group)) this.groups.delete(k);
   }
 
   private group(job: string, group: number): GroupState {

@@ -53,17 +53,23 @@ function unsharded(input: RankwatchEvent[]): Finding[] {
 
 type Order = 'interleaved' | 'job events first' | 'shard records first';
 
-/** Each shard's records (and GPU findings as records) and the job-stage events, as the bus would carry them. */
-function shardOut(input: RankwatchEvent[], shards: number) {
-  const runners = Array.from({ length: shards }, () => new ShardStageRunner());
+/** What shard stages have sent: their GPU findings, and their records (GPU findings as records too). */
+function shardOutput() {
   const found: Finding[] = [];
   const records: unknown[] = [];
-  const jobEvents: RankwatchEvent[] = [];
   const collect = (s: ShardStageRunner) => {
     const o = s.take();
     found.push(...o.findings);
     records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
   };
+  return { found, records, collect };
+}
+
+/** Each shard's records (and GPU findings as records) and the job-stage events, as the bus would carry them. */
+function shardOut(input: RankwatchEvent[], shards: number) {
+  const runners = Array.from({ length: shards }, () => new ShardStageRunner());
+  const { found, records, collect } = shardOutput();
+  const jobEvents: RankwatchEvent[] = [];
   // One host per group: 8 groups over the shards.
   for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
     const key = parseShardKey(b.key);
@@ -329,14 +335,8 @@ describe('a step a shard sends in parts finds what one process finds', () => {
   function moved(input: RankwatchEvent[], cut: number, idle: boolean) {
     const keys = new HostGroupKeys({ groupHosts: 1 });
     const [a, b] = [new ShardStageRunner(), new ShardStageRunner()];
-    const found: Finding[] = [];
-    const records: unknown[] = [];
+    const { found, records, collect } = shardOutput();
     const jobEvents: RankwatchEvent[] = [];
-    const collect = (s: ShardStageRunner) => {
-      const o = s.take();
-      found.push(...o.findings);
-      records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
-    };
     const feed = (s: ShardStageRunner, key: string, events: unknown[]) => {
       s.keyed(key);
       for (const e of events) s.push(e as RankwatchEvent);

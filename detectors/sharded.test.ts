@@ -316,6 +316,22 @@ describe('the sharded layout finds what one process finds', () => {
     expect(stage.stats().collectives_members_unknown).toBe(1);
   });
 
+  it('an idle bus while the shards are behind moves no held job on: its findings stay those of replay', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = incidents(unsharded(input));
+    const { records, jobEvents } = oneShard(input);
+    const jobStage = new JobStageRunner();
+    // The shards sent half the job; its events wait for the rest (a shard replaced, a slow start)
+    // while the bus is idle for an hour, less than the hold.
+    const half = Math.floor(records.length / 2);
+    for (const r of records.slice(0, half)) jobStage.shardRecord(r);
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.advance(jobEvents.at(-1)!.ts + 3_600_000);
+    for (const r of records.slice(half)) jobStage.shardRecord(r);
+    jobStage.endOfInput();
+    expect(incidents(jobStage.take().findings)).toEqual(want);
+  });
+
   it('a throttled GPU found in a shard explains the straggler the job stage finds', () => {
     const input = events(FAMILY_FAULTS.throttle);
     const got = sharded(input, 2, 'interleaved');

@@ -296,8 +296,8 @@ export class Pipeline {
 
   private async processAndSink(d: Delivery): Promise<Handled> {
     const again = this.stored.get(d);
-    // A delivery tried again (a send failed): its records go again, behind the later ones; the
-    // job stage takes a record twice without effect.
+    // A delivery tried again (a sink or send failed): its records go again, behind later ones;
+    // the job stage takes a record twice without effect.
     if (again) again.shardSent = this.sendShard(again.shard);
     const handled = again ?? (await this.process(d));
     this.stored.set(d, handled);

@@ -4,7 +4,9 @@
  * read by 2 `detect --stage shard` processes and one `detect --stage job`, and by 4 shards and two
  * job stages in one group (each holding the same partitions of the events and of the records).
  * What each layout finds (the shards' GPU findings and the job stages') equals `rankwatch replay`
- * of the same events: the same incidents, by id, type, host, GPU and onset. Records of another
+ * of the same events: the same incidents, by id, type, host, GPU and onset. The shards join while
+ * their input flows (host groups move mid-step) and flush on the default idle period, so steps go
+ * out in parts (docs/kafka.md, "A step sent in parts"). Records of another
  * format, from a shard of another version, are refused with one warning and change nothing.
  */
 import { readFileSync, writeFileSync } from 'node:fs';

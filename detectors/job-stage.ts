@@ -26,6 +26,8 @@
 import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorConfig } from './detector.js';
+import { type ShardSigns, SignsMirror } from './hang/shard-signs.js';
+import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
 import {
   type Edge,
@@ -71,6 +73,15 @@ interface ShardedJob {
   members: Map<string, Map<number, { list: Member[]; step: number }>>;
   /** Per communicator, the groups' lists last joined and their join (reused while they are the same). */
   unions: Map<string, { parts: Map<number, Member[]>; members: Member[] }>;
+  /**
+   * The hang detector's signs from the shards, in arrival order with when each came (wall clock),
+   * until the job's events and every group's signs reach their time; each group's latest signs
+   * time; what they said of the job's GPUs.
+   */
+  signs: ShardSigns[];
+  signsAt: number[];
+  signsClock: Map<number, number>;
+  mirror: SignsMirror;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -92,6 +103,8 @@ export class JobStageRunner extends DetectorRunner {
   refusedSince = 0;
   refusedAt = 0;
   private readonly told = new Set<string>();
+  /** Event time of the latest event handed to the detectors, or of the idle bus. */
+  private clock = 0;
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
     // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
@@ -105,8 +118,10 @@ export class JobStageRunner extends DetectorRunner {
     const job = (e as { job?: string }).job;
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
-    if (!s) super.push(e);
-    else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
+    if (!s) {
+      super.push(e);
+      if (e.ts > this.clock) this.clock = e.ts;
+    } else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
     else {
       s.held.push(e);
       s.heldAt.push(this.now());
@@ -116,7 +131,7 @@ export class JobStageRunner extends DetectorRunner {
 
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
-    const r = value as ShardRecord | ShardFinding;
+    const r = value as ShardRecord | ShardFinding | ShardSigns;
     // Read in another format, a record would be judged wrong without a word: refused, and said.
     if (r?.format !== SHARD_FORMAT) {
       this.refuse(value);
@@ -127,6 +142,13 @@ export class JobStageRunner extends DetectorRunner {
       return;
     }
     const s = this.shardedJob(r.job);
+    if (r.t === 'signs') {
+      s.signs.push(r);
+      s.signsAt.push(this.now());
+      if (r.ts > (s.signsClock.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.signsClock.set(r.group, r.ts);
+      this.drainSigns(s, this.signsBound(s));
+      return;
+    }
     if (r.t === 'mark') {
       s.groups.add(r.group);
       if (r.through > (s.through.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.through.set(r.group, r.through);
@@ -250,9 +272,11 @@ export class JobStageRunner extends DetectorRunner {
   /** An idle bus: events held past `holdMs` go on without the groups that did not report. */
   override advance(now: number): void {
     const wall = this.now();
+    if (now > this.clock) this.clock = now;
     for (const s of this.sharded.values()) {
       while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
       this.release(s);
+      this.drainSigns(s, this.signsBound(s));
     }
     super.advance(now);
   }
@@ -291,6 +315,10 @@ export class JobStageRunner extends DetectorRunner {
         appliedThrough: Number.NEGATIVE_INFINITY,
         members: new Map(),
         unions: new Map(),
+        signs: [],
+        signsAt: [],
+        signsClock: new Map(),
+        mirror: new SignsMirror(),
       };
       this.sharded.set(id, s);
     }
@@ -310,7 +338,11 @@ export class JobStageRunner extends DetectorRunner {
 
   private releaseAll(): void {
     for (const s of this.sharded.values()) {
-      while (s.head < s.held.length) this.releaseHead(s);
+      while (s.head < s.held.length) {
+        this.drainSigns(s, s.held[s.head].ts, true);
+        this.releaseHead(s);
+      }
+      this.drainSigns(s, Number.POSITIVE_INFINITY, true);
       this.applyThrough(s, Number.POSITIVE_INFINITY);
     }
   }
@@ -327,8 +359,48 @@ export class JobStageRunner extends DetectorRunner {
 
   /** An event to the detectors; a step's after the merged collectives of its step and those before. */
   private pass(s: ShardedJob, e: RankwatchEvent): void {
+    this.drainSigns(s, e.ts);
     if (e.kind === 'step') this.applyThrough(s, e.step);
     super.push(e);
+    if (e.ts > this.clock) this.clock = e.ts;
+  }
+
+  /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
+  private signsBound(s: ShardedJob): number {
+    return s.head < s.held.length ? Math.min(this.clock, s.held[s.head].ts) : this.clock;
+  }
+
+  /**
+   * The job's signs up to event time `bound` go to the hang detector, oldest first, as its GPU
+   * samples and collectives would have: no further than every group's signs went (a group behind
+   * would look silent), unless `all` (end of input) or they waited past `holdMs` (a group whose
+   * shard is down).
+   */
+  private drainSigns(s: ShardedJob, bound: number, all = false): void {
+    if (s.signs.length === 0) return;
+    let limit = bound;
+    if (!all) for (const t of s.signsClock.values()) if (t < limit) limit = t;
+    const wall = this.now();
+    const due: ShardSigns[] = [];
+    let k = 0;
+    for (let i = 0; i < s.signs.length; i++) {
+      if (s.signs[i].ts <= limit || wall - s.signsAt[i] >= this.holdMs) due.push(s.signs[i]);
+      else {
+        s.signs[k] = s.signs[i];
+        s.signsAt[k++] = s.signsAt[i];
+      }
+    }
+    if (due.length === 0) return;
+    s.signs.length = k;
+    s.signsAt.length = k;
+    const hang = this.fleetDetector(HANG)?.detector;
+    if (!hang) return;
+    const before = this.out.findings.length;
+    for (const r of due.sort((a, b) => a.ts - b.ts)) {
+      s.mirror.apply(r, (make) => hang.progressOf(r.job, make));
+      hang.advance(r.ts);
+    }
+    if (this.out.findings.length > before) this.link(before);
   }
 
   /** The merged collectives of every step up to `step` go to the judge, oldest first. */

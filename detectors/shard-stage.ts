@@ -9,12 +9,15 @@ import type { RankwatchEvent } from '../schema/events.js';
 import type { DetectorOutput } from '../schema/output.js';
 import { gpusPerHost, groupOfRank, parseShardKey } from '../stream/host-groups.js';
 import type { DetectorConfig } from './detector.js';
+import { SignsTracker } from './hang/shard-signs.js';
 import { DetectorRunner } from './runner.js';
 import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();
-  private records: ShardRecord[] = [];
+  /** The hang detector's signs (GPU verdicts, collective progress), per host group. */
+  private readonly signs = new SignsTracker();
+  private records: unknown[] = [];
   /** The host group of the delivery in hand, from its bus key (records of a job not yet announced). */
   private group = 0;
   /** Each job's GPUs per host and hosts per group, from its `job` event. */
@@ -35,25 +38,33 @@ export class ShardStageRunner extends DetectorRunner {
     if (e.ts > this.latest) this.latest = e.ts;
     if (e.kind === 'job' && e.host_group_size !== undefined)
       this.layout.set(e.job, { perHost: gpusPerHost(e), groupHosts: e.host_group_size });
-    if (e.kind !== 'collective') return;
-    const l = this.layout.get(e.job);
-    this.reducer.add(e, l ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group, this.records);
+    if (e.kind !== 'collective' && e.kind !== 'gpu') return;
+    const l = e.job === undefined ? undefined : this.layout.get(e.job);
+    const group = l && e.rank !== undefined ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group;
+    this.signs.add(e, group, this.records);
+    if (e.kind === 'collective') this.reducer.add(e, group, this.records as ShardRecord[]);
   }
 
   override flush(): void {
     super.flush();
-    this.reducer.flush(this.records, this.latest);
+    this.sendOpen();
   }
 
   override endOfInput(): void {
     super.endOfInput();
-    this.reducer.flush(this.records, this.latest);
+    this.sendOpen();
   }
 
   /** An idle bus: nothing more is coming for now, so the open steps go to the job stage. */
   override advance(now: number): void {
     super.advance(now);
-    this.reducer.flush(this.records, this.latest);
+    this.sendOpen();
+  }
+
+  /** Open steps and every group's signs not sent yet, signs first: a mark then follows what it covers. */
+  private sendOpen(): void {
+    this.signs.flush(this.records);
+    this.reducer.flush(this.records as ShardRecord[], this.latest);
   }
 
   /**
@@ -65,6 +76,7 @@ export class ShardStageRunner extends DetectorRunner {
     const job = parseShardKey(key)?.job ?? key;
     super.forget(job);
     this.reducer.forget(job);
+    this.signs.forget(job);
   }
 
   override take(): DetectorOutput {

@@ -197,6 +197,14 @@ export class HangDetector {
     this.jobs.delete(job);
   }
 
+  /**
+   * A job's progress, for what a shard saw of it (detectors/hang/shard-signs.ts); made if new when
+   * `make` (what a shard saw of its collectives makes a job known, as a collective does).
+   */
+  progressOf(job: string, make: boolean): JobProgress | undefined {
+    return (make ? this.job(job) : this.jobs.get(job))?.progress;
+  }
+
   private job(key: string): JobHang {
     let j = this.jobs.get(key);
     if (!j) {

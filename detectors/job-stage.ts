@@ -55,6 +55,9 @@ export interface JobStageOptions {
   onRefused?: (format: unknown, source: string) => void;
 }
 
+/** A sharded job's signs this far (event time) behind the stream have stopped, not lagged: the hang detector judges it on the stream's time. */
+const SIGNS_LAG_MS = 30_000;
+
 /** Sources of refused records told at most: a fleet of old shards is told, not listed whole. */
 const MAX_TOLD = 1024;
 
@@ -82,6 +85,9 @@ interface ShardedJob {
   signsAt: number[];
   signsClock: Map<number, number>;
   mirror: SignsMirror;
+  /** Event time of the latest signs handed to the hang detector, and when (wall clock) the latest came. */
+  signsThrough: number;
+  signsCameAt: number;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -112,6 +118,19 @@ export class JobStageRunner extends DetectorRunner {
     this.holdMs = o.holdMs ?? 120_000;
     this.now = o.now ?? Date.now;
     this.onRefused = o.onRefused;
+    this.fleetDetector(HANG)?.detector.judgeBy((job) => this.signsTime(job));
+  }
+
+  /**
+   * How far a sharded job's hang is judged: as far as its shards' signs went, while they come. A
+   * job whose signs stopped (its GPUs went silent, or its shards sent none for `holdMs`) is judged
+   * on the stream's time, as without them, once the stream is `SIGNS_LAG_MS` past them.
+   */
+  private signsTime(job: string): number | undefined {
+    const s = this.sharded.get(job);
+    if (!s || s.signsThrough === Number.NEGATIVE_INFINITY) return undefined;
+    if (this.clock - s.signsThrough >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs) return undefined;
+    return s.signsThrough;
   }
 
   override push(e: RankwatchEvent): void {
@@ -119,8 +138,8 @@ export class JobStageRunner extends DetectorRunner {
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
     if (!s) {
-      super.push(e);
       if (e.ts > this.clock) this.clock = e.ts;
+      super.push(e);
     } else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
     else {
       s.held.push(e);
@@ -144,7 +163,8 @@ export class JobStageRunner extends DetectorRunner {
     const s = this.shardedJob(r.job);
     if (r.t === 'signs') {
       s.signs.push(r);
-      s.signsAt.push(this.now());
+      s.signsCameAt = this.now();
+      s.signsAt.push(s.signsCameAt);
       if (r.ts > (s.signsClock.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.signsClock.set(r.group, r.ts);
       this.drainSigns(s, this.signsBound(s));
       return;
@@ -319,6 +339,8 @@ export class JobStageRunner extends DetectorRunner {
         signsAt: [],
         signsClock: new Map(),
         mirror: new SignsMirror(),
+        signsThrough: Number.NEGATIVE_INFINITY,
+        signsCameAt: 0,
       };
       this.sharded.set(id, s);
     }
@@ -361,8 +383,8 @@ export class JobStageRunner extends DetectorRunner {
   private pass(s: ShardedJob, e: RankwatchEvent): void {
     this.drainSigns(s, e.ts);
     if (e.kind === 'step') this.applyThrough(s, e.step);
-    super.push(e);
     if (e.ts > this.clock) this.clock = e.ts;
+    super.push(e);
   }
 
   /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
@@ -398,6 +420,7 @@ export class JobStageRunner extends DetectorRunner {
     const before = this.out.findings.length;
     for (const r of due.sort((a, b) => a.ts - b.ts)) {
       s.mirror.apply(r, (make) => hang.progressOf(r.job, make));
+      if (r.ts > s.signsThrough) s.signsThrough = r.ts;
       hang.advance(r.ts);
     }
     if (this.out.findings.length > before) this.link(before);

@@ -118,6 +118,8 @@ export class HangDetector {
   private nextSweep = 0;
   /** Jobs with a Flight Recorder report whose blocks may still be coming: judged at the next other event. */
   private readonly frPending = new Set<string>();
+  /** A job's own clock, where it has one (`judgeBy`). */
+  private clockOf?: (job: string) => number | undefined;
 
   constructor(
     private readonly log: FindingLog,
@@ -164,7 +166,18 @@ export class HangDetector {
     this.judgeReports(now, true);
     if (now < this.nextSweep) return;
     this.nextSweep = now + SWEEP_MS;
-    for (const [key, j] of this.jobs) this.sweep(key, j, now);
+    for (const [key, j] of this.jobs) {
+      const own = this.clockOf?.(key);
+      this.sweep(key, j, own !== undefined && own < now ? own : now);
+    }
+  }
+
+  /**
+   * Jobs judged no later than their own clock says (the sharded layout's job stage: as far as the
+   * shards' signs of the job came), so a job whose signs lag is not judged on what is not in yet.
+   */
+  judgeBy(clockOf: (job: string) => number | undefined): void {
+    this.clockOf = clockOf;
   }
 
   /** End of input: Flight Recorder reports and timeouts still waiting are judged now. */

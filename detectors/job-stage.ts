@@ -85,8 +85,7 @@ interface ShardedJob {
   signsAt: number[];
   signsClock: Map<number, number>;
   mirror: SignsMirror;
-  /** Event time of the latest signs handed to the hang detector, and when (wall clock) the latest came. */
-  signsThrough: number;
+  /** When (wall clock) the latest signs came. */
   signsCameAt: number;
 }
 
@@ -122,15 +121,21 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   /**
-   * How far a sharded job's hang is judged: as far as its shards' signs went, while they come. A
-   * job whose signs stopped (its GPUs went silent, or its shards sent none for `holdMs`) is judged
-   * on the stream's time, as without them, once the stream is `SIGNS_LAG_MS` past them.
+   * How far a sharded job's hang is judged: as far as every group's signs came, not past the
+   * job's first held event or its first signs not handed over yet. A job whose signs stopped (its
+   * GPUs went silent, or its shards sent none for `holdMs`) is judged on the stream's time, as
+   * without them, once the stream is `SIGNS_LAG_MS` past them and nothing of it is held.
    */
   private signsTime(job: string): number | undefined {
     const s = this.sharded.get(job);
-    if (!s || s.signsThrough === Number.NEGATIVE_INFINITY) return undefined;
-    if (this.clock - s.signsThrough >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs) return undefined;
-    return s.signsThrough;
+    if (!s || s.signsClock.size === 0) return undefined;
+    let t = Number.POSITIVE_INFINITY;
+    for (const g of s.signsClock.values()) if (g < t) t = g;
+    for (const r of s.signs) if (r.ts < t) t = r.ts;
+    const held = s.head < s.held.length;
+    if (held && s.held[s.head].ts < t) t = s.held[s.head].ts;
+    const stopped = this.clock - t >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs;
+    return !held && s.signs.length === 0 && stopped ? undefined : t;
   }
 
   override push(e: RankwatchEvent): void {
@@ -339,7 +344,6 @@ export class JobStageRunner extends DetectorRunner {
         signsAt: [],
         signsClock: new Map(),
         mirror: new SignsMirror(),
-        signsThrough: Number.NEGATIVE_INFINITY,
         signsCameAt: 0,
       };
       this.sharded.set(id, s);
@@ -420,8 +424,7 @@ export class JobStageRunner extends DetectorRunner {
     const before = this.out.findings.length;
     for (const r of due.sort((a, b) => a.ts - b.ts)) {
       s.mirror.apply(r, (make) => hang.progressOf(r.job, make));
-      if (r.ts > s.signsThrough) s.signsThrough = r.ts;
-      hang.advance(r.ts);
+      hang.advanceJob(r.job, r.ts);
     }
     if (this.out.findings.length > before) this.link(before);
   }

@@ -166,6 +166,22 @@ describe('the sharded layout finds what one process finds', () => {
     }
   });
 
+  it("several jobs in one job stage: a hang is judged on its job's own time, not on the others' further on", () => {
+    // Each job on hosts of its own, the hang's job behind the others in the records.
+    const input = [
+      ...events(FAMILY_FAULTS.hang).map((e) => ({ ...e, job: 'hung' }) as RankwatchEvent),
+      ...events(FAMILY_FAULTS.slow_rank).map(
+        (e) => JSON.parse(JSON.stringify({ ...e, job: 'other' }).replace(/"gpu-(\d{4})"/g, '"o-$1"')) as RankwatchEvent,
+      ),
+    ].sort((a, b) => a.ts - b.ts);
+    const want = unsharded(input);
+    for (const order of ['interleaved', 'job events first', 'shard records first'] as const) {
+      const got = sharded(input, 2, order);
+      expect(incidents(got), order).toEqual(incidents(want));
+      expect(hangStory(got), order).toEqual(hangStory(want));
+    }
+  });
+
   it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));

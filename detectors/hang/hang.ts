@@ -107,6 +107,8 @@ interface JobHang {
   codeBug?: string;
   /** The last hang's id: a second one at the same step is named by its onset. */
   lastHangId?: string;
+  /** When the job is next judged on its own clock (`advanceJob`). */
+  nextOwnSweep: number;
 }
 
 const SWEEP_MS = 1_000;
@@ -173,6 +175,17 @@ export class HangDetector {
   }
 
   /**
+   * Event time of one job moved on (what the shards saw of it came up to `now`): that job is
+   * judged at its own time, once a second of it, whatever the stream's clock says.
+   */
+  advanceJob(job: string, now: number): void {
+    const j = this.jobs.get(job);
+    if (!j || now < j.nextOwnSweep) return;
+    j.nextOwnSweep = now + SWEEP_MS;
+    this.sweep(job, j, now);
+  }
+
+  /**
    * Jobs judged no later than their own clock says (the sharded layout's job stage: as far as the
    * shards' signs of the job came), so a job whose signs lag is not judged on what is not in yet.
    */
@@ -232,6 +245,7 @@ export class HangDetector {
         nextLook: 0,
         lookedAt: 0,
         desyncs: new Set(),
+        nextOwnSweep: 0,
       };
       this.jobs.set(key, j);
     }

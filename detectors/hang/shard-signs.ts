@@ -14,6 +14,7 @@
  * judges a sharded job's stall as replay does: same time, culprit and signs.
  */
 import type { CollectiveEvent, GpuEvent } from '../../schema/events.js';
+import { grown } from '../arrays.js';
 import { SHARD_FORMAT } from '../slowlink/shard-reduce.js';
 import { IDLE, JobProgress, NO_SAMPLE, SLOTS, EMPTY_SLOT } from './progress.js';
 
@@ -68,10 +69,15 @@ interface GroupSigns {
 interface JobSigns {
   progress: JobProgress;
   groups: Map<number, GroupSigns>;
-  /** Per rank: the verdict last sent (NO_SAMPLE: none), and whether it was sent as stale. */
+  /** Per rank: the verdict last sent (NO_SAMPLE: none), whether it was sent as stale, and LISTED bits. */
   sentVerdict: Uint8Array;
   staleSent: Uint8Array;
+  listed: Uint8Array;
 }
+
+/** A rank's bits in `listed`: in its group's GPUs, in its group's ranks with collectives. */
+const GPU_LISTED = 1;
+const COLL_LISTED = 2;
 
 /** The shard half: GPU samples and collectives in, `signs` records out. */
 export class SignsTracker {
@@ -96,22 +102,26 @@ export class SignsTracker {
       g.clock = e.ts;
     }
     const p = j.progress;
-    const known = p.known(rank);
     if (e.kind === 'gpu') {
-      if (!known || p.gpuTs[rank] === 0) g.gpuRanks.push(rank);
       p.gpuSample(rank, e);
       this.grow(j);
+      if (!(j.listed[rank] & GPU_LISTED)) {
+        j.listed[rank] |= GPU_LISTED;
+        g.gpuRanks.push(rank);
+      }
       if (p.gpuState[rank] !== j.sentVerdict[rank] || j.staleSent[rank]) g.changed.add(rank);
       return;
     }
     if (e.gpu !== undefined && !this.owners.has(`${e.host}/${e.gpu}`))
       this.owners.set(`${e.host}/${e.gpu}`, [job, rank]);
-    if (!known || !g.dirty.has(rank)) {
-      if (!known || p.lastTs[rank] === 0) g.collRanks.push(rank);
-      g.dirty.add(rank);
-    }
     const { seq, window } = e as { seq?: unknown; window?: unknown };
     p.collective(e, typeof seq === 'number' && Number.isFinite(seq) ? seq : undefined, window);
+    this.grow(j);
+    if (!(j.listed[rank] & COLL_LISTED)) {
+      j.listed[rank] |= COLL_LISTED;
+      g.collRanks.push(rank);
+    }
+    g.dirty.add(rank);
     if (window === 'open') return;
     if (e.ts > g.maxTs) g.maxTs = e.ts;
     if (window !== 'interval' && e.step > g.frontStep) g.frontStep = e.step;
@@ -130,7 +140,13 @@ export class SignsTracker {
   private job(id: string): JobSigns {
     let j = this.jobs.get(id);
     if (!j) {
-      j = { progress: new JobProgress(EMPTY_SLOT), groups: new Map(), sentVerdict: new Uint8Array(0), staleSent: new Uint8Array(0) };
+      j = {
+        progress: new JobProgress(EMPTY_SLOT),
+        groups: new Map(),
+        sentVerdict: new Uint8Array(0),
+        staleSent: new Uint8Array(0),
+        listed: new Uint8Array(0),
+      };
       this.jobs.set(id, j);
     }
     return j;
@@ -161,12 +177,9 @@ export class SignsTracker {
   private grow(j: JobSigns): void {
     const n = j.progress.size;
     if (j.sentVerdict.length >= n) return;
-    const v = new Uint8Array(n);
-    v.set(j.sentVerdict);
-    j.sentVerdict = v;
-    const s = new Uint8Array(n);
-    s.set(j.staleSent);
-    j.staleSent = s;
+    j.sentVerdict = grown(j.sentVerdict, n);
+    j.staleSent = grown(j.staleSent, n);
+    j.listed = grown(j.listed, n);
   }
 
   private send(j: JobSigns, g: GroupSigns, out: unknown[]): void {

@@ -41,7 +41,16 @@ const hangStory = (fs: Finding[]) =>
   fs
     .filter((f) => f.type === 'nccl_hang')
     .map((f) =>
-      [f.id, f.state, f.ts, f.onset_ts, f.host, f.gpu, f.rank, (f.evidence as { signals?: string[] }).signals].join(' '),
+      [
+        f.id,
+        f.state,
+        f.ts,
+        f.onset_ts,
+        f.host,
+        f.gpu,
+        f.rank,
+        (f.evidence as { signals?: string[] }).signals,
+      ].join(' '),
     );
 
 /** Each incident once: id, type, host, GPU, onset. */
@@ -171,7 +180,10 @@ describe('the sharded layout finds what one process finds', () => {
     const input = [
       ...events(FAMILY_FAULTS.hang).map((e) => ({ ...e, job: 'hung' }) as RankwatchEvent),
       ...events(FAMILY_FAULTS.slow_rank).map(
-        (e) => JSON.parse(JSON.stringify({ ...e, job: 'other' }).replace(/"gpu-(\d{4})"/g, '"o-$1"')) as RankwatchEvent,
+        (e) =>
+          JSON.parse(
+            JSON.stringify({ ...e, job: 'other' }).replace(/"gpu-(\d{4})"/g, '"o-$1"'),
+          ) as RankwatchEvent,
       ),
     ].sort((a, b) => a.ts - b.ts);
     const want = unsharded(input);

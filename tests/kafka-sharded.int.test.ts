@@ -74,6 +74,9 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
         }).events(),
       ].map((e) => JSON.parse(JSON.stringify(e).replace(/"gpu-(\d{4})"/g, `"f${i}-$1"`)) as RankwatchEvent),
     );
+    // In time order, as a fleet's collectors send them: one job after another, replay would judge
+    // a later job's hang on the clock of the jobs before it (the hang detector sweeps on the stream's time).
+    events.sort((a, b) => a.ts - b.ts);
     const file = join(dir, 'families.jsonl');
     writeFileSync(file, `${events.map((e) => JSON.stringify(e)).join('\n')}\n`);
     const replayed = join(dir, 'replay.findings.jsonl');

@@ -204,7 +204,16 @@ export class JobProgress {
    * A GPU's state as a shard saw it (detectors/hang/shard-signs.ts): its latest sample's time and
    * verdict, since when idle, utilisation and power (NaN: not given).
    */
-  setGpu(rank: number, host: string, gpu: number, ts: number, verdict: number, idleSince: number, util: number, power: number): void {
+  setGpu(
+    rank: number,
+    host: string,
+    gpu: number,
+    ts: number,
+    verdict: number,
+    idleSince: number,
+    util: number,
+    power: number,
+  ): void {
     this.place(rank, host, gpu, ts);
     if (verdict === IDLE) this.idleSince[rank] = idleSince;
     this.gpuState[rank] = verdict;
@@ -218,12 +227,18 @@ export class JobProgress {
    * and its sequence numbers per communicator-operation (communicator, operation, number, and the
    * name findings give the communicator).
    */
-  setRank(rank: number, host: string, gpu: number, lastTs: number, lastStep: number, seqs: [string, string, number, string][]): void {
+  setRank(
+    rank: number,
+    host: string,
+    gpu: number,
+    lastTs: number,
+    lastStep: number,
+    seqs: [string, string, number, string][],
+  ): void {
     this.place(rank, host, gpu, lastTs);
     if (lastTs > this.lastTs[rank]) this.lastTs[rank] = lastTs;
     if (lastStep > this.lastStep[rank]) this.lastStep[rank] = lastStep;
-    for (const [comm, op, seq, name] of seqs)
-      this.seq(rank, { comm, op } as CollectiveEvent, seq, name);
+    for (const [comm, op, seq, name] of seqs) this.seq(rank, { comm, op } as CollectiveEvent, seq, name);
   }
 
   /** A shard's collectives moved the job on (its latest report and step): what a collective does to the whole job. */

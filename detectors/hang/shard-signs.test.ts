@@ -44,7 +44,10 @@ const coll = (ts: number, rank: number, step: number): CollectiveEvent =>
   }) as CollectiveEvent;
 
 /** Four ranks on one host for `seconds`: a sample a second each, and a step's collective each until `collUntil`. */
-function run(seconds: number, o: { collUntil?: number; silent?: [number, number, number]; idleFrom?: [number, number] } = {}) {
+function run(
+  seconds: number,
+  o: { collUntil?: number; silent?: [number, number, number]; idleFrom?: [number, number] } = {},
+) {
   const t = new SignsTracker();
   const out: ShardSigns[] = [];
   for (let s = 0; s < seconds; s++) {
@@ -55,7 +58,8 @@ function run(seconds: number, o: { collUntil?: number; silent?: [number, number,
       const idle = o.idleFrom && r === o.idleFrom[0] && s >= o.idleFrom[1];
       t.add(gpu(ts, r, idle ? 0 : 100), 0, out as unknown[]);
     }
-    if (s < (o.collUntil ?? seconds)) for (let r = 0; r < 4; r++) t.add(coll(ts + 500, r, s), 0, out as unknown[]);
+    if (s < (o.collUntil ?? seconds))
+      for (let r = 0; r < 4; r++) t.add(coll(ts + 500, r, s), 0, out as unknown[]);
   }
   t.flush(out as unknown[]);
   return out;

@@ -16,7 +16,7 @@
 import type { CollectiveEvent, GpuEvent } from '../../schema/events.js';
 import { grown } from '../arrays.js';
 import { SHARD_FORMAT } from '../slowlink/shard-reduce.js';
-import { IDLE, JobProgress, NO_SAMPLE, SLOTS, EMPTY_SLOT } from './progress.js';
+import { EMPTY_SLOT, IDLE, JobProgress, NO_SAMPLE, SLOTS } from './progress.js';
 
 /** A group sends its signs at most once per this much of its event time. */
 export const TICK_MS = 1_000;
@@ -129,7 +129,8 @@ export class SignsTracker {
 
   /** End of input or an idle bus: every group's last stretch goes out. */
   flush(out: unknown[]): void {
-    for (const j of this.jobs.values()) for (const g of j.groups.values()) if (g.clock > g.sentTs) this.send(j, g, out);
+    for (const j of this.jobs.values())
+      for (const g of j.groups.values()) if (g.clock > g.sentTs) this.send(j, g, out);
   }
 
   /** Another process owns the job now. */
@@ -185,7 +186,14 @@ export class SignsTracker {
   private send(j: JobSigns, g: GroupSigns, out: unknown[]): void {
     const p = j.progress;
     const ts = g.clock;
-    const r: ShardSigns = { t: 'signs', format: SHARD_FORMAT, job: g.job, group: g.group, ts, gap: Math.round(p.sampleGapMs) };
+    const r: ShardSigns = {
+      t: 'signs',
+      format: SHARD_FORMAT,
+      job: g.job,
+      group: g.group,
+      ts,
+      gap: Math.round(p.sampleGapMs),
+    };
     if (g.maxTs > g.sentFront) {
       r.front = [g.maxTs, g.frontStep];
       g.sentFront = g.maxTs;
@@ -199,7 +207,15 @@ export class SignsTracker {
       if (p.gpuTs[rank] < staleBy) continue;
       j.staleSent[rank] = 0;
       j.sentVerdict[rank] = p.gpuState[rank];
-      gpus.push([rank, p.host[rank], p.gpu[rank], p.gpuState[rank], p.gpuState[rank] === IDLE ? p.idleSince[rank] : 0, num(p.util[rank]), num(p.power[rank])]);
+      gpus.push([
+        rank,
+        p.host[rank],
+        p.gpu[rank],
+        p.gpuState[rank],
+        p.gpuState[rank] === IDLE ? p.idleSince[rank] : 0,
+        num(p.util[rank]),
+        num(p.power[rank]),
+      ]);
     }
     g.changed.clear();
     for (const rank of g.gpuRanks)
@@ -265,7 +281,8 @@ export class SignsMirror {
     for (const [rank, host, gpu, lastTs, lastStep, seqs] of r.ranks ?? [])
       p.setRank(rank, host, gpu, lastTs, lastStep, seqs);
     const whole = r.ts - p.maxTs >= QUIET_MS;
-    for (const rank of whole ? this.groups.get(r.group)! : touched) this.write(p, rank, this.gpus.get(rank)!, r.ts);
+    for (const rank of whole ? this.groups.get(r.group)! : touched)
+      this.write(p, rank, this.gpus.get(rank)!, r.ts);
   }
 
   /** The record's GPUs, kept; returns the ranks it told of. */
@@ -278,7 +295,15 @@ export class SignsMirror {
     const touched: number[] = [];
     for (const [rank, host, gpu, verdict, since, util, power] of r.gpus ?? []) {
       if (!this.gpus.has(rank)) ranks.push(rank);
-      const k = { host, gpu, verdict, since, util: util ?? Number.NaN, power: power ?? Number.NaN, staleTs: 0 };
+      const k = {
+        host,
+        gpu,
+        verdict,
+        since,
+        util: util ?? Number.NaN,
+        power: power ?? Number.NaN,
+        staleTs: 0,
+      };
       this.gpus.set(rank, k);
       touched.push(rank);
     }

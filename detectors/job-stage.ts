@@ -2,7 +2,9 @@
  * The runner of a job stage (`detect --stage job`, docs/operations.md "Capacity"): the job's
  * steps, job events, checkpoints and faults come keyed by job; its shards' records come from the
  * internal topic (`shardRecord`): collectives reduced per communicator and step, marks saying how
- * far each host group is complete, and the GPU findings the shards raised.
+ * far each host group is complete, the GPU findings the shards raised, and the hang detector's
+ * signs (detectors/hang/shard-signs.ts), handed to it in event-time order with the job's events
+ * (`drainSigns`), the job judged at its signs' time (`signsTime`).
  *
  * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
  * and released as the unsharded run would have seen them: a step event of step S goes to the

@@ -2,8 +2,9 @@
  * The runner of a shard stage (`detect --stage shard`, docs/operations.md "Capacity"): it owns
  * host-group partitions of GPU samples and collectives, runs the detectors of the `shard` stage on
  * them (the GPU's own: throttle) and reduces collectives to one record per communicator and step
- * for the job stage (detectors/slowlink/shard-reduce.ts). Its records come out with `take()`, in
- * `shard`, for the pipeline to publish before the delivery is acknowledged.
+ * for the job stage (detectors/slowlink/shard-reduce.ts), and sends the hang detector's live signs
+ * (GPU verdicts, collective progress: detectors/hang/shard-signs.ts). Its records come out with
+ * `take()`, in `shard`, for the pipeline to publish before the delivery is acknowledged.
  */
 import type { RankwatchEvent } from '../schema/events.js';
 import type { DetectorOutput } from '../schema/output.js';

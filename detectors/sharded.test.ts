@@ -194,6 +194,29 @@ describe('the sharded layout finds what one process finds', () => {
     }
   });
 
+  it("a host group whose signs stop holds its job's hang back only so long, then the hang is judged without it", () => {
+    let wall = 0;
+    const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    // The first 100 s: the hang began at ~49 s, its peers' watchdogs are ten minutes off.
+    const input = events(FAMILY_FAULTS.hang).filter((e) => e.ts <= 100_000);
+    const { records, jobEvents } = shardOut(input, 2);
+    // Group 5's signs stop at 40 s (its marks still come): the others' signs wait for it.
+    const cut = records.filter((r) => {
+      const x = r as { t: string; group?: number; ts?: number };
+      return !(x.t === 'signs' && x.group === 5 && x.ts! > 40_000);
+    });
+    for (const e of jobEvents) stage.push(e);
+    for (const r of cut) stage.shardRecord(r);
+    stage.advance(100_000);
+    // Not judged on what half the job's GPUs said.
+    expect(stage.take().findings.filter((f) => f.type === 'nccl_hang')).toEqual([]);
+    wall = 61_000;
+    stage.advance(100_000);
+    const opened = stage.take().findings.find((f) => f.type === 'nccl_hang' && f.state === 'open');
+    expect(opened).toMatchObject({ rank: 30, host: 'gpu-0003', gpu: 6, ts: 79_000, onset_ts: 49_000 });
+    expect((opened!.evidence as { signals: string[] }).signals).toEqual(['gpu_idle']);
+  });
+
   it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));

@@ -85,6 +85,8 @@ interface ShardedJob {
    */
   signs: ShardSigns[];
   signsAt: number[];
+  /** The earliest event time among them (every event handed over asks: most find none due). */
+  signsMin: number;
   signsClock: Map<number, number>;
   mirror: SignsMirror;
   /** When (wall clock) the latest signs came. */
@@ -133,7 +135,7 @@ export class JobStageRunner extends DetectorRunner {
     if (!s || s.signsClock.size === 0) return undefined;
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
-    for (const r of s.signs) if (r.ts < t) t = r.ts;
+    if (s.signs.length > 0 && s.signsMin < t) t = s.signsMin;
     const held = s.head < s.held.length;
     if (held && s.held[s.head].ts < t) t = s.held[s.head].ts;
     const stopped = this.clock - t >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs;
@@ -172,6 +174,7 @@ export class JobStageRunner extends DetectorRunner {
       s.signs.push(r);
       s.signsCameAt = this.now();
       s.signsAt.push(s.signsCameAt);
+      if (r.ts < s.signsMin) s.signsMin = r.ts;
       if (r.ts > (s.signsClock.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.signsClock.set(r.group, r.ts);
       this.drainSigns(s, this.signsBound(s));
       return;
@@ -344,6 +347,7 @@ export class JobStageRunner extends DetectorRunner {
         unions: new Map(),
         signs: [],
         signsAt: [],
+        signsMin: Number.POSITIVE_INFINITY,
         signsClock: new Map(),
         mirror: new SignsMirror(),
         signsCameAt: 0,
@@ -406,21 +410,26 @@ export class JobStageRunner extends DetectorRunner {
    */
   private drainSigns(s: ShardedJob, bound: number, all = false): void {
     if (s.signs.length === 0) return;
+    if (!all && s.signsMin > bound && this.now() - s.signsAt[0] < this.holdMs) return;
     let limit = bound;
     if (!all) for (const t of s.signsClock.values()) if (t < limit) limit = t;
     const wall = this.now();
     const due: ShardSigns[] = [];
     let k = 0;
+    let min = Number.POSITIVE_INFINITY;
     for (let i = 0; i < s.signs.length; i++) {
-      if (s.signs[i].ts <= limit || wall - s.signsAt[i] >= this.holdMs) due.push(s.signs[i]);
+      const r = s.signs[i];
+      if (r.ts <= limit || wall - s.signsAt[i] >= this.holdMs) due.push(r);
       else {
-        s.signs[k] = s.signs[i];
+        if (r.ts < min) min = r.ts;
+        s.signs[k] = r;
         s.signsAt[k++] = s.signsAt[i];
       }
     }
     if (due.length === 0) return;
     s.signs.length = k;
     s.signsAt.length = k;
+    s.signsMin = min;
     const hang = this.fleetDetector(HANG)?.detector;
     if (!hang) return;
     const before = this.out.findings.length;

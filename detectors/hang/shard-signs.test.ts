@@ -129,6 +129,20 @@ describe('the hang signs a shard sends', () => {
     expect((out as ShardSigns[]).flatMap((r) => r.gpus ?? []).map((g) => g[0])).toEqual([1]);
   });
 
+  it('a job heard from no more for an hour is forgotten: its GPUs are sent again, all of them, when it comes back', () => {
+    const t = new SignsTracker();
+    const out: ShardSigns[] = [];
+    for (const ts of [0, 1_000, 2_000])
+      for (let r = 0; r < 2; r++) t.add(gpu(ts, r, 100), 0, out as unknown[]);
+    // Another job goes on for an hour and more.
+    for (let ts = 0; ts <= 3_700_000; ts += 60_000)
+      t.add({ ...gpu(ts, 0, 100), job: 'other', host: 'h9' }, 1, out as unknown[]);
+    for (const ts of [3_701_000, 3_702_000, 3_703_000])
+      for (let r = 0; r < 2; r++) t.add(gpu(ts, r, 100), 0, out as unknown[]);
+    const back = out.filter((r) => r.job === 'j' && r.ts > 3_000_000);
+    expect(back[0].gpus?.map((g) => g[0])).toEqual([0, 1]);
+  });
+
   it('cost: a healthy 4,096-rank job sends under one byte of signs per raw event (≈0.25), well under 1% of the raw bytes', () => {
     const ranks = 4096;
     const input = [...new ClusterSim({ job: 'j', ranks, steps: 15, seed: 5, startTs: 0 }).events()];

@@ -22,6 +22,8 @@ import { EMPTY_SLOT, IDLE, JobProgress, NO_SAMPLE, SLOTS } from './progress.js';
 export const TICK_MS = 1_000;
 /** Every this many records a group sends all its GPUs' verdicts, not only the changes. */
 export const FULL_EVERY = 60;
+/** A job with no event for this long is forgotten (HANG_DEFAULTS.forgetAfterMs). */
+const FORGET_MS = 3_600_000;
 /** A group's collectives quiet this long (below HANG_DEFAULTS.stallFloorMs): its ranks' progress goes out. */
 export const QUIET_MS = 10_000;
 
@@ -82,6 +84,9 @@ const COLL_LISTED = 2;
 /** The shard half: GPU samples and collectives in, `signs` records out. */
 export class SignsTracker {
   private readonly jobs = new Map<string, JobSigns>();
+  /** Latest event time seen, and when jobs heard from no more are next looked for. */
+  private latest = 0;
+  private nextForget = 0;
   /** GPUs' owners from the collectives (samples that name no job or rank). */
   private readonly owners = new Map<string, [string, number]>();
 
@@ -95,6 +100,8 @@ export class SignsTracker {
       rank ??= o?.[1];
     }
     if (job === undefined || rank === undefined) return;
+    if (e.ts > this.latest) this.latest = e.ts;
+    if (this.latest >= this.nextForget) this.forgetQuiet();
     const j = this.job(job);
     const g = this.group(j, job, group);
     if (e.ts > g.clock) {
@@ -131,6 +138,16 @@ export class SignsTracker {
   flush(out: unknown[]): void {
     for (const j of this.jobs.values())
       for (const g of j.groups.values()) if (g.clock > g.sentTs) this.send(j, g, out);
+  }
+
+  /** Jobs with no event for FORGET_MS (they ended) are dropped: a shard runs for months. */
+  private forgetQuiet(): void {
+    this.nextForget = this.latest + 60_000;
+    for (const [id, j] of this.jobs) {
+      let last = 0;
+      for (const g of j.groups.values()) if (g.clock > last) last = g.clock;
+      if (this.latest - last > FORGET_MS) this.jobs.delete(id);
+    }
   }
 
   /** Another process owns the job now. */

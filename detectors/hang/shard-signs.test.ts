@@ -26,22 +26,19 @@ const gpu = (ts: number, rank: number, util: number): GpuEvent => ({
   throttle_reasons: 0,
 });
 
-const coll = (ts: number, rank: number, step: number): CollectiveEvent =>
-  ({
-    v: 1,
-    kind: 'collective',
-    ts,
-    job: 'j',
-    rank,
-    host: 'h0',
-    gpu: rank,
-    step,
-    op: 'allreduce',
-    comm: 'dp',
-    bytes: 1 << 20,
-    dur_ms: 5,
-    seq: step + 1,
-  }) as CollectiveEvent;
+/** A rank's all-reduce of one step on the data-parallel communicator, with its sequence number. */
+const ALLREDUCE = {
+  v: 1,
+  kind: 'collective',
+  job: 'j',
+  host: 'h0',
+  op: 'allreduce',
+  comm: 'dp',
+  bytes: 1 << 20,
+  dur_ms: 5,
+} as const;
+const coll = (ts: number, rank: number, step: number) =>
+  ({ ...ALLREDUCE, ts, rank, gpu: rank, step, seq: step + 1 }) as CollectiveEvent;
 
 /** Four ranks on one host for `seconds`: a sample a second each, and a step's collective each until `collUntil`. */
 function run(

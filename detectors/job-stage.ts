@@ -2,7 +2,9 @@
  * The runner of a job stage (`detect --stage job`, docs/operations.md "Capacity"): the job's
  * steps, job events, checkpoints and faults come keyed by job; its shards' records come from the
  * internal topic (`shardRecord`): collectives reduced per communicator and step, marks saying how
- * far each host group is complete, and the GPU findings the shards raised.
+ * far each host group is complete, the GPU findings the shards raised, and the hang detector's
+ * signs (detectors/hang/shard-signs.ts), handed to it in event-time order with the job's events
+ * (`drainSigns`), the job judged at its signs' time (`signsTime`).
  *
  * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
  * and released as the unsharded run would have seen them: a step event of step S goes to the
@@ -26,6 +28,8 @@
 import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorConfig } from './detector.js';
+import { type ShardSigns, SignsMirror } from './hang/shard-signs.js';
+import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
 import {
   type Edge,
@@ -53,6 +57,9 @@ export interface JobStageOptions {
   onRefused?: (format: unknown, source: string) => void;
 }
 
+/** A sharded job's signs this far (event time) behind the stream have stopped, not lagged: the hang detector judges it on the stream's time. */
+const SIGNS_LAG_MS = 30_000;
+
 /** Sources of refused records told at most: a fleet of old shards is told, not listed whole. */
 const MAX_TOLD = 1024;
 
@@ -71,6 +78,19 @@ interface ShardedJob {
   members: Map<string, Map<number, { list: Member[]; step: number }>>;
   /** Per communicator, the groups' lists last joined and their join (reused while they are the same). */
   unions: Map<string, { parts: Map<number, Member[]>; members: Member[] }>;
+  /**
+   * The hang detector's signs from the shards, in arrival order with when each came (wall clock),
+   * until the job's events and every group's signs reach their time; each group's latest signs
+   * time; what they said of the job's GPUs.
+   */
+  signs: ShardSigns[];
+  signsAt: number[];
+  /** The earliest event time among them (every event handed over asks: most find none due). */
+  signsMin: number;
+  signsClock: Map<number, number>;
+  mirror: SignsMirror;
+  /** When (wall clock) the latest signs came. */
+  signsCameAt: number;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -92,6 +112,8 @@ export class JobStageRunner extends DetectorRunner {
   refusedSince = 0;
   refusedAt = 0;
   private readonly told = new Set<string>();
+  /** Event time of the latest event handed to the detectors, or of the idle bus. */
+  private clock = 0;
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
     // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
@@ -99,14 +121,35 @@ export class JobStageRunner extends DetectorRunner {
     this.holdMs = o.holdMs ?? 120_000;
     this.now = o.now ?? Date.now;
     this.onRefused = o.onRefused;
+    this.fleetDetector(HANG)?.detector.judgeBy((job) => this.signsTime(job));
+  }
+
+  /**
+   * How far a sharded job's hang is judged: as far as every group's signs came, not past the
+   * job's first held event or its first signs not handed over yet. A job whose signs stopped (its
+   * GPUs went silent, or its shards sent none for `holdMs`) is judged on the stream's time, as
+   * without them, once the stream is `SIGNS_LAG_MS` past them and nothing of it is held.
+   */
+  private signsTime(job: string): number | undefined {
+    const s = this.sharded.get(job);
+    if (!s || s.signsClock.size === 0) return undefined;
+    let t = Number.POSITIVE_INFINITY;
+    for (const g of s.signsClock.values()) if (g < t) t = g;
+    if (s.signs.length > 0 && s.signsMin < t) t = s.signsMin;
+    const held = s.head < s.held.length;
+    if (held && s.held[s.head].ts < t) t = s.held[s.head].ts;
+    const stopped = this.clock - t >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs;
+    return !held && s.signs.length === 0 && stopped ? undefined : t;
   }
 
   override push(e: RankwatchEvent): void {
     const job = (e as { job?: string }).job;
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
-    if (!s) super.push(e);
-    else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
+    if (!s) {
+      if (e.ts > this.clock) this.clock = e.ts;
+      super.push(e);
+    } else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
     else {
       s.held.push(e);
       s.heldAt.push(this.now());
@@ -116,7 +159,7 @@ export class JobStageRunner extends DetectorRunner {
 
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
-    const r = value as ShardRecord | ShardFinding;
+    const r = value as ShardRecord | ShardFinding | ShardSigns;
     // Read in another format, a record would be judged wrong without a word: refused, and said.
     if (r?.format !== SHARD_FORMAT) {
       this.refuse(value);
@@ -127,6 +170,15 @@ export class JobStageRunner extends DetectorRunner {
       return;
     }
     const s = this.shardedJob(r.job);
+    if (r.t === 'signs') {
+      s.signs.push(r);
+      s.signsCameAt = this.now();
+      s.signsAt.push(s.signsCameAt);
+      if (r.ts < s.signsMin) s.signsMin = r.ts;
+      if (r.ts > (s.signsClock.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.signsClock.set(r.group, r.ts);
+      this.drainSigns(s, this.signsBound(s));
+      return;
+    }
     if (r.t === 'mark') {
       s.groups.add(r.group);
       if (r.through > (s.through.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.through.set(r.group, r.through);
@@ -254,10 +306,12 @@ export class JobStageRunner extends DetectorRunner {
    */
   override advance(now: number): void {
     const wall = this.now();
+    if (now > this.clock) this.clock = now;
     let upTo = now;
     for (const s of this.sharded.values()) {
       while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
       this.release(s);
+      this.drainSigns(s, this.signsBound(s));
       if (s.head < s.held.length && s.held[s.head].ts < upTo) upTo = s.held[s.head].ts;
     }
     super.advance(upTo);
@@ -297,6 +351,12 @@ export class JobStageRunner extends DetectorRunner {
         appliedThrough: Number.NEGATIVE_INFINITY,
         members: new Map(),
         unions: new Map(),
+        signs: [],
+        signsAt: [],
+        signsMin: Number.POSITIVE_INFINITY,
+        signsClock: new Map(),
+        mirror: new SignsMirror(),
+        signsCameAt: 0,
       };
       this.sharded.set(id, s);
     }
@@ -316,7 +376,11 @@ export class JobStageRunner extends DetectorRunner {
 
   private releaseAll(): void {
     for (const s of this.sharded.values()) {
-      while (s.head < s.held.length) this.releaseHead(s);
+      while (s.head < s.held.length) {
+        this.drainSigns(s, s.held[s.head].ts, true);
+        this.releaseHead(s);
+      }
+      this.drainSigns(s, Number.POSITIVE_INFINITY, true);
       this.applyThrough(s, Number.POSITIVE_INFINITY);
     }
   }
@@ -333,8 +397,53 @@ export class JobStageRunner extends DetectorRunner {
 
   /** An event to the detectors; a step's after the merged collectives of its step and those before. */
   private pass(s: ShardedJob, e: RankwatchEvent): void {
+    this.drainSigns(s, e.ts);
     if (e.kind === 'step') this.applyThrough(s, e.step);
+    if (e.ts > this.clock) this.clock = e.ts;
     super.push(e);
+  }
+
+  /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
+  private signsBound(s: ShardedJob): number {
+    return s.head < s.held.length ? Math.min(this.clock, s.held[s.head].ts) : this.clock;
+  }
+
+  /**
+   * The job's signs up to event time `bound` go to the hang detector, oldest first, as its GPU
+   * samples and collectives would have: no further than every group's signs went (a group behind
+   * would look silent), unless `all` (end of input) or they waited past `holdMs` (a group whose
+   * shard is down).
+   */
+  private drainSigns(s: ShardedJob, bound: number, all = false): void {
+    if (s.signs.length === 0) return;
+    if (!all && s.signsMin > bound && this.now() - s.signsAt[0] < this.holdMs) return;
+    let limit = bound;
+    if (!all) for (const t of s.signsClock.values()) if (t < limit) limit = t;
+    const wall = this.now();
+    const due: ShardSigns[] = [];
+    let k = 0;
+    let min = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < s.signs.length; i++) {
+      const r = s.signs[i];
+      if (r.ts <= limit || wall - s.signsAt[i] >= this.holdMs) due.push(r);
+      else {
+        if (r.ts < min) min = r.ts;
+        s.signs[k] = r;
+        s.signsAt[k++] = s.signsAt[i];
+      }
+    }
+    if (due.length === 0) return;
+    s.signs.length = k;
+    s.signsAt.length = k;
+    s.signsMin = min;
+    const hang = this.fleetDetector(HANG)?.detector;
+    if (!hang) return;
+    const before = this.out.findings.length;
+    for (const r of due.sort((a, b) => a.ts - b.ts)) {
+      s.mirror.apply(r, (make) => hang.progressOf(r.job, make));
+      hang.advanceJob(r.job, r.ts);
+    }
+    if (this.out.findings.length > before) this.link(before);
   }
 
   /** The merged collectives of every step up to `step` go to the judge, oldest first. */

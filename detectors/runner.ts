@@ -251,7 +251,7 @@ export class DetectorRunner {
   }
 
   /** The running instance of a fleet entry (for the links between findings). */
-  private fleetDetector<D>(entry: { name: string; create(...a: never[]): D }): D | undefined {
+  protected fleetDetector<D>(entry: { name: string; create(...a: never[]): D }): D | undefined {
     return this.fleet.get(entry.name) as D | undefined;
   }
 

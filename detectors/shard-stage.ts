@@ -2,13 +2,15 @@
  * The runner of a shard stage (`detect --stage shard`, docs/operations.md "Capacity"): it owns
  * host-group partitions of GPU samples and collectives, runs the detectors of the `shard` stage on
  * them (the GPU's own: throttle) and reduces collectives to one record per communicator and step
- * for the job stage (detectors/slowlink/shard-reduce.ts). Its records come out with `take()`, in
- * `shard`, for the pipeline to publish before the delivery is acknowledged.
+ * for the job stage (detectors/slowlink/shard-reduce.ts), and sends the hang detector's live signs
+ * (GPU verdicts, collective progress: detectors/hang/shard-signs.ts). Its records come out with
+ * `take()`, in `shard`, for the pipeline to publish before the delivery is acknowledged.
  */
 import type { RankwatchEvent } from '../schema/events.js';
 import type { DetectorOutput } from '../schema/output.js';
 import { gpusPerHost, groupOfRank, parseShardKey } from '../stream/host-groups.js';
 import type { DetectorConfig } from './detector.js';
+import { SignsTracker } from './hang/shard-signs.js';
 import { DetectorRunner } from './runner.js';
 import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 
@@ -17,7 +19,9 @@ type Under = Map<string, Set<number>>;
 
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();
-  private records: ShardRecord[] = [];
+  /** The hang detector's signs (GPU verdicts, collective progress), per host group. */
+  private readonly signs = new SignsTracker();
+  private records: unknown[] = [];
   /** The host group of the delivery in hand, from its bus key (records of a job not yet announced). */
   private group = 0;
   /** Each job's GPUs per host and hosts per group, from its `job` event. */
@@ -61,30 +65,37 @@ export class ShardStageRunner extends DetectorRunner {
       this.lastGroup = -1;
       if (!this.current?.has(job)) this.current?.set(job, new Set());
     }
-    if (e.kind !== 'collective') return;
-    const l = this.layout.get(e.job);
-    const group = l ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group;
-    if (group !== this.lastGroup) {
+    if (e.kind !== 'collective' && e.kind !== 'gpu') return;
+    const l = job === undefined ? undefined : this.layout.get(job);
+    const group = l && e.rank !== undefined ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group;
+    if (group !== this.lastGroup && job !== undefined) {
       this.lastGroup = group;
-      this.current?.get(e.job)?.add(group);
+      this.current?.get(job)?.add(group);
     }
-    this.reducer.add(e, group, this.records);
+    this.signs.add(e, group, this.records);
+    if (e.kind === 'collective') this.reducer.add(e, group, this.records as ShardRecord[]);
   }
 
   override flush(): void {
     super.flush();
-    this.reducer.flush(this.records, this.latest);
+    this.sendOpen();
   }
 
   override endOfInput(): void {
     super.endOfInput();
-    this.reducer.flush(this.records, this.latest);
+    this.sendOpen();
   }
 
   /** An idle bus: nothing more is coming for now, so the open steps go to the job stage. */
   override advance(now: number): void {
     super.advance(now);
-    this.reducer.flush(this.records, this.latest);
+    this.sendOpen();
+  }
+
+  /** Open steps and every group's signs not sent yet, signs first: a mark then follows what it covers. */
+  private sendOpen(): void {
+    this.signs.flush(this.records);
+    this.reducer.flush(this.records as ShardRecord[], this.latest);
   }
 
   /**
@@ -101,8 +112,14 @@ export class ShardStageRunner extends DetectorRunner {
     // Nothing was read under it (or it was let go already).
     if (!u) return;
     for (const [job, groups] of u) {
-      for (const g of groups) this.reducer.forget(job, g);
-      if (![...this.under.values()].some((o) => o.has(job))) super.forget(job);
+      for (const g of groups) {
+        this.reducer.forget(job, g);
+        this.signs.forget(job, g);
+      }
+      if (![...this.under.values()].some((o) => o.has(job))) {
+        super.forget(job);
+        this.signs.forget(job);
+      }
     }
   }
 

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
-import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
+import { FAMILY_FAULTS } from '../sim/fault-families.js';
 import { parseFault } from '../sim/faults.js';
 import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { JobStageRunner } from './job-stage.js';
@@ -35,6 +35,23 @@ const events = (fault: string) => [
     faults: [parseFault(fault)],
   }).events(),
 ];
+
+/** Each hang finding event: state, event time, onset, rank and the signs that named it. */
+const hangStory = (fs: Finding[]) =>
+  fs
+    .filter((f) => f.type === 'nccl_hang')
+    .map((f) =>
+      [
+        f.id,
+        f.state,
+        f.ts,
+        f.onset_ts,
+        f.host,
+        f.gpu,
+        f.rank,
+        (f.evidence as { signals?: string[] }).signals,
+      ].join(' '),
+    );
 
 /** Each incident once: id, type, host, GPU, onset. */
 const incidents = (fs: Finding[]) =>
@@ -142,21 +159,69 @@ describe('the sharded layout finds what one process finds', () => {
       ];
       for (const [shards, order] of runs) {
         const got = sharded(input, shards, order);
-        if (!SHARDED_APART.includes(family)) {
-          expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
-          continue;
-        }
-        // The hang detector's onset sources stay in the shards: same ids, onset within a step.
-        const a = want.filter((f) => f.state === 'open');
-        const b = got.filter((f) => f.state === 'open');
-        expect(b.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu}`)).toEqual(
-          a.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu}`),
-        );
-        for (let i = 0; i < a.length; i++)
-          expect(Math.abs((b[i].onset_ts ?? 0) - (a[i].onset_ts ?? 0))).toBeLessThan(1200);
+        expect(incidents(got), `${shards} shards, ${order}`).toEqual(incidents(want));
+        // A hang is told as replay tells it: opened, updated and resolved at the same event time, on the same rank, by the same signs.
+        expect(hangStory(got), `${shards} shards, ${order}`).toEqual(hangStory(want));
       }
     });
   }
+
+  it('a hang is found within a minute of the stall by its live signs (the GPU gone idle), not at the watchdog timeouts', () => {
+    for (const family of ['hang', 'hang_allreduce'] as const) {
+      const input = events(FAMILY_FAULTS[family]);
+      const opened = sharded(input, 4, 'shard records first').find(
+        (f) => f.type === 'nccl_hang' && f.state === 'open',
+      )!;
+      expect(opened.rank).toBe(30);
+      expect((opened.evidence as { signals: string[] }).signals).toContain('gpu_idle');
+      // The rank stopped at step 40 (~49 s): found ~30 s later, ten minutes before its peers' watchdogs fire.
+      expect(opened.ts - opened.onset_ts!).toBeLessThan(60_000);
+      const timeout = input.find((e) => e.kind === 'fault' && e.source === 'nccl_timeout')!;
+      expect(opened.ts).toBeLessThan(timeout.ts - 500_000);
+    }
+  });
+
+  it("several jobs in one job stage: a hang is judged on its job's own time, not on the others' further on", () => {
+    // Each job on hosts of its own, the hang's job behind the others in the records.
+    const input = [
+      ...events(FAMILY_FAULTS.hang).map((e) => ({ ...e, job: 'hung' }) as RankwatchEvent),
+      ...events(FAMILY_FAULTS.slow_rank).map(
+        (e) =>
+          JSON.parse(
+            JSON.stringify({ ...e, job: 'other' }).replace(/"gpu-(\d{4})"/g, '"o-$1"'),
+          ) as RankwatchEvent,
+      ),
+    ].sort((a, b) => a.ts - b.ts);
+    const want = unsharded(input);
+    for (const order of ['interleaved', 'job events first', 'shard records first'] as const) {
+      const got = sharded(input, 2, order);
+      expect(incidents(got), order).toEqual(incidents(want));
+      expect(hangStory(got), order).toEqual(hangStory(want));
+    }
+  });
+
+  it("a host group whose signs stop holds its job's hang back only so long, then the hang is judged without it", () => {
+    let wall = 0;
+    const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    // The first 100 s: the hang began at ~49 s, its peers' watchdogs are ten minutes off.
+    const input = events(FAMILY_FAULTS.hang).filter((e) => e.ts <= 100_000);
+    const { records, jobEvents } = shardOut(input, 2);
+    // Group 5's signs stop at 40 s (its marks still come): the others' signs wait for it.
+    const cut = records.filter((r) => {
+      const x = r as { t: string; group?: number; ts?: number };
+      return !(x.t === 'signs' && x.group === 5 && x.ts! > 40_000);
+    });
+    for (const e of jobEvents) stage.push(e);
+    for (const r of cut) stage.shardRecord(r);
+    stage.advance(100_000);
+    // Not judged on what half the job's GPUs said.
+    expect(stage.take().findings.filter((f) => f.type === 'nccl_hang')).toEqual([]);
+    wall = 61_000;
+    stage.advance(100_000);
+    const opened = stage.take().findings.find((f) => f.type === 'nccl_hang' && f.state === 'open');
+    expect(opened).toMatchObject({ rank: 30, host: 'gpu-0003', gpu: 6, ts: 79_000, onset_ts: 49_000 });
+    expect((opened!.evidence as { signals: string[] }).signals).toEqual(['gpu_idle']);
+  });
 
   it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
@@ -411,8 +476,12 @@ describe('a step a shard sends in parts finds what one process finds', () => {
     return n;
   };
 
+  // Not yet the hangs: the new owner's signs after its rebuild are changes against what it sent in
+  // the rebuild (dropped), not a full list, and a hang across the move opens a second incident
+  // under another id (docs/kafka.md, "Hangs").
+  const MOVE_APART = ['hang', 'hang_allreduce'];
   for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
-    if (SHARDED_APART.includes(family)) continue;
+    if (MOVE_APART.includes(family)) continue;
     it(`${family}: host groups move to a new shard mid-step, after an idle flush or not`, () => {
       const input = events(fault);
       const want = incidents(unsharded(input));

@@ -20,10 +20,3 @@ export const FAMILY_FAULTS: Record<(typeof FAULT_TYPES)[number], string> = {
   hang_allreduce: 'hang_allreduce:rank=30,at=40,for=660',
   stall: 'stall:rank=12,at=10,every=20,jitter=2,stall=3-6',
 };
-
-/**
- * Families whose findings the sharded layout gives with another onset: the hang detector reads each
- * rank's collective sequence numbers and GPU samples, which stay in the shards, so the job stage
- * names the same hang (id, host, GPU) with an onset up to a step apart.
- */
-export const SHARDED_APART: readonly string[] = ['hang', 'hang_allreduce'];

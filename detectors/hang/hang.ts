@@ -107,6 +107,8 @@ interface JobHang {
   codeBug?: string;
   /** The last hang's id: a second one at the same step is named by its onset. */
   lastHangId?: string;
+  /** When the job is next judged on its own clock (`advanceJob`). */
+  nextOwnSweep: number;
 }
 
 const SWEEP_MS = 1_000;
@@ -118,6 +120,8 @@ export class HangDetector {
   private nextSweep = 0;
   /** Jobs with a Flight Recorder report whose blocks may still be coming: judged at the next other event. */
   private readonly frPending = new Set<string>();
+  /** A job's own clock, where it has one (`judgeBy`). */
+  private clockOf?: (job: string) => number | undefined;
 
   constructor(
     private readonly log: FindingLog,
@@ -164,7 +168,29 @@ export class HangDetector {
     this.judgeReports(now, true);
     if (now < this.nextSweep) return;
     this.nextSweep = now + SWEEP_MS;
-    for (const [key, j] of this.jobs) this.sweep(key, j, now);
+    for (const [key, j] of this.jobs) {
+      const own = this.clockOf?.(key);
+      this.sweep(key, j, own !== undefined && own < now ? own : now);
+    }
+  }
+
+  /**
+   * Event time of one job moved on (what the shards saw of it came up to `now`): that job is
+   * judged at its own time, once a second of it, whatever the stream's clock says.
+   */
+  advanceJob(job: string, now: number): void {
+    const j = this.jobs.get(job);
+    if (!j || now < j.nextOwnSweep) return;
+    j.nextOwnSweep = now + SWEEP_MS;
+    this.sweep(job, j, now);
+  }
+
+  /**
+   * Jobs judged no later than their own clock says (the sharded layout's job stage: as far as the
+   * shards' signs of the job came), so a job whose signs lag is not judged on what is not in yet.
+   */
+  judgeBy(clockOf: (job: string) => number | undefined): void {
+    this.clockOf = clockOf;
   }
 
   /** End of input: Flight Recorder reports and timeouts still waiting are judged now. */
@@ -197,6 +223,14 @@ export class HangDetector {
     this.jobs.delete(job);
   }
 
+  /**
+   * A job's progress, for what a shard saw of it (detectors/hang/shard-signs.ts); made if new when
+   * `make` (what a shard saw of its collectives makes a job known, as a collective does).
+   */
+  progressOf(job: string, make: boolean): JobProgress | undefined {
+    return (make ? this.job(job) : this.jobs.get(job))?.progress;
+  }
+
   private job(key: string): JobHang {
     let j = this.jobs.get(key);
     if (!j) {
@@ -211,6 +245,7 @@ export class HangDetector {
         nextLook: 0,
         lookedAt: 0,
         desyncs: new Set(),
+        nextOwnSweep: 0,
       };
       this.jobs.set(key, j);
     }

@@ -124,7 +124,7 @@ export class JobProgress {
   }
 
   /** Records a rank's sequence number; whether it moved (a first one counts as moved). */
-  private seq(r: number, e: CollectiveEvent, seq: number): boolean {
+  private seq(r: number, e: CollectiveEvent, seq: number, shown?: string): boolean {
     if (this.slotOp.length < this.capacity * SLOTS) {
       this.slotOp = grown(this.slotOp, this.capacity * SLOTS, EMPTY_SLOT);
       this.slotSeq = grown(this.slotSeq, this.capacity * SLOTS);
@@ -145,7 +145,7 @@ export class JobProgress {
       this.dropped++;
       return true;
     }
-    const id = this.opId(e.comm, e.op, (e as { comm_name?: unknown }).comm_name);
+    const id = this.opId(e.comm, e.op, shown ?? commShown(e.comm, (e as { comm_name?: unknown }).comm_name));
     if (id < 0) return true;
     this.slotOp[k] = id;
     this.slotSeq[k] = seq;
@@ -159,7 +159,7 @@ export class JobProgress {
     return this.opMax.length > 0;
   }
 
-  private opId(comm: string, op: string, name: unknown): number {
+  private opId(comm: string, op: string, shown: string): number {
     // Per communicator, its few operations and their ids side by side: a scan beats a second Map.
     let ops = this.opIds.get(comm);
     if (!ops) {
@@ -178,7 +178,7 @@ export class JobProgress {
     const id = this.opMax.length;
     ops.push(op, id);
     this.opKey.push(comm);
-    this.opComm.push(typeof name === 'string' && name !== '' ? `${comm} (${name})` : comm);
+    this.opComm.push(shown);
     this.opName.push(op);
     this.opMax.push(Number.NEGATIVE_INFINITY);
     this.opMembers.push(0);
@@ -198,6 +198,53 @@ export class JobProgress {
     this.gpuTs[rank] = e.ts;
     this.util[rank] = e.util_pct ?? Number.NaN;
     this.power[rank] = e.power_w ?? Number.NaN;
+  }
+
+  /**
+   * A GPU's state as a shard saw it (detectors/hang/shard-signs.ts): its latest sample's time and
+   * verdict, since when idle, utilisation and power (NaN: not given).
+   */
+  setGpu(
+    rank: number,
+    host: string,
+    gpu: number,
+    ts: number,
+    verdict: number,
+    idleSince: number,
+    util: number,
+    power: number,
+  ): void {
+    this.place(rank, host, gpu, ts);
+    if (verdict === IDLE) this.idleSince[rank] = idleSince;
+    this.gpuState[rank] = verdict;
+    this.gpuTs[rank] = ts;
+    this.util[rank] = util;
+    this.power[rank] = power;
+  }
+
+  /**
+   * A rank's collective progress as a shard saw it: its last report's time and step (-1: none),
+   * and its sequence numbers per communicator-operation (communicator, operation, number, and the
+   * name findings give the communicator).
+   */
+  setRank(
+    rank: number,
+    host: string,
+    gpu: number,
+    lastTs: number,
+    lastStep: number,
+    seqs: [string, string, number, string][],
+  ): void {
+    this.place(rank, host, gpu, lastTs);
+    if (lastTs > this.lastTs[rank]) this.lastTs[rank] = lastTs;
+    if (lastStep > this.lastStep[rank]) this.lastStep[rank] = lastStep;
+    for (const [comm, op, seq, name] of seqs) this.seq(rank, { comm, op } as CollectiveEvent, seq, name);
+  }
+
+  /** A shard's collectives moved the job on (its latest report and step): what a collective does to the whole job. */
+  collectiveFront(maxTs: number, frontStep: number): void {
+    if (maxTs > this.maxTs) this.maxTs = maxTs;
+    if (frontStep > this.frontStep) this.frontStep = frontStep;
   }
 
   /** Notes an event of the job that says nothing of progress (a fault). */
@@ -230,4 +277,9 @@ export class JobProgress {
     for (let i = this.host.length; i < capacity; i++) this.host.push(undefined as unknown as string);
     this.capacity = capacity;
   }
+}
+
+/** A communicator as findings name it: its id, with the source's name for it. */
+function commShown(comm: string, name: unknown): string {
+  return typeof name === 'string' && name !== '' ? `${comm} (${name})` : comm;
 }

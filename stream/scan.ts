@@ -36,12 +36,14 @@ const HEAD_BYTES = Buffer.from(HEAD, 'latin1');
 const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
 
 /**
- * String values seen before, by a hash of their bytes (direct-mapped: a clash replaces): hosts,
- * jobs, ops and communicators repeat on nearly every line. A value is a copy of its own, never a
- * slice of the chunk of text the line came from, which a slice of 13 characters or more is in V8:
- * kept in detector state (a long host name), it would keep that whole chunk alive.
+ * String values seen before, by a hash of their bytes, two places per hash (the newer first; a
+ * third value of the pair's hashes pushes the older out): hosts, jobs, ops, communicators and GPU
+ * UUIDs repeat on nearly every line, a few thousand distinct ones in a 1,024-GPU job. A value is
+ * a copy of its own, never a slice of the chunk of text the line came from, which a slice of 13
+ * characters or more is in V8: kept in detector state (a long host name), it would keep that
+ * whole chunk alive.
  */
-const SLOTS = 4096;
+const SLOTS = 16384;
 const SLOT_BYTES = 64;
 const seenText = new Array<string | undefined>(SLOTS).fill(undefined);
 const seenBytes = new Uint8Array(SLOTS * SLOT_BYTES);
@@ -49,18 +51,24 @@ const seenBytes = new Uint8Array(SLOTS * SLOT_BYTES);
 function stringAt(line: string, b: Uint8Array, from: number, to: number, at: number, hash: number): string {
   const len = to - from;
   if (len > SLOT_BYTES) return copyOf(line.slice(from - at, to - at));
-  const slot = hash & (SLOTS - 1);
-  const s = seenText[slot];
-  const base = slot * SLOT_BYTES;
-  if (s !== undefined && s.length === len) {
-    let i = 0;
-    while (i < len && seenBytes[base + i] === b[from + i]) i++;
-    if (i === len) return s;
-  }
+  const slot = hash & (SLOTS - 2); // even: the pair's first place
+  if (holds(slot, b, from, len)) return seenText[slot]!;
+  if (holds(slot + 1, b, from, len)) return seenText[slot + 1]!;
   const made = copyOf(line.slice(from - at, to - at));
+  seenText[slot + 1] = seenText[slot];
+  seenBytes.copyWithin((slot + 1) * SLOT_BYTES, slot * SLOT_BYTES, (slot + 1) * SLOT_BYTES);
   seenText[slot] = made;
-  seenBytes.set(b.subarray(from, to), base);
+  seenBytes.set(b.subarray(from, to), slot * SLOT_BYTES);
   return made;
+}
+
+/** Whether the place holds the `len` bytes from `from`. */
+function holds(slot: number, b: Uint8Array, from: number, len: number): boolean {
+  const s = seenText[slot];
+  if (s === undefined || s.length !== len) return false;
+  const base = slot * SLOT_BYTES;
+  for (let i = 0; i < len; i++) if (seenBytes[base + i] !== b[from + i]) return false;
+  return true;
 }
 
 /** A flat string of its own (slice's view is one only from 13 characters); `s` holds no escapes. */

@@ -72,7 +72,10 @@ async function readerLoop(file: string): Promise<number> {
   return n;
 }
 
-/** Replay's own input path up to the detectors: the file transport's deliveries, each event validated. */
+/**
+ * Replay's own input path up to the detectors: the file transport's deliveries (lines of a shape
+ * seen before read by stream/scan.ts, the rest by JSON.parse), each event validated.
+ */
 async function validatedLoop(file: string): Promise<number> {
   let n = 0;
   const source = new FileTransport({ path: file });
@@ -186,7 +189,10 @@ async function mixSection(mix: Mix, dir: string): Promise<Section> {
     ),
     rows: [
       row("read with replay's line reader (stream/lines.ts) + JSON.parse only", 'reader'),
-      row("replay's input path without the detectors (file transport, JSON.parse, validation)", 'validated'),
+      row(
+        "replay's input path without the detectors (file transport: its scanner, JSON.parse for the lines it leaves; validation)",
+        'validated',
+      ),
       row('`rankwatch replay` (read, parse, validate, detectors, write findings)', 'replay'),
     ],
     notes: [

@@ -1,5 +1,7 @@
+import { isDeepStrictEqual } from 'node:util';
 import { Value } from '@sinclair/typebox/value';
 import { describe, expect, it } from 'vitest';
+import { learn, scanLine } from '../stream/scan.js';
 import { EVENT_SCHEMAS } from './events.js';
 import { eventProblem, parseEventLine, validateEvent } from './validate.js';
 
@@ -215,5 +217,31 @@ describe('eventProblem on the hot kinds', () => {
     // Both verdicts came up many times.
     expect(valid).toBeGreaterThan(50);
     expect(cases.length - valid).toBeGreaterThan(500);
+  });
+
+  // Replay reads the lines of shapes it has seen from their bytes (stream/scan.ts) instead of
+  // JSON.parse: whatever it reads must be JSON.parse's object, so the verdict and reason are too.
+  it('reads the same cases from their lines as JSON.parse does, verdict and reason', () => {
+    for (const e of Object.values(full)) learn(JSON.parse(JSON.stringify(e)));
+    let scanned = 0;
+    let refused = 0;
+    for (const { e } of cases) {
+      const line = JSON.stringify(e);
+      if (line === undefined) continue;
+      const read = scanLine(line, Buffer.from(line, 'latin1'), 0);
+      if (read === undefined) continue;
+      const parsed = JSON.parse(line);
+      expect(
+        isDeepStrictEqual(read, parsed) && Object.keys(read).join() === Object.keys(parsed).join(),
+        line,
+      ).toBe(true);
+      const problem = eventProblem(read);
+      expect(problem, line).toBe(eventProblem(parsed));
+      scanned++;
+      if (problem !== undefined) refused++;
+    }
+    // Most lines have a shape it knows; many of them are refused by the schema, with its reason.
+    expect(scanned).toBeGreaterThan(cases.length / 2);
+    expect(refused).toBeGreaterThan(300);
   });
 });

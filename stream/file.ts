@@ -13,7 +13,8 @@
  */
 import { statSync } from 'node:fs';
 import { RankwatchError } from '../core/errors.js';
-import { readLineChunks } from './lines.js';
+import { type LineChunk, readLineChunks } from './lines.js';
+import { learn, scanLine } from './scan.js';
 import {
   type Delivery,
   type DeliveryHandler,
@@ -38,6 +39,8 @@ export class FileTransport implements Transport {
   private readonly paths: string[];
   private readonly perDelivery: number;
   private stopped = false;
+  /** Where the next line to fill starts in its chunk's bytes. */
+  private byteAt = 0;
   private done: Promise<void> | undefined;
   private readonly c: TransportCounters = zeroCounters();
 
@@ -74,10 +77,11 @@ export class FileTransport implements Transport {
 
   private async read(handler: DeliveryHandler): Promise<void> {
     let d = this.empty(0);
-    for await (const { first, lines } of readLineChunks(this.path)) {
+    for await (const chunk of readLineChunks(this.path)) {
       if (this.stopped) return;
-      for (let i = 0; i < lines.length; ) {
-        i = this.fill(d, lines, first, i);
+      this.byteAt = 0;
+      for (let i = 0; i < chunk.lines.length; ) {
+        i = this.fill(d, chunk, i);
         if (d.events.length < this.perDelivery) continue;
         this.c.delivered_batches++;
         await handler(d);
@@ -92,35 +96,42 @@ export class FileTransport implements Transport {
   /**
    * Parses lines from `from` into the delivery until it is full; returns the next line's index.
    * Synchronous and apart from the awaiting loop: the per-line work stays in one plain function.
+   * A line of a shape seen before is read from its bytes (stream/scan.ts), exactly as JSON.parse
+   * would read it; any other goes to JSON.parse.
    */
-  private fill(d: Delivery, lines: string[], first: number, from: number): number {
+  private fill(d: Delivery, { lines, first, bytes }: LineChunk, from: number): number {
     const { events, undecodable } = d;
     const kept = d.lines!;
     const numbers = d.lineNumbers!;
     let i = from;
-    for (; i < lines.length && events.length < this.perDelivery; i++) {
+    let at = this.byteAt;
+    for (; i < lines.length && events.length < this.perDelivery; at += lines[i].length + 1, i++) {
       let line = lines[i];
       if (line.length === 0) continue;
+      let value: unknown;
       // CRLF and padding: the stored raw event is the line without them.
       if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
         line = line.trim();
         if (line.length === 0) continue;
-      }
-      let value: unknown;
-      try {
-        value = JSON.parse(line);
-      } catch (err) {
-        undecodable!.push({
-          raw: line,
-          reason: `not valid JSON: ${(err as Error).message}`,
-          line: first + i,
-        });
-        continue;
+      } else if (bytes !== undefined) value = scanLine(line, bytes, at);
+      if (value === undefined) {
+        try {
+          value = JSON.parse(line);
+        } catch (err) {
+          undecodable!.push({
+            raw: line,
+            reason: `not valid JSON: ${(err as Error).message}`,
+            line: first + i,
+          });
+          continue;
+        }
+        learn(value);
       }
       events.push(value);
       kept.push(line);
       numbers.push(first + i);
     }
+    this.byteAt = at;
     return i;
   }
 

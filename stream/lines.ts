@@ -65,14 +65,22 @@ async function* bytesOf(path: string, fd: number | undefined, head?: Buffer): As
 const isGzip = (b: Buffer, n: number): boolean => n >= 2 && b[0] === GZIP_MAGIC[0] && b[1] === GZIP_MAGIC[1];
 
 /**
- * Text of whole lines: the bytes up to `end`, a newline byte or the end of the input, so a UTF-8
+ * The lines of the bytes up to `end`, a newline byte or the end of the input, so a UTF-8
  * character is never cut. Event lines are ASCII (non-ASCII only inside
  * messages): a latin1 copy is ~5x faster than UTF-8 decoding, and the same for ASCII bytes.
  */
-const textOf = (bytes: Buffer, end: number): string =>
-  isAscii(bytes.subarray(0, end)) ? bytes.toString('latin1', 0, end) : bytes.toString('utf8', 0, end);
+function linesOf(bytes: Buffer, end: number, first: number): LineChunk {
+  if (!isAscii(bytes.subarray(0, end))) return { first, lines: bytes.toString('utf8', 0, end).split('\n') };
+  return { first, lines: bytes.toString('latin1', 0, end).split('\n'), bytes };
+}
 
-type LineChunk = { first: number; lines: string[] };
+/**
+ * Lines of text, the first numbered `first`. `bytes`, when the text is ASCII, are its bytes (one
+ * per character; line i starts after the lines before it and their newlines), for a reader that
+ * is faster on bytes (stream/scan.ts); they are the reader's and change once the next chunk is
+ * asked for.
+ */
+export type LineChunk = { first: number; lines: string[]; bytes?: Buffer };
 
 /**
  * Yields the lines of a file (or stdin for "-"; plain or gzip) a chunk at a time, with the number of
@@ -116,9 +124,9 @@ function* plainFileLines(fd: number, first: Buffer, firstRead: number): Generato
   for (let read = firstRead; read > 0; ) {
     const last = buf.lastIndexOf(NEWLINE, end - 1);
     if (last >= 0) {
-      const lines = textOf(buf, last).split('\n');
-      yield { first: next, lines };
-      next += lines.length;
+      const chunk = linesOf(buf, last, next);
+      yield chunk;
+      next += chunk.lines.length;
       buf.copy(buf, 0, last + 1, end);
       end -= last + 1;
     }
@@ -127,7 +135,7 @@ function* plainFileLines(fd: number, first: Buffer, firstRead: number): Generato
     read = readSync(fd, buf, end, buf.length - end, null);
     end += read;
   }
-  if (end > 0) yield { first: next, lines: [textOf(buf, end)] };
+  if (end > 0) yield linesOf(buf, end, next);
 }
 
 /** The lines of stdin or of gunzipped bytes, a chunk of them per chunk of bytes. */
@@ -142,13 +150,13 @@ async function* splitLines(bytes: AsyncIterable<Buffer>): AsyncGenerator<LineChu
     }
     const bytes = carry.length === 0 ? read : Buffer.concat([...carry, read]);
     const end = bytes.length - (read.length - last); // the last newline's place in `bytes`
-    const lines = textOf(bytes, end).split('\n');
+    const chunk = linesOf(bytes, end, next);
     carry = last + 1 < read.length ? [Buffer.from(read.subarray(last + 1))] : [];
-    yield { first: next, lines };
-    next += lines.length;
+    yield chunk;
+    next += chunk.lines.length;
   }
   if (carry.length > 0) {
     const bytes = Buffer.concat(carry);
-    yield { first: next, lines: [textOf(bytes, bytes.length)] };
+    yield linesOf(bytes, bytes.length, next);
   }
 }

@@ -77,8 +77,9 @@ ${optionsHelp(STORE_OPTIONS)}`,
     const errors: string[] = [];
     const jobsSeen = new Set<string>();
     // Without a store, 2,048 lines a delivery: its parsed events die young, in the scavenger, where
-    // 8,192 kept ~8 MB of them alive long enough to be promoted (replay 0.47x the fast loop's CPU
-    // against 0.61x with 2,048, field mix, bench/replay.bench.ts). A store wants fewer, larger writes.
+    // 8,192 kept ~8 MB of them alive long enough to be promoted (when measured, 8,192 cost replay
+    // about 30% more CPU on the field mix; today's ratios: docs/benchmarks.md, replay). A
+    // store wants fewer, larger writes.
     const source = new FileTransport({
       path: input,
       more: positionals.slice(1),

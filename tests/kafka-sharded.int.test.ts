@@ -168,8 +168,8 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     });
     // The job stages settle in their groups before the shards start, and the shards before their
     // input comes: what is tested is the co-partitioned assignment of settled groups, not a job or
-    // a host group moving mid-stream (a job stage that loses a job can lose the steps it held,
-    // docs/kafka.md).
+    // a host group moving mid-stream (a job stage killed mid-stream:
+    // tests/kafka-sharded-jobstage-kill.int.test.ts).
     const settled = async (group: string, members: number) =>
       (await groupMembers(brokers(), group)).length === members;
     for (const l of layouts) {

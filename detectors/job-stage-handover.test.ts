@@ -9,64 +9,17 @@
 import { describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
-import { ClusterSim } from '../sim/cluster.js';
 import { FAMILY_FAULTS } from '../sim/fault-families.js';
-import { parseFault } from '../sim/faults.js';
-import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { JobStageRunner } from './job-stage.js';
-import { DetectorRunner } from './runner.js';
-import { ShardStageRunner } from './shard-stage.js';
-import { findingRecord } from './slowlink/shard-reduce.js';
+import { shardOut, simulated, unsharded } from './sharded.suite.js';
 
-const input = (family: keyof typeof FAMILY_FAULTS) => [
-  ...new ClusterSim({
-    job: 'j',
-    ranks: 64,
-    steps: 120,
-    seed: 5,
-    startTs: 0,
-    faults: [parseFault(FAMILY_FAULTS[family])],
-  }).events(),
-];
+const input = (family: keyof typeof FAMILY_FAULTS) => simulated(FAMILY_FAULTS[family]);
 
 const incidents = (fs: Finding[]) =>
   [...new Set(fs.map((f) => `${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`))].sort();
 
-function unsharded(events: RankwatchEvent[]): Finding[] {
-  const r = new DetectorRunner();
-  for (const e of events) r.push(structuredClone(e));
-  r.endOfInput();
-  return r.take().findings;
-}
-
 /** Two shards' records (GPU findings as records too), and the job's own events, as the two topics carry them. */
-function topics(events: RankwatchEvent[]) {
-  const shards = [new ShardStageRunner(), new ShardStageRunner()];
-  const found: Finding[] = [];
-  const records: unknown[] = [];
-  const jobEvents: RankwatchEvent[] = [];
-  const collect = (s: ShardStageRunner) => {
-    const o = s.take();
-    found.push(...o.findings);
-    records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
-  };
-  for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(events), 500)) {
-    const key = parseShardKey(b.key);
-    if (!key) {
-      jobEvents.push(...(b.events as RankwatchEvent[]));
-      continue;
-    }
-    const s = shards[key.group % 2];
-    s.keyed(b.key);
-    for (const e of b.events) s.push(e as RankwatchEvent);
-    collect(s);
-  }
-  for (const s of shards) {
-    s.flush();
-    collect(s);
-  }
-  return { found, records, jobEvents };
-}
+const topics = (events: RankwatchEvent[]) => shardOut(events, 2);
 
 type Order = 'records first' | 'events first';
 

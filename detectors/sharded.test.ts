@@ -7,15 +7,12 @@
 import { describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
-import { ClusterSim } from '../sim/cluster.js';
 import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
-import { parseFault } from '../sim/faults.js';
 import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { JobStageRunner } from './job-stage.js';
-import { DetectorRunner } from './runner.js';
 import { ShardStageRunner } from './shard-stage.js';
+import { simulated as events, shardOut, unsharded } from './sharded.suite.js';
 import {
-  findingRecord,
   MEMBERS_EVERY,
   type Member,
   type ReducedCollective,
@@ -25,17 +22,6 @@ import {
   ShardReducer,
 } from './slowlink/shard-reduce.js';
 
-const events = (fault: string) => [
-  ...new ClusterSim({
-    job: 'j',
-    ranks: 64,
-    steps: 120,
-    seed: 5,
-    startTs: 0,
-    faults: [parseFault(fault)],
-  }).events(),
-];
-
 /** Each incident once: id, type, host, GPU, onset. */
 const incidents = (fs: Finding[]) =>
   [
@@ -44,44 +30,7 @@ const incidents = (fs: Finding[]) =>
     ).values(),
   ].sort();
 
-function unsharded(input: RankwatchEvent[]): Finding[] {
-  const r = new DetectorRunner();
-  for (const e of input) r.push(structuredClone(e));
-  r.endOfInput();
-  return r.take().findings;
-}
-
 type Order = 'interleaved' | 'job events first' | 'shard records first';
-
-/** Each shard's records (and GPU findings as records) and the job-stage events, as the bus would carry them. */
-function shardOut(input: RankwatchEvent[], shards: number) {
-  const runners = Array.from({ length: shards }, () => new ShardStageRunner());
-  const found: Finding[] = [];
-  const records: unknown[] = [];
-  const jobEvents: RankwatchEvent[] = [];
-  const collect = (s: ShardStageRunner) => {
-    const o = s.take();
-    found.push(...o.findings);
-    records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
-  };
-  // One host per group: 8 groups over the shards.
-  for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
-    const key = parseShardKey(b.key);
-    if (!key) {
-      jobEvents.push(...(b.events as RankwatchEvent[]));
-      continue;
-    }
-    const s = runners[key.group % shards];
-    s.keyed(b.key);
-    for (const e of b.events) s.push(e as RankwatchEvent);
-    collect(s);
-  }
-  for (const s of runners) {
-    s.flush();
-    collect(s);
-  }
-  return { found, records, jobEvents };
-}
 
 function sharded(input: RankwatchEvent[], shards: number, order: Order): Finding[] {
   const jobStage = new JobStageRunner();

@@ -232,8 +232,11 @@ export class Pipeline {
         (out.slowGpus?.length ?? 0) +
         (out.shard?.length ?? 0) ===
       0
-    )
+    ) {
+      // Nothing to write: what it released (if anything) is out once the takes before it are.
+      if (take) this.limits!.written(take);
       return;
+    }
     // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
     const p = this.write([], [], out)
       .then(() => this.sink(out.findings, [], undefined, out.shard))

@@ -280,8 +280,9 @@ export class KafkaTransport implements Transport {
   private readonly committedTo = new Map<number, number>();
   /** Commits one at a time, so a later one never lands before an earlier one. */
   private committing: Promise<void> = Promise.resolve();
-  /** With commitLimit: commits what has come out since the last batch. */
+  /** With commitLimit: commits what has come out since the last batch, a round at a time. */
   private commitTimer: NodeJS.Timeout | undefined;
+  private releasing: Promise<unknown> | undefined;
   private readonly c: KafkaCounters = {
     published_batches: 0,
     published_events: 0,
@@ -859,13 +860,17 @@ export class KafkaTransport implements Transport {
 
   /** Commits every owned partition as far as commitLimit now allows (what held messages let out). */
   private commitReleased(): Promise<unknown> {
-    return Promise.all(
+    // One round at a time: while the broker is away, rounds would pile up behind its retries.
+    this.releasing ??= Promise.all(
       [...this.assigned].map((p) =>
         this.commit(p).catch((err) =>
           this.log('warn', `commit of ${this.config.topic}/${p}: ${(err as Error).message}`),
         ),
       ),
-    );
+    ).finally(() => {
+      this.releasing = undefined;
+    });
+    return this.releasing;
   }
 
   /**
@@ -1050,8 +1055,10 @@ export class KafkaTransport implements Transport {
     this.stopped = true;
     this.wakeSpace();
     clearInterval(this.commitTimer);
-    // What came out since the last batch, committed while the member is still in its group.
-    if (this.deps.commitLimit && this.consumer) await this.commitReleased();
+    // What came out since the last batch, committed while the member is still in its group (not
+    // waited for past 5 s: with the broker away, the next owner redoes that stretch instead).
+    if (this.deps.commitLimit && this.consumer)
+      await Promise.race([this.commitReleased(), new Promise((r) => setTimeout(r, 5_000).unref())]);
     await this.consumer
       ?.disconnect()
       .catch((err) => this.log('warn', `leaving the group: ${(err as Error).message}`));

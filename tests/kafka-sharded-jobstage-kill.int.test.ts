@@ -1,14 +1,14 @@
 /**
- * A job stage SIGKILLed mid-stream (docs/kafka.md, "A job stage killed or moved"): it holds a
- * sharded job's events until the shards' records say their steps are complete, so the events
- * topic is committed no further than the lowest held event. Killed while holding, the next job
- * stage handles the held events live: lost 0, doubled 0 in its store, and the incidents of shards
- * and both job stages equal `rankwatch replay` of the same events. The kill lands before the
- * faults begin (step 30), so every incident comes from events the killed one read and held.
+ * A job stage SIGKILLed, or joined by a second one, mid-stream (docs/kafka.md, "A job stage
+ * killed or moved"): it holds a sharded job's events until the shards' records say their steps are
+ * complete, so the events topic is committed no further than the lowest held event. The next owner
+ * of a job handles the held events live: lost 0, doubled 0 in the store, and the incidents of the
+ * shards and the job stages equal `rankwatch replay` of the same events. The kill and the join land
+ * before the faults begin (step 30), so every incident comes from events held at that moment.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
@@ -25,58 +25,38 @@ import {
   kafkaTestScope,
   names,
   rankwatch,
+  readFindings,
   waitFor,
 } from './kafka-helpers.js';
 
 const { dir, topics, children } = kafkaTestScope('rankwatch-kafka-jobstage-kill-');
 
+/** Two partitions: the four jobs fall on both (three on one), so a job stage that joins takes some. */
 const PARTITIONS = 2;
 /** Families the job stage judges (slow links, stragglers) and one a shard finds (throttle). */
 const FAMILIES = ['nic', 'link', 'slow_rank', 'throttle'] as const;
-
-const read = (file: string): Finding[] => {
-  try {
-    return readFileSync(file, 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Finding);
-  } catch {
-    return [];
-  }
-};
 
 const incidents = (fs: Finding[]) =>
   [
     ...new Set(fs.map((f) => `${f.job} ${f.id} ${f.type} ${f.host} ${f.gpu ?? '-'} ${f.onset_ts ?? '-'}`)),
   ].sort();
 
-describe.skipIf(brokers().length === 0)('a job stage killed mid-stream', () => {
-  it('loses and doubles nothing: the next one handles what it held, and finds what replay finds', async () => {
-    const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
-    const events: RankwatchEvent[] = FAMILIES.flatMap((family, i) =>
-      [
-        ...new ClusterSim({
-          job: `kill-${family}`,
-          ranks: 32,
-          steps: 100,
-          seed: 7,
-          startTs,
-          faults: [parseFault(FAMILY_FAULTS[family])],
-        }).events(),
-      ].map((e) => JSON.parse(JSON.stringify(e).replace(/"gpu-(\d{4})"/g, `"k${i}-$1"`)) as RankwatchEvent),
-    );
-    const file = join(dir, 'input.jsonl');
-    writeFileSync(file, `${events.map((e) => JSON.stringify(e)).join('\n')}\n`);
-    const replayed = join(dir, 'replay.findings.jsonl');
-    expect(await exited(rankwatch(['replay', file, '--findings', replayed, '--quiet']), 180_000)).toBe(0);
-    const want = incidents(read(replayed));
-    for (const family of FAMILIES) expect(want.some((k) => k.startsWith(`kill-${family} `))).toBe(true);
+const settled = async (group: string, members: number) =>
+  (await groupMembers(brokers(), group)).length === members;
 
-    const n = names('jobstage-kill');
-    const shardTopic = `${n.topic}.shards`;
-    const records = `${n.topic}.records`;
-    topics.push(n.topic, shardTopic, records, n.deadLetterTopic);
-    const args = (stage: string, id: string) => [
+let events: RankwatchEvent[] = [];
+let want: string[] = [];
+
+/** Topics, a group and its processes; the job-keyed events, and the host-group ones in two parts. */
+function layout(name: string) {
+  const n = names(name);
+  const shardTopic = `${n.topic}.shards`;
+  const records = `${n.topic}.records`;
+  topics.push(n.topic, shardTopic, records, n.deadLetterTopic);
+  const ids: string[] = [];
+  const start = (stage: 'job' | 'shard', id: string, store = id) => {
+    ids.push(id);
+    const p = rankwatch([
       'detect',
       '--stage',
       stage,
@@ -96,79 +76,110 @@ describe.skipIf(brokers().length === 0)('a job stage killed mid-stream', () => {
       id,
       '--partitions',
       String(PARTITIONS),
-      // The two job stages share one store, as a restarted process does.
       '--data',
-      join(dir, stage === 'job' ? 'job' : id),
+      join(dir, `${name}-${store}`),
       '--findings',
-      join(dir, `${id}.findings.jsonl`),
+      join(dir, `${name}-${id}.findings.jsonl`),
       '--stats-interval',
       '0',
       '--idle-advance-s',
       '5',
       '--shard-hold-s',
       '600',
-    ];
-    const start = (stage: string, id: string) => {
-      const p = rankwatch(args(stage, id));
-      children.push(p);
-      return p;
-    };
-    const settled = async (group: string, members: number) =>
-      (await groupMembers(brokers(), group)).length === members;
+    ]);
+    children.push(p);
+    return p;
+  };
+  const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
+  const batches = new HostGroupKeys({ groupHosts: 1 }).batch(events, 2048);
+  const jobKeyed = batches.filter((b) => !parseShardKey(b.key));
+  // The host-group events up to step 20 first, the rest after the kill or the join.
+  const cut = Math.min(...events.filter((e) => e.kind === 'step' && e.step === 20).map((e) => e.ts));
+  const early = (e: unknown) => (e as RankwatchEvent).ts < cut;
+  const grouped = batches.filter((b) => parseShardKey(b.key));
+  const part = (keep: (e: unknown) => boolean) =>
+    grouped.map((b) => ({ ...b, events: b.events.filter(keep) })).filter((b) => b.events.length);
+  return {
+    n,
+    start,
+    jobKeyed,
+    /** Job-keyed events in, a job stage and two shards settled, the first part read and held. */
+    async begin() {
+      await t.publish(jobKeyed);
+      const job0 = start('job', 'job0', 'job');
+      await waitFor(
+        async () => (await settled(n.group, 1)) && (await settled(`${n.group}.records`, 1)),
+        180_000,
+        'job stage settled',
+      );
+      const shards = [start('shard', 'shard0'), start('shard', 'shard1')];
+      await waitFor(() => settled(`${n.group}.shards`, 2), 180_000, 'shards settled');
+      await t.publish(part(early));
+      await waitFor(() => caughtUp(brokers(), `${n.group}.shards`, shardTopic), 120_000, 'shards caught up');
+      // The shards' last steps go out once their input is idle (5 s); then the job stage takes them.
+      await new Promise((r) => setTimeout(r, 8_000));
+      await waitFor(() => caughtUp(brokers(), `${n.group}.records`, records), 120_000, 'records read');
+      // It read every event, and holds those past step 20: the events topic is not committed to its end.
+      expect(await caughtUp(brokers(), n.group, n.topic)).toBe(false);
+      return { job0, shards };
+    },
+    async rest() {
+      await t.publish(part((e) => !early(e)));
+      await t.stop();
+      await waitFor(() => caughtUp(brokers(), `${n.group}.shards`, shardTopic), 120_000, 'shards caught up');
+    },
+    /** Every stage caught up; the incidents of all of them. */
+    async found() {
+      const all = () =>
+        incidents(ids.flatMap((id) => readFindings(join(dir, `${name}-${id}.findings.jsonl`))));
+      await waitFor(() => all().length >= want.length, 240_000).catch(() => {});
+      await waitFor(() => caughtUp(brokers(), n.group, n.topic), 120_000, 'job stage caught up');
+      await waitFor(() => caughtUp(brokers(), `${n.group}.records`, records), 60_000, 'records caught up');
+      return all();
+    },
+  };
+}
 
-    const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
-    const batches = new HostGroupKeys({ groupHosts: 1 }).batch(events, 2048);
-    const jobKeyed = batches.filter((b) => !parseShardKey(b.key));
-    // The host-group events up to step 20 now, the rest once the first job stage is dead.
-    const cut = Math.min(...events.filter((e) => e.kind === 'step' && e.step === 20).map((e) => e.ts));
-    const early = (e: unknown) => (e as RankwatchEvent).ts < cut;
-    const grouped = batches.filter((b) => parseShardKey(b.key));
-    const first = grouped
-      .map((b) => ({ ...b, events: b.events.filter(early) }))
-      .filter((b) => b.events.length);
-    const rest = grouped
-      .map((b) => ({ ...b, events: b.events.filter((e) => !early(e)) }))
-      .filter((b) => b.events.length);
-    await t.publish(jobKeyed);
-
-    const job0 = start('job', 'job0');
-    await waitFor(
-      async () => (await settled(n.group, 1)) && (await settled(`${n.group}.records`, 1)),
-      180_000,
-      'job stage settled',
+describe.skipIf(brokers().length === 0)('a job stage killed or joined mid-stream', () => {
+  beforeAll(async () => {
+    const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
+    events = FAMILIES.flatMap((family, i) =>
+      [
+        ...new ClusterSim({
+          job: `kill-${family}`,
+          ranks: 32,
+          steps: 100,
+          seed: 7,
+          startTs,
+          faults: [parseFault(FAMILY_FAULTS[family])],
+        }).events(),
+      ].map((e) => JSON.parse(JSON.stringify(e).replace(/"gpu-(\d{4})"/g, `"k${i}-$1"`)) as RankwatchEvent),
     );
-    const shards = [start('shard', 'shard0'), start('shard', 'shard1')];
-    await waitFor(() => settled(`${n.group}.shards`, 2), 180_000, 'shards settled');
-    await t.publish(first);
-    await waitFor(() => caughtUp(brokers(), `${n.group}.shards`, shardTopic), 120_000, 'shards caught up');
-    // The shards' last steps go out once their input is idle (5 s); then the job stage takes them.
-    await new Promise((r) => setTimeout(r, 8_000));
-    await waitFor(() => caughtUp(brokers(), `${n.group}.records`, records), 120_000, 'records read');
-    // It read every event, and holds those past step 20: the events topic is not committed to its end.
-    expect(await caughtUp(brokers(), n.group, n.topic)).toBe(false);
+    const file = join(dir, 'input.jsonl');
+    writeFileSync(file, `${events.map((e) => JSON.stringify(e)).join('\n')}\n`);
+    const replayed = join(dir, 'replay.findings.jsonl');
+    expect(await exited(rankwatch(['replay', file, '--findings', replayed, '--quiet']), 180_000)).toBe(0);
+    want = incidents(readFindings(replayed));
+    for (const family of FAMILIES) expect(want.some((k) => k.startsWith(`kill-${family} `))).toBe(true);
+  }, 240_000);
+
+  it('killed: the next one handles what it held, loses and doubles nothing, and finds what replay finds', async () => {
+    const l = layout('kill');
+    const { job0, shards } = await l.begin();
     job0.kill('SIGKILL');
     await exited(job0, 30_000);
-
     // The rest goes through the shards while no job stage runs: the next one finds their records waiting.
-    await t.publish(rest);
-    await t.stop();
-    await waitFor(() => caughtUp(brokers(), `${n.group}.shards`, shardTopic), 120_000, 'shards caught up');
-    const job1 = start('job', 'job1');
-    const ids = ['shard0', 'shard1', 'job0', 'job1'];
-    const found = () => incidents(ids.flatMap((id) => read(join(dir, `${id}.findings.jsonl`))));
-    await waitFor(() => found().length >= want.length, 240_000).catch(() => {});
-    await waitFor(() => caughtUp(brokers(), n.group, n.topic), 120_000, 'job stage caught up');
-    await waitFor(() => caughtUp(brokers(), `${n.group}.records`, records), 60_000, 'records caught up');
-    expect(found()).toEqual(want);
-
+    await l.rest();
+    const job1 = l.start('job', 'job1', 'job'); // the same store, as a restarted process has
+    expect(await l.found()).toEqual(want);
     for (const p of [job1, ...shards]) p.kill('SIGTERM');
     for (const p of [job1, ...shards]) expect(await exited(p, 60_000)).toBe(0);
 
     // Lost 0, doubled 0: every job-keyed event once, every step once in the raw table and the rollup.
-    const store = new ChdbStore({ path: join(dir, 'job') });
+    const store = new ChdbStore({ path: join(dir, 'kill-job') });
     try {
       const one = async (sql: string) => Number((await store.query<{ n: string }>(sql))[0]?.n ?? 0);
-      const kept = new Set(jobKeyed.flatMap((b) => b.events.map((e) => JSON.stringify(e)))).size;
+      const kept = new Set(l.jobKeyed.flatMap((b) => b.events.map((e) => JSON.stringify(e)))).size;
       const steps = events.filter((e) => e.kind === 'step').length;
       expect(await one('SELECT uniqExact(cityHash64(raw)) AS n FROM events')).toBe(kept);
       expect(await one('SELECT count() AS n FROM steps FINAL')).toBe(steps);
@@ -180,5 +191,22 @@ describe.skipIf(brokers().length === 0)('a job stage killed mid-stream', () => {
     } finally {
       await store.close();
     }
+  }, 900_000);
+
+  it('joined: the jobs that move go on at the new one from what the old one held, as replay finds', async () => {
+    const l = layout('join');
+    const { job0, shards } = await l.begin();
+    const job1 = l.start('job', 'job1');
+    await waitFor(
+      async () => (await settled(l.n.group, 2)) && (await settled(`${l.n.group}.records`, 2)),
+      180_000,
+      'two job stages settled',
+    );
+    const held = new Map((await groupMembers(brokers(), l.n.group)).map((m) => [m.clientId, m.partitions]));
+    expect(held.get('job1')?.length).toBe(1);
+    await l.rest();
+    expect(await l.found()).toEqual(want);
+    for (const p of [job0, job1, ...shards]) p.kill('SIGTERM');
+    for (const p of [job0, job1, ...shards]) expect(await exited(p, 60_000)).toBe(0);
   }, 900_000);
 });

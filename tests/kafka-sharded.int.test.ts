@@ -7,7 +7,7 @@
  * of the same events: the same incidents, by id, type, host, GPU and onset. Records of another
  * format, from a shard of another version, are refused with one warning and change nothing.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RankwatchEvent } from '../schema/events.js';
@@ -25,6 +25,7 @@ import {
   kafkaTestScope,
   names,
   rankwatch,
+  readFindings,
   waitFor,
 } from './kafka-helpers.js';
 
@@ -33,16 +34,6 @@ const { dir, topics, children } = kafkaTestScope('rankwatch-kafka-sharded-');
 const PARTITIONS = 4;
 
 /** Every finding event a findings file holds. */
-const read = (file: string): Finding[] => {
-  try {
-    return readFileSync(file, 'utf8')
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Finding);
-  } catch {
-    return [];
-  }
-};
 
 /** Each incident once; a hang's without its onset (up to a step apart: onsets, below). */
 const incidents = (fs: Finding[]) =>
@@ -86,7 +77,7 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     const replayed = join(dir, 'replay.findings.jsonl');
     const r = rankwatch(['replay', file, '--findings', replayed, '--quiet']);
     expect(await exited(r, 180_000)).toBe(0);
-    const want = incidents(read(replayed));
+    const want = incidents(readFindings(replayed));
     for (const family of Object.keys(FAMILY_FAULTS))
       expect(want.some((k) => k.startsWith(`fam-${family} `))).toBe(true);
 
@@ -188,7 +179,7 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
 
     for (const l of layouts) {
       const found = () =>
-        incidents(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
+        incidents(l.ids.flatMap((id) => readFindings(join(dir, `${l.group}-${id}.findings.jsonl`))));
       // On a timeout the comparison below shows what is missing.
       await waitFor(() => found().length >= want.length, 180_000).catch(() => {});
       await waitFor(() => caughtUp(brokers(), `${l.group}.shards`, shardTopic), 60_000, 'shards caught up');
@@ -212,8 +203,8 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
       );
       expect(refused.flat().length).toBeGreaterThan(0);
       for (const lines of refused) expect(lines.length).toBeLessThanOrEqual(1);
-      const got = onsets(l.ids.flatMap((id) => read(join(dir, `${l.group}-${id}.findings.jsonl`))));
-      for (const [id, ts] of onsets(read(replayed)))
+      const got = onsets(l.ids.flatMap((id) => readFindings(join(dir, `${l.group}-${id}.findings.jsonl`))));
+      for (const [id, ts] of onsets(readFindings(replayed)))
         expect(Math.abs((got.get(id) ?? Number.NaN) - ts), `${id} onset`).toBeLessThan(1200);
     }
     for (const l of layouts) for (const p of l.procs) p.kill('SIGTERM');

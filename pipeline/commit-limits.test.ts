@@ -3,6 +3,11 @@
  * held offset, and only once the take that noted it, and every take before it, is written.
  */
 import { describe, expect, it } from 'vitest';
+import { shardOut, simulated } from '../detectors/sharded.suite.js';
+import { FAMILY_FAULTS } from '../sim/fault-families.js';
+import { MemoryTransport } from '../stream/memory.js';
+import type { Delivery } from '../stream/transport.js';
+import { buildPipeline } from './build.js';
 import { CommitLimits } from './commit-limits.js';
 
 const none = new Map<string, number>();
@@ -50,5 +55,28 @@ describe('commit limits', () => {
     c.reading('events', 1, 3);
     c.written(c.taken(new Map([['events/1', 3]])));
     expect(c.limit('events', 1)).toBe(3);
+  });
+});
+
+describe("a job stage's pipeline", () => {
+  it('limits the events topic to the first message it holds, until the records that release it are written', async () => {
+    const { records, jobEvents } = shardOut(simulated(FAMILY_FAULTS.nic), 2);
+    const p = buildPipeline({ transport: new MemoryTransport(), stage: 'job', shardRecordsTopic: 'records' });
+    const message = (topic: string, offset: number, events: unknown[]): Delivery => ({
+      key: 'j',
+      partition: 0,
+      offset,
+      events,
+      topic,
+      messages: [{ offset, events: events.length, undecodable: 0 }],
+    });
+    let offset = 0;
+    for (let i = 0; i < jobEvents.length; i += 1000)
+      await p.handle(message('events', offset++, jobEvents.slice(i, i + 1000)));
+    // Its steps wait for the shards: nothing of the first message may be committed.
+    expect(p.commitLimit('events', 0)).toBe(0);
+    const out = await p.handle(message('records', 0, records));
+    expect(out.findings.some((f) => f.type === 'slow_link')).toBe(true);
+    expect(p.commitLimit('events', 0)).toBe(offset);
   });
 });

@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../core/log.js';
 import { buildPipeline } from '../pipeline/build.js';
+import type { RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
@@ -29,6 +30,7 @@ const TOKENS = {
 };
 const as = (who: keyof typeof TOKENS) => ({ authorization: `Bearer ${TOKENS[who]}` });
 
+const LONG_JOB_FROM = Date.now() - 301 * 86_400_000;
 let store: ChdbStore;
 let app: FastifyInstance;
 let sim: ClusterSim;
@@ -55,6 +57,12 @@ beforeAll(async () => {
     }
   }
   await transport.publish([{ key: 'apijob', events: batch }]);
+  // A job of 2 ranks whose steps span 300 days: small, but with room for huge replies.
+  const step = [...sim.events()].find((e) => e.kind === 'step');
+  const longJob = [0, 1].flatMap((rank) =>
+    [LONG_JOB_FROM, LONG_JOB_FROM + 300 * 86_400_000].map((ts) => ({ ...step, job: 'longjob', rank, ts })),
+  );
+  await transport.publish([{ key: 'longjob', events: longJob as RankwatchEvent[] }]);
   await pipeline.stop();
   app = await buildApp({
     store,
@@ -314,6 +322,32 @@ describe('jobs', () => {
     expect(fleet[0]).toMatchObject({ host: throttledHost(), gpu: 5, job: 'apijob', jobs: 1 });
     expect((await get('/v1/slow-gpus?from=0&to=1000')).json().gpus).toEqual([]);
     expect((await get('/v1/slow-gpus?limit=0')).statusCode).toBe(400);
+  });
+
+  it('a reply past 200,000 rows is a 400 that names the step that fits, and that step is taken', async () => {
+    // 300 days at one-second buckets: 25.9M points; per minute for 2 ranks: 864,002 cells.
+    for (const [path, step] of [
+      ['/mfu', '1'],
+      ['/steps', '1'],
+      ['/heatmap', '1m'],
+    ]) {
+      const url = `/v1/jobs/longjob${path}?from=${LONG_JOB_FROM}&step=${step}`;
+      const refused = await get(url);
+      expect(refused.statusCode, url).toBe(400);
+      const why = refused.json().message as string;
+      expect(why).toMatch(
+        /^querystring\/step: [\d,]+ rows.* over the 200,000 one reply holds: use step=\d+s or more/,
+      );
+      const fits = /use step=(\d+)s/.exec(why)?.[1];
+      const taken = await get(`/v1/jobs/longjob${path}?from=${LONG_JOB_FROM}&step=${fits}`);
+      expect(taken.statusCode, `${url} at step=${fits}`).toBe(200);
+      const rows = taken.json().points ?? taken.json().cells;
+      // No job event, so no model and no MFU; steps and cells are there.
+      if (path !== '/mfu') expect(rows.length).toBeGreaterThan(0);
+      expect(rows.length).toBeLessThanOrEqual(200_000);
+    }
+    // The other job's ordinary requests stay well inside it.
+    expect((await get('/v1/jobs/apijob/mfu?step=1')).statusCode).toBe(200);
   });
 
   it('an unknown job is a 404 that names it; a bad step or time is a 400 naming the field', async () => {

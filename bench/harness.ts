@@ -63,9 +63,13 @@ export function renderSection(s: Section): string {
         `| ${m === s.baseline ? `${m.name} (baseline)` : m.name} | ${fmt(rate(m))} ${m.unit}/s | ${(rate(m) / rate(m.baseline ?? s.baseline)).toFixed(2)}x${m.baseline ? ` (to ${m.baseline.name})` : ''} |`,
     ),
   ];
-  if (s.notes?.length) lines.push('', ...s.notes.map((n) => `- ${n}`));
+  lines.push('', ...[...(s.notes ?? []), runNote()].map((n) => `- ${n}`));
   return lines.join('\n');
 }
+
+/** Each section says when and on what it ran, so rerunning one section leaves the others' records true. */
+const runNote = () =>
+  `run on ${new Date().toISOString().slice(0, 10)} with Node ${process.version} on ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}`;
 
 /** Other work on the machine moves absolute figures (not the ratios much): say how much there was. */
 export const loadNote = () =>

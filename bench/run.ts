@@ -1,6 +1,5 @@
 /** `npm run bench`: runs every benchmark, prints each as ratios to its same-run baseline, writes docs/benchmarks.md. */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { apiBench } from './api.bench.js';
 import { collectorBench } from './collector.bench.js';
@@ -60,7 +59,7 @@ for (const part of previous.split(/^<!-- bench:/m).slice(1)) {
 const header = [
   '# Benchmarks',
   '',
-  `Written by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}: Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'}.`,
+  'Written by `npm run bench`; each section ends with the day, Node version and machine it ran on.',
   'Every figure is shown next to a baseline measured in the same run, so the ratios travel between machines even when the absolute numbers do not.',
   "`npm run bench -- NAME` reruns one section (NAME as in each section's marker); every ratio compares figures of one run.",
   '',

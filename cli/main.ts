@@ -5,7 +5,7 @@ import { setLogDefaults } from '../core/log.js';
 import { optionsHelp, resolveOptions } from './args.js';
 import { COMMANDS } from './command-list.js';
 import { explain } from './fail.js';
-import { stopOnHangup } from './hangup.js';
+import { guardOutput, stopOnHangup } from './hangup.js';
 import { PROCESS_OPTIONS } from './process-options.js';
 
 function help(): string {
@@ -102,11 +102,8 @@ function watchParent(): void {
 // `up` and `serve` take a SIGHUP sent on purpose as "re-read --auth" (cli/hangup.ts).
 stopOnHangup();
 
-// EPIPE on stdout (e.g. `rankwatch sim | head`) is a normal way to stop.
-process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-  if (err.code === 'EPIPE') process.exit(0);
-  throw err;
-});
+// EPIPE on stdout (`rankwatch sim | head`) stops quietly; a closed terminal's EIO is ignored.
+guardOutput();
 
 // An error thrown outside the command's own await (a stream's 'error' event, a server callback)
 // still becomes one line, not a stack trace.

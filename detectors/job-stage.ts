@@ -325,14 +325,20 @@ export class JobStageRunner extends DetectorRunner {
     super.endOfInput();
   }
 
-  /** An idle bus: events held past `holdMs` go on without the groups that did not report. */
+  /**
+   * An idle bus: events held past `holdMs` go on without the groups that did not report. Event
+   * time moves on only up to the oldest event still held: the detectors have not seen it, and a
+   * job whose shards are behind (or restarting) would go quiet here while its steps wait.
+   */
   override advance(now: number): void {
     const wall = this.now();
+    let upTo = now;
     for (const s of this.sharded.values()) {
       while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
       this.release(s);
+      if (s.head < s.held.length && s.held[s.head].ts < upTo) upTo = s.held[s.head].ts;
     }
-    super.advance(now);
+    super.advance(upTo);
   }
 
   override forget(job: string): void {

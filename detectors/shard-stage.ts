@@ -12,6 +12,9 @@ import type { DetectorConfig } from './detector.js';
 import { DetectorRunner } from './runner.js';
 import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 
+/** The jobs whose events came under one bus key, each with the host groups of its collectives. */
+type Under = Map<string, Set<number>>;
+
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();
   private records: ShardRecord[] = [];
@@ -20,6 +23,16 @@ export class ShardStageRunner extends DetectorRunner {
   /** Each job's GPUs per host and hosts per group, from its `job` event. */
   private readonly layout = new Map<string, { perHost: number; groupHosts: number }>();
   private latest = 0;
+  /**
+   * Per bus key read here (a delivery's first: the rest of it shares its partition), the jobs and
+   * each job's host groups whose events came under it, so a partition that moves away takes
+   * just its own groups along.
+   */
+  private readonly under = new Map<string, Under>();
+  private current: Under | undefined;
+  /** The job and group last noted in `current` (noted when they change, not per event). */
+  private lastJob = '';
+  private lastGroup = -1;
 
   constructor(config: Partial<DetectorConfig> = {}) {
     super(config, 'shard');
@@ -28,6 +41,13 @@ export class ShardStageRunner extends DetectorRunner {
   /** The bus key of the events that follow (`JOB/hostgroup-N`). */
   override keyed(key: string): void {
     this.group = parseShardKey(key)?.group ?? 0;
+    let u = this.under.get(key);
+    if (!u) {
+      u = new Map();
+      this.under.set(key, u);
+    }
+    this.current = u;
+    this.lastJob = '';
   }
 
   override push(e: RankwatchEvent): void {
@@ -35,9 +55,20 @@ export class ShardStageRunner extends DetectorRunner {
     if (e.ts > this.latest) this.latest = e.ts;
     if (e.kind === 'job' && e.host_group_size !== undefined)
       this.layout.set(e.job, { perHost: gpusPerHost(e), groupHosts: e.host_group_size });
+    const job = (e as { job?: string }).job;
+    if (job !== undefined && job !== this.lastJob) {
+      this.lastJob = job;
+      this.lastGroup = -1;
+      if (!this.current?.has(job)) this.current?.set(job, new Set());
+    }
     if (e.kind !== 'collective') return;
     const l = this.layout.get(e.job);
-    this.reducer.add(e, l ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group, this.records);
+    const group = l ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group;
+    if (group !== this.lastGroup) {
+      this.lastGroup = group;
+      this.current?.get(e.job)?.add(group);
+    }
+    this.reducer.add(e, group, this.records);
   }
 
   override flush(): void {
@@ -57,14 +88,22 @@ export class ShardStageRunner extends DetectorRunner {
   }
 
   /**
-   * A partition moved away (its first key said): the job's open steps are dropped, also those of
-   * its groups in partitions this shard keeps; their records of those steps come no more, and the
-   * job stage judges those steps without them after its hold.
+   * A partition moved away (one call per key read from it): the open steps of its host groups are
+   * dropped (their new owner rebuilds them from the partition and sends them whole). The groups
+   * this shard keeps go on: dropped too, the part of a step read before the move would never be
+   * sent, and the job stage would judge that step with part of its members. A job's GPU state goes
+   * once no group of it is left here.
    */
   override forget(key: string): void {
-    const job = parseShardKey(key)?.job ?? key;
-    super.forget(job);
-    this.reducer.forget(job);
+    const u = this.under.get(key);
+    this.under.delete(key);
+    this.lastJob = '';
+    // Nothing was read under it (or it was let go already).
+    if (!u) return;
+    for (const [job, groups] of u) {
+      for (const g of groups) this.reducer.forget(job, g);
+      if (![...this.under.values()].some((o) => o.has(job))) super.forget(job);
+    }
   }
 
   override take(): DetectorOutput {

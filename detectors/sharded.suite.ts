@@ -32,17 +32,23 @@ export function unsharded(input: RankwatchEvent[]): Finding[] {
   return r.take().findings;
 }
 
-/** Each shard's records (and GPU findings as records) and the job-stage events, as the bus would carry them. */
-export function shardOut(input: RankwatchEvent[], shards: number) {
-  const runners = Array.from({ length: shards }, () => new ShardStageRunner());
+/** What shard stages have sent: their GPU findings, and their records (GPU findings as records too). */
+export function shardOutput() {
   const found: Finding[] = [];
   const records: unknown[] = [];
-  const jobEvents: RankwatchEvent[] = [];
   const collect = (s: ShardStageRunner) => {
     const o = s.take();
     found.push(...o.findings);
     records.push(...(o.shard ?? []), ...o.findings.map(findingRecord));
   };
+  return { found, records, collect };
+}
+
+/** Each shard's records (and GPU findings as records) and the job-stage events, as the bus would carry them. */
+export function shardOut(input: RankwatchEvent[], shards: number) {
+  const runners = Array.from({ length: shards }, () => new ShardStageRunner());
+  const { found, records, collect } = shardOutput();
+  const jobEvents: RankwatchEvent[] = [];
   // One host per group: 8 groups over the shards.
   for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
     const key = parseShardKey(b.key);

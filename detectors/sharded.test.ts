@@ -11,7 +11,7 @@ import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
 import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { JobStageRunner } from './job-stage.js';
 import { ShardStageRunner } from './shard-stage.js';
-import { simulated as events, shardOut, unsharded } from './sharded.suite.js';
+import { simulated as events, shardOut, shardOutput, unsharded } from './sharded.suite.js';
 import {
   MEMBERS_EVERY,
   type Member,
@@ -259,6 +259,22 @@ describe('the sharded layout finds what one process finds', () => {
     expect(stage.stats().collectives_members_unknown).toBe(1);
   });
 
+  it('an idle bus while the shards are behind moves no held job on: its findings stay those of replay', () => {
+    const input = events(FAMILY_FAULTS.nic);
+    const want = incidents(unsharded(input));
+    const { records, jobEvents } = oneShard(input);
+    const jobStage = new JobStageRunner();
+    // The shards sent half the job; its events wait for the rest (a shard replaced, a slow start)
+    // while the bus is idle for an hour, less than the hold.
+    const half = Math.floor(records.length / 2);
+    for (const r of records.slice(0, half)) jobStage.shardRecord(r);
+    for (const e of jobEvents) jobStage.push(e);
+    jobStage.advance(jobEvents.at(-1)!.ts + 3_600_000);
+    for (const r of records.slice(half)) jobStage.shardRecord(r);
+    jobStage.endOfInput();
+    expect(incidents(jobStage.take().findings)).toEqual(want);
+  });
+
   it('a throttled GPU found in a shard explains the straggler the job stage finds', () => {
     const input = events(FAMILY_FAULTS.throttle);
     const got = sharded(input, 2, 'interleaved');
@@ -267,4 +283,92 @@ describe('the sharded layout finds what one process finds', () => {
     expect(throttle).toBeDefined();
     expect(straggler.some((f) => f.related?.includes(throttle!.id))).toBe(true);
   });
+});
+
+describe('a step a shard sends in parts finds what one process finds', () => {
+  /**
+   * One job's shard records when its host groups 4-7 move from shard A to shard B mid-stream (a
+   * shard joined: A lets them go, B rebuilds them from their partition, output dropped, and goes
+   * on), cut at `cut` events, maybe mid-step; with `idle`, A's input went quiet just before.
+   */
+  function moved(input: RankwatchEvent[], cut: number, idle: boolean) {
+    const keys = new HostGroupKeys({ groupHosts: 1 });
+    const [a, b] = [new ShardStageRunner(), new ShardStageRunner()];
+    const { found, records, collect } = shardOutput();
+    const jobEvents: RankwatchEvent[] = [];
+    const feed = (s: ShardStageRunner, key: string, events: unknown[]) => {
+      s.keyed(key);
+      for (const e of events) s.push(e as RankwatchEvent);
+    };
+    const movedGroup = (key: string) => (parseShardKey(key)?.group ?? 0) >= 4;
+    const before = keys.batch(structuredClone(input.slice(0, cut)), 500);
+    const after = keys.batch(structuredClone(input.slice(cut)), 500);
+    for (const { key, events } of before) {
+      if (!parseShardKey(key)) jobEvents.push(...(events as RankwatchEvent[]));
+      else {
+        feed(a, key, events);
+        collect(a);
+      }
+    }
+    if (idle) {
+      a.advance(input[cut - 1].ts + 2_000);
+      collect(a);
+    }
+    for (const { key, events } of before)
+      if (parseShardKey(key) && movedGroup(key)) {
+        a.forget(key); // once per key, as the pipeline does (again: nothing more)
+        feed(b, key, events);
+      }
+    b.take();
+    for (const { key, events } of after) {
+      if (!parseShardKey(key)) jobEvents.push(...(events as RankwatchEvent[]));
+      else {
+        const s = movedGroup(key) ? b : a;
+        feed(s, key, events);
+        collect(s);
+      }
+    }
+    for (const s of [a, b]) {
+      s.flush();
+      collect(s);
+    }
+    const jobStage = new JobStageRunner();
+    let i = 0;
+    let j = 0;
+    while (i < jobEvents.length || j < records.length) {
+      for (let k = 0; k < 37 && i < jobEvents.length; k++) jobStage.push(jobEvents[i++]);
+      for (let k = 0; k < 53 && j < records.length; k++) jobStage.shardRecord(records[j++]);
+    }
+    jobStage.endOfInput();
+    return { found: [...found, ...jobStage.take().findings], records };
+  }
+
+  /** Reports per host group 0-3 (those shard A keeps), step and communicator, as the records count them. */
+  const kept = (records: unknown[]) => {
+    const n = new Map<string, number>();
+    for (const r of records as ShardRecord[])
+      if (r.t === 'reduced' && r.group < 4) {
+        const k = `${r.group} ${r.step} ${r.op} ${r.comm}`;
+        n.set(k, (n.get(k) ?? 0) + r.count);
+      }
+    return n;
+  };
+
+  for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
+    if (SHARDED_APART.includes(family)) continue;
+    it(`${family}: host groups move to a new shard mid-step, after an idle flush or not`, () => {
+      const input = events(fault);
+      const want = incidents(unsharded(input));
+      const whole = kept(oneShard(input).records);
+      for (const [at, idle] of [
+        [0.31, true],
+        [0.47, false],
+      ] as const) {
+        const { found, records } = moved(input, Math.floor(input.length * at), idle);
+        expect(incidents(found), `cut at ${at}, idle ${idle}`).toEqual(want);
+        // The groups A keeps lose no part of the step the move cut.
+        expect(kept(records), `cut at ${at}, idle ${idle}`).toEqual(whole);
+      }
+    });
+  }
 });

@@ -100,8 +100,9 @@ export interface PipelineCounters {
 export interface Handled {
   deadLetters: DeadLetter[];
   findings: Finding[];
-  /** A shard stage's records for its job stage. */
+  /** A shard stage's records for its job stage, and their send (`sendShard`), begun when they were made. */
   shard?: unknown[];
+  shardSent?: Promise<void>;
   /** With a runner that holds input: the commit limits this output makes true once out. */
   take?: Take;
 }
@@ -158,6 +159,8 @@ export class Pipeline {
   /** A delivery stored but not yet sunk (a sink failed): its redelivery sinks without storing again. */
   private readonly stored = new WeakMap<Delivery, Handled>();
   private paused = false;
+  /** The shard records sent last (settled either way): the next send goes after it. */
+  private shardSends: Promise<unknown> = Promise.resolve();
   private readonly limits: CommitLimits | undefined;
 
   constructor(private readonly o: PipelineOptions) {
@@ -225,6 +228,7 @@ export class Pipeline {
     if (since < idleMs || this.eventTime === 0 || this.stopping) return;
     this.runner.advance(this.eventTime + since);
     const { out, take } = this.take();
+    const sent = this.sendShard(out.shard);
     if (
       out.findings.length +
         out.mfu.length +
@@ -239,7 +243,7 @@ export class Pipeline {
     }
     // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
     const p = this.write([], [], out)
-      .then(() => this.sink(out.findings, [], undefined, out.shard))
+      .then(() => this.sink(out.findings, [], undefined, sent))
       .then(() => take && this.limits!.written(take))
       .catch(() => {});
     this.inflight.add(p);
@@ -253,8 +257,9 @@ export class Pipeline {
     if (this.o.transport.bounded) this.runner.endOfInput();
     else this.runner.flush();
     const { out, take } = this.take();
+    const sent = this.sendShard(out.shard);
     await this.write([], [], out);
-    await this.sink(out.findings, [], undefined, out.shard);
+    await this.sink(out.findings, [], undefined, sent);
     if (take) this.limits!.written(take);
   }
 
@@ -337,9 +342,13 @@ export class Pipeline {
   }
 
   private async processAndSink(d: Delivery): Promise<Handled> {
-    const handled = this.stored.get(d) ?? (await this.process(d));
+    const again = this.stored.get(d);
+    // A delivery tried again (a sink or send failed): its records go again, behind later ones;
+    // the job stage takes a record twice without effect.
+    if (again) again.shardSent = this.sendShard(again.shard);
+    const handled = again ?? (await this.process(d));
     this.stored.set(d, handled);
-    await this.sink(handled.findings, handled.deadLetters, d, handled.shard);
+    await this.sink(handled.findings, handled.deadLetters, d, handled.shardSent);
     if (handled.take) this.limits!.written(handled.take);
     this.stored.delete(d);
     this.o.onHandled?.(d);
@@ -351,11 +360,30 @@ export class Pipeline {
     findings: Finding[],
     dead: DeadLetter[],
     d: Delivery | undefined,
-    shard?: unknown[],
+    shardSent?: Promise<void>,
   ): Promise<void> {
-    if (shard?.length) await this.o.shardSink?.(shard);
+    await shardSent;
     if (dead.length) for (const s of this.o.deadLetterSinks ?? []) await s.write(dead, d);
     if (findings.length) for (const s of this.o.findingSinks ?? []) await s.write(findings);
+  }
+
+  /**
+   * Sends shard records once every earlier send settled, so they reach the job stage in the order
+   * the runner made them. A group's mark ("complete through step S") must come after its records
+   * of those steps: a part of a step that comes after its step was judged is judged alone, and can
+   * blame a link replay does not (detectors/sharded.test.ts). Sent as they are made, not once their
+   * delivery is stored: deliveries in flight and the idle flush are stored in any order. Their
+   * delivery is acknowledged only once the send resolved.
+   */
+  private sendShard(records: unknown[] | undefined): Promise<void> | undefined {
+    const sink = this.o.shardSink;
+    if (!records?.length || !sink) return undefined;
+    const sent = this.shardSends.then(() =>
+      retry(() => sink(records), { signal: this.abort.signal, jitter: true }),
+    );
+    // Also marks `sent` handled: its delivery awaits it only after the store write.
+    this.shardSends = sent.catch(() => {});
+    return sent;
   }
 
   private async process(d: Delivery): Promise<Handled> {
@@ -363,7 +391,7 @@ export class Pipeline {
       const { out, take } = this.take();
       await this.write([], [], out);
       this.c.batches++;
-      return { deadLetters: [], findings: out.findings, shard: out.shard, take };
+      return { deadLetters: [], findings: out.findings, take };
     }
     this.runner.keyed(d.key);
     const good: RankwatchEvent[] = [];
@@ -434,9 +462,10 @@ export class Pipeline {
       ...(fits ? { offsets: goodOffsets, topic: d.topic, partition: d.partition } : {}),
     };
     const { out, take } = this.take();
+    const shardSent = this.sendShard(out.shard);
     const dead = await this.write(good, bad, out, lines ? goodLines : undefined, d.key, [group]);
     this.c.batches++;
-    return { deadLetters: dead, findings: out.findings, shard: out.shard, take };
+    return { deadLetters: dead, findings: out.findings, shard: out.shard, shardSent, take };
   }
 
   /**

@@ -41,7 +41,9 @@ export async function shardedPath(o: SoakPathOptions): Promise<Accounting> {
         `${topic}.records`,
         '--client-id',
         name,
-        // The shards send a step's records once a later step comes, or once their input is idle.
+        // The shards send a step's records once a later step comes, or once their input is idle:
+        // 2 s fires mid-publish too, sending steps in parts, which must change no finding
+        // (docs/kafka.md, "A step sent in parts"), and the last steps go out soon.
         '--idle-advance-s',
         '2',
       ),

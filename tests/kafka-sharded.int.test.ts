@@ -4,7 +4,9 @@
  * read by 2 `detect --stage shard` processes and one `detect --stage job`, and by 4 shards and two
  * job stages in one group (each holding the same partitions of the events and of the records).
  * What each layout finds (the shards' GPU findings and the job stages') equals `rankwatch replay`
- * of the same events: the same incidents, by id, type, host, GPU and onset. Records of another
+ * of the same events: the same incidents, by id, type, host, GPU and onset. The shards join while
+ * their input flows (host groups move mid-step) and flush on the default idle period, so steps go
+ * out in parts (docs/kafka.md, "A step sent in parts"). Records of another
  * format, from a shard of another version, are refused with one warning and change nothing.
  */
 import { writeFileSync } from 'node:fs';
@@ -15,7 +17,7 @@ import type { Finding } from '../schema/finding.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { FAMILY_FAULTS, SHARDED_APART } from '../sim/fault-families.js';
 import { parseFault } from '../sim/faults.js';
-import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
+import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import {
   brokers,
@@ -86,11 +88,19 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
     const shardTopic = `${n.topic}.shards`;
     topics.push(n.topic, shardTopic, n.deadLetterTopic);
 
-    // The job-keyed events now; the host-group keyed ones once every shard is in its group.
+    // Every job's first half now (the job-keyed events whole), its second half once the first shard
+    // of each layout has read the first: the other shards join then, and host groups move mid-step.
     const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
     const keys = new HostGroupKeys({ groupHosts: 1 });
-    const batches = keys.batch(events, 4096);
-    await t.publish(batches.filter((b) => !parseShardKey(b.key)));
+    const mid = startTs + 50 * 1000;
+    const first = keys.batch(
+      events.filter((e) => e.ts < mid || (e.kind !== 'gpu' && e.kind !== 'collective')),
+      4096,
+    );
+    const second = keys.batch(
+      events.filter((e) => e.ts >= mid && (e.kind === 'gpu' || e.kind === 'collective')),
+      4096,
+    );
 
     // A shard of another version said a group is complete far ahead: refused, or steps go early.
     const foreignMark = { t: 'mark', format: 99, job: 'fam-nic', group: 0, through: 1e9, ts: startTs };
@@ -139,9 +149,6 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
         '--no-events',
         '--stats-interval',
         '0',
-        // A shard sends the steps it holds once its input goes quiet (not in a pause of the publisher).
-        '--idle-advance-s',
-        '10',
         // The job stages read the events before their shards start: held until the shards send.
         '--shard-hold-s',
         '600',
@@ -150,31 +157,32 @@ describe.skipIf(brokers().length === 0)('the sharded layout on Kafka', () => {
       const shardIds = Array.from({ length: shards }, (_, i) => `shard${i}`);
       const procs = jobIds.map((id) => rankwatch(args('job', id)));
       children.push(...procs);
-      const startShards = () => {
-        const more = shardIds.map((id) => rankwatch(args('shard', id)));
+      const startShards = (ids: string[]) => {
+        const more = ids.map((id) => rankwatch(args('shard', id)));
         children.push(...more);
         procs.push(...more);
       };
-      return { shards, group, records, jobIds, ids: [...jobIds, ...shardIds], procs, startShards };
+      return { shards, group, records, jobIds, shardIds, ids: [...jobIds, ...shardIds], procs, startShards };
     });
-    // The job stages settle in their groups before the shards start, and the shards before their
-    // input comes: what is tested is the co-partitioned assignment of settled groups, not a job or
-    // a host group moving mid-stream (a job stage killed mid-stream:
-    // tests/kafka-sharded-jobstage-kill.int.test.ts).
+    // The job stages settle in their groups first: what is tested is the co-partitioned assignment
+    // of settled job stages, not a job moving between them mid-stream (a job stage killed or
+    // joined mid-stream: tests/kafka-sharded-jobstage-kill.int.test.ts). Shards join while their
+    // input flows.
     const settled = async (group: string, members: number) =>
       (await groupMembers(brokers(), group)).length === members;
-    for (const l of layouts) {
+    for (const l of layouts)
       await waitFor(
         async () =>
           (await settled(l.group, l.jobIds.length)) && (await settled(`${l.group}.records`, l.jobIds.length)),
         180_000,
         'job stages settled',
       );
-      l.startShards();
-    }
+    for (const l of layouts) l.startShards(l.shardIds.slice(0, 1));
+    await t.publish(first);
     for (const l of layouts)
-      await waitFor(() => settled(`${l.group}.shards`, l.shards), 180_000, 'shards settled');
-    await t.publish(batches.filter((b) => parseShardKey(b.key)));
+      await waitFor(() => caughtUp(brokers(), `${l.group}.shards`, shardTopic), 180_000, 'first shard read');
+    for (const l of layouts) l.startShards(l.shardIds.slice(1));
+    await t.publish(second);
     await t.stop();
 
     for (const l of layouts) {

@@ -40,6 +40,40 @@ export const badRequest = (field: string, why: string, where = 'querystring') =>
   new HttpError(400, `${where}/${field}: ${why}`);
 
 /**
+ * The most rows one series or heatmap reply may hold: about 30 MB of JSON at a heatmap cell's
+ * ~160 bytes. A 100k-rank job's heatmap at one column is 100,000 cells; a year of one-second MFU
+ * buckets 31.5M points, which no client can use and which the server would build in memory.
+ */
+export const MAX_REPLY_ROWS = 200_000;
+
+/**
+ * 400 on `step` when buckets of `stepS` over [fromMs, toMs) times `rowsPerBucket` pass
+ * MAX_REPLY_ROWS, naming the smallest step in whole `unitS` that fits, or why none does.
+ */
+export function boundReply(
+  fromMs: number,
+  toMs: number,
+  stepS: number,
+  rowsPerBucket: number,
+  unitS = 1,
+): void {
+  const spanS = Math.max(0, toMs - fromMs) / 1000;
+  const rows = (Math.floor(spanS / stepS) + 1) * rowsPerBucket;
+  if (rows <= MAX_REPLY_ROWS) return;
+  const fmt = (n: number) => n.toLocaleString('en-US');
+  const per = rowsPerBucket > 1 ? ` (${fmt(rowsPerBucket)} per bucket)` : '';
+  const buckets = Math.floor(MAX_REPLY_ROWS / rowsPerBucket) - 1;
+  const fits =
+    buckets < 1
+      ? `no step fits: even one bucket is over it`
+      : `use step=${Math.ceil(spanS / buckets / unitS) * unitS}s or more, or a shorter range (from, to)`;
+  throw badRequest(
+    'step',
+    `${fmt(rows)} rows${per}, over the ${fmt(MAX_REPLY_ROWS)} one reply holds: ${fits}`,
+  );
+}
+
+/**
  * Times the API takes: 1970-01-01 to 9999-12-31 (ISO 8601's four-digit years). No event is older
  * (the contract's `ts` is epoch ms ≥ 0), and the store's bound parameters hold epoch ms only up
  * to ±2^53, so a time outside is a client's mistake, not a store failure.

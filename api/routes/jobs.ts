@@ -17,7 +17,16 @@ import {
   stepsOverTime,
 } from '../../store/queries.js';
 import type { Store } from '../../store/store.js';
-import { DURATION, errors, notFound, parseRange, parseStep, READ_ERRORS, TimeQuery } from './common.js';
+import {
+  boundReply,
+  DURATION,
+  errors,
+  notFound,
+  parseRange,
+  parseStep,
+  READ_ERRORS,
+  TimeQuery,
+} from './common.js';
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 
@@ -58,7 +67,8 @@ const SeriesQuery = Type.Object({
   step: Type.Optional(
     Type.String({
       pattern: DURATION,
-      description: 'bucket width: whole seconds, or 30s, 5m, 1h (default 60)',
+      description:
+        'bucket width: whole seconds, or 30s, 5m, 1h (default 60); a reply holds at most 200,000 buckets, past it a 400 names the step that fits',
     }),
   ),
 });
@@ -70,6 +80,18 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
     if (!span) throw notFound(`no job "${job}" in the store (GET /v1/jobs lists the jobs with steps)`);
     return span;
   };
+  /** A series' buckets lie where the job has steps: the asked range cut to the job's span. */
+  const boundSeries = (
+    span: { first_ts: number; last_ts: number },
+    range: { from?: number; to?: number },
+    stepS: number,
+  ) =>
+    boundReply(
+      Math.max(range.from ?? 0, span.first_ts),
+      Math.min(range.to ?? span.last_ts, span.last_ts),
+      stepS,
+      1,
+    );
 
   app.get(
     '/v1/jobs',
@@ -174,7 +196,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       const { job } = req.params;
       const step = parseStep(req.query.step);
       const range = parseRange(req.query);
-      await known(job);
+      boundSeries(await known(job), range, step);
       return { job, step_s: step, points: await mfuOverTime(store, job, { ...range, bucketSeconds: step }) };
     },
   );
@@ -206,7 +228,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       const { job } = req.params;
       const step = parseStep(req.query.step);
       const range = parseRange(req.query);
-      await known(job);
+      boundSeries(await known(job), range, step);
       return {
         job,
         step_s: step,
@@ -236,7 +258,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       schema: {
         summary: 'Per-rank compute relative to its pipeline-stage peers, per cell of time',
         description:
-          'Cells are whole minutes (step is rounded up to minutes). Default range: the last hour of the job.',
+          'Cells are whole minutes (step is rounded up to minutes). Default range: the last hour of the job. A reply holds at most 200,000 cells (ranks × columns): past it, a 400 names the step that fits.',
         tags: ['jobs'],
         params: JobParams,
         querystring: SeriesQuery,
@@ -252,6 +274,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       const range = parseRange(req.query);
       const span = await known(job);
       const from = range.from ?? (range.to ?? span.last_ts) - 3_600_000;
+      // A cell per rank and column, where the job has steps.
+      const to = Math.min(range.to ?? span.last_ts, span.last_ts);
+      boundReply(Math.max(from, span.first_ts), to, minutes * 60, span.ranks, 60);
       return {
         job,
         step_s: minutes * 60,

@@ -13,6 +13,15 @@
  * followed by a mark, "group G of job J is complete through step S", which lets the job stage
  * release that step's events.
  *
+ * An idle flush (or a group moving here mid-step) can send a step in parts; the rest comes as a
+ * second record of the same communicator and step. That changes no finding, and is simpler than
+ * holding a step until each of the group's ranks reported (the group's rank count, a timeout): the
+ * job stage judges step S only once every group marked S+1, and a group's mark through S+1 comes
+ * after the rest of its step S (the pipeline sends records in the order they are made), so the
+ * parts are merged before S is judged (minimum of minima is order-free). The idle flush still
+ * marks what it sends: a job whose steps stop (its end, a hang) then is not held for the job
+ * stage's `holdMs`, which stays for a shard that is down.
+ *
  * A communicator's members rarely change, so a group sends its member list of a communicator only
  * when it differs from the list the group last sent, and again every `MEMBERS_EVERY` steps; a
  * record without `members` means "the members this group last sent for this communicator". The
@@ -221,9 +230,10 @@ export class ShardReducer {
     for (const g of this.groups.values()) this.sendThrough(g, g.maxStep, ts, out);
   }
 
-  /** Another process owns the job now: drop its open steps without sending them. */
-  forget(job: string): void {
-    for (const [k, g] of this.groups) if (g.job === job) this.groups.delete(k);
+  /** Another process owns the job (or one host group of it) now: drop its open steps without sending them. */
+  forget(job: string, group?: number): void {
+    for (const [k, g] of this.groups)
+      if (g.job === job && (group === undefined || g.group === group)) this.groups.delete(k);
   }
 
   private group(job: string, group: number): GroupState {

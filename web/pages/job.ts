@@ -46,18 +46,19 @@ export function jobPage(view: View, job: string): void {
     const s = await api<JobSummary>(path);
     const span = Math.max(60_000, s.last_ts - s.first_ts);
     const range = { from: s.first_ts, to: s.last_ts + 1, step: bucketFor(span) };
-    // The heatmap's last 6 hours at most, in at most ~60k cells (a 4096-rank job gets 15 columns).
+    // The heatmap's last 6 hours at most, in about 60k cells (a 4096-rank job gets 14 columns, a
+    // 100k-rank one a single column: the API refuses replies past 200,000 cells).
     const heatFrom = Math.max(s.first_ts, s.last_ts - 6 * 3_600_000);
-    const columns = Math.min(150, Math.max(15, Math.floor(60_000 / Math.max(1, s.ranks))));
+    const columns = Math.min(150, Math.max(1, Math.floor(60_000 / Math.max(1, s.ranks))));
     const heatMinutes = Math.max(1, Math.ceil((s.last_ts - heatFrom) / 60_000 / columns));
     const [mfu, steps, heat, fs, faults, cps, tl, slow] = await Promise.all([
       api<{ points: MfuPoint[] }>(`${path}/mfu`, range),
       api<{ points: StepPoint[] }>(`${path}/steps`, range),
-      api<{ cells: Cell[] }>(`${path}/heatmap`, {
+      api<{ cells: Cell[]; refused?: string }>(`${path}/heatmap`, {
         from: heatFrom,
         to: s.last_ts + 1,
         step: `${heatMinutes}m`,
-      }),
+      }).catch((err: Error) => ({ cells: [] as Cell[], refused: err.message })),
       api<{ findings: Finding[] }>('/v1/findings', { job, limit: 500 }),
       api<{ faults: Fault[] }>('/v1/faults', { job, limit: 1000 }),
       api<{ checkpoints: CheckpointStats[] }>('/v1/checkpoints', { job }).catch(() => ({ checkpoints: [] })),
@@ -179,7 +180,9 @@ export function jobPage(view: View, job: string): void {
     if (!heat.cells.length) {
       canvas.hidden = true;
       heatNote.className = 'note empty';
-      heatNote.textContent = 'No per-rank compute in the job’s range.';
+      heatNote.textContent = heat.refused
+        ? `No heatmap: ${heat.refused}`
+        : 'No per-rank compute in the job’s range.';
     } else {
       canvas.hidden = false;
       const rows = drawHeatmap(canvas, heat.cells);

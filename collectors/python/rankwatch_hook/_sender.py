@@ -22,7 +22,15 @@ class Sender:
         self._wake = threading.Event()
         self._closing = False
         self._lock = threading.Lock()
-        self._c = {"queued": 0, "sent": 0, "dropped": 0, "rejected": 0, "failed_posts": 0, "hook_errors": 0}
+        self._c = {
+            "queued": 0,
+            "sent": 0,
+            "dropped": 0,
+            "rejected": 0,
+            "refused": 0,
+            "failed_posts": 0,
+            "hook_errors": 0,
+        }
         self._thread = threading.Thread(target=self._run, name="rankwatch-hook", daemon=True)
         self._thread.start()
 
@@ -72,20 +80,38 @@ class Sender:
                 batch = self._take()
                 if not batch:
                     break
-                if self._post(batch):
+                unsent = self._send(batch)
+                if not unsent:
                     failures = 0
                     continue
                 failures += 1
                 if closing:
                     with self._lock:
-                        self._c["dropped"] += len(batch)
+                        self._c["dropped"] += len(unsent)
                 else:
-                    self._give_back(batch)
+                    self._give_back(unsent)
                 break
             if closing:
                 return
 
+    def _send(self, batch):
+        """Posts the batch, halving it while the server says it is too large (413); returns what
+        is still to send after a failure that may pass (endpoint away, 5xx, 429, a bad token)."""
+        status = self._post(batch)
+        if status != 413:
+            return [] if status else batch
+        if len(batch) == 1:
+            # One event over the server's limit on its own: retrying cannot help, and it must not
+            # hold back the events behind it.
+            with self._lock:
+                self._c["refused"] += 1
+            return []
+        half = (len(batch) + 1) // 2
+        unsent = self._send(batch[:half])
+        return unsent + batch[half:] if unsent else self._send(batch[half:])
+
     def _post(self, batch):
+        """True when the server took the batch, 413 when it is too large, False otherwise."""
         body = gzip.compress("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in batch).encode())
         headers = {"Content-Type": "application/x-ndjson", "Content-Encoding": "gzip"}
         if self.token:
@@ -108,6 +134,8 @@ class Sender:
                     self._c["sent"] += int(reply.get("accepted", 0))
                     self._c["rejected"] += int(reply.get("rejected", len(batch)))
                 return True
+            if err.code == 413:
+                return 413
             with self._lock:
                 self._c["failed_posts"] += 1
             return False

@@ -22,9 +22,10 @@ REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 
 class Receiver:
-    """A real HTTP server that keeps every event it is sent."""
+    """A real HTTP server that keeps every event it is sent; with `max_line_bytes`, a body with a
+    longer line is refused whole with 413, as a server over its body limit does."""
 
-    def __init__(self):
+    def __init__(self, max_line_bytes=None):
         self.events = []
         received = self.events
 
@@ -33,7 +34,13 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if body[:2] == b"\x1f\x8b":
                     body = gzip.decompress(body)
-                lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
+                raw = [line for line in body.decode().splitlines() if line.strip()]
+                if max_line_bytes is not None and any(len(line) > max_line_bytes for line in raw):
+                    self.send_response(413)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                lines = [json.loads(line) for line in raw]
                 received.extend(lines)
                 reply = json.dumps({"accepted": len(lines), "rejected": 0}).encode()
                 self.send_response(200)
@@ -158,12 +165,12 @@ def _read_until(stream, marker, timeout=60):
     return found[0]
 
 
-def _start_up(tmp_path):
+def _start_up(tmp_path, *args):
     bin_js = os.path.join(REPO, "bin", "rankwatch.js")
     if not os.path.exists(os.path.join(REPO, "dist", "cli", "main.js")) or shutil.which("node") is None:
         pytest.skip("rankwatch is not built (npm run build)")
     up = subprocess.Popen(
-        ["node", bin_js, "up", "--port", "0", "--data", str(tmp_path / "data")],
+        ["node", bin_js, "up", "--port", "0", "--data", str(tmp_path / "data"), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -196,6 +203,40 @@ def test_through_rankwatch_up_no_dead_letters(tmp_path):
     finally:
         up.terminate()
         up.wait(60)
+
+
+def test_a_server_that_takes_fewer_events_a_request_gets_them_all(tmp_path):
+    """`up` refuses requests over 4 events (413): the hook halves its batches until they fit."""
+    up, base = _start_up(tmp_path, "--ingest-max-events", "4")
+    try:
+        run_loop(base + "/v1/ingest", "--steps", "30")
+        pipeline = _wait_for_events(base, 1 + 30 + 3)
+        assert pipeline["events"] == 1 + 30 + 3  # the job, 30 steps, 3 checkpoints
+        assert pipeline["dead_letters"] == 0
+    finally:
+        up.terminate()
+        up.wait(60)
+
+
+def test_an_event_too_large_alone_is_refused_and_the_rest_go_on():
+    """A receiver with a byte limit per line: the oversized event is counted, the others all arrive in order."""
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from rankwatch_hook._sender import Sender
+
+    rx = Receiver(max_line_bytes=200)
+    sender = Sender(rx.url, flush_interval=0.05)
+    try:
+        for i in range(20):
+            sender.put({"kind": "step", "step": i, "pad": "x" * (500 if i == 7 else 10)})
+        deadline = time.time() + 30
+        while sender.counters()["waiting"] and time.time() < deadline:
+            time.sleep(0.05)
+        sender.close()
+    finally:
+        rx.close()
+    assert [e["step"] for e in rx.events] == [i for i in range(20) if i != 7]
+    c = sender.counters()
+    assert (c["sent"], c["refused"], c["dropped"], c["failed_posts"]) == (19, 1, 0, 0)
 
 
 def test_through_the_node_collector(tmp_path):

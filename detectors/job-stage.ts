@@ -23,10 +23,17 @@
  * link. Its other steps are, from the first one after every group sent its list again. Counted in
  * `collectives_members_unknown`.
  *
+ * Held events are not out yet, so their bus messages must not be committed (docs/kafka.md, "A job
+ * stage killed or moved"): the pipeline tells where each input was read (`position`), and
+ * `heldFrom` gives the lowest offset held per `topic/partition`. A new owner replays what was
+ * committed with its output dropped (`dropReplayed`), except what live input that replay releases
+ * or judges: that was never out, so it comes with the next take.
+ *
  * Not a detector: it reads the wall clock (`now`) for that bound, and only for it.
  */
 import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
+import type { DetectorOutput } from '../schema/output.js';
 import type { DetectorConfig } from './detector.js';
 import { type ShardSigns, SignsMirror } from './hang/shard-signs.js';
 import { HANG } from './list.js';
@@ -71,6 +78,9 @@ interface ShardedJob {
   /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
   held: RankwatchEvent[];
   heldAt: number[];
+  /** Each held event's offset in its partition (`from`: the job's events' `topic/partition`). */
+  heldPos: number[];
+  from: string;
   head: number;
   /** Steps whose collectives went to the judge already: later records of them go at once. */
   appliedThrough: number;
@@ -114,6 +124,14 @@ export class JobStageRunner extends DetectorRunner {
   private readonly told = new Set<string>();
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
+  /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
+  private at = { from: '', offset: 0 };
+  private replaying = false;
+  /** Events and records pushed live: what they release or judge comes out even during a replay. */
+  private readonly live = new WeakSet<object>();
+  /** Output of live input released during a replay, for the next take; `keeping` while it runs. */
+  private kept: DetectorOutput[] = [];
+  private keeping = false;
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
     // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
@@ -153,8 +171,65 @@ export class JobStageRunner extends DetectorRunner {
     else {
       s.held.push(e);
       s.heldAt.push(this.now());
+      s.heldPos.push(this.at.offset);
+      s.from = this.at.from;
+      if (!this.replaying) this.live.add(e);
       this.release(s);
     }
+  }
+
+  /** The input pushed next was read at `offset` of `topic/partition`; replayed: a committed stretch. */
+  position(topic: string, partition: number, offset: number, replayed: boolean): void {
+    this.at = { from: `${topic}/${partition}`, offset };
+    this.replaying = replayed;
+  }
+
+  /** Per `topic/partition`, the lowest offset whose events are held: commits stop there. */
+  heldFrom(): Map<string, number> {
+    const from = new Map<string, number>();
+    for (const s of this.sharded.values())
+      if (s.head < s.held.length && s.heldPos[s.head] < (from.get(s.from) ?? Number.POSITIVE_INFINITY))
+        from.set(s.from, s.heldPos[s.head]);
+    return from;
+  }
+
+  /** The output of replayed input, dropped; what live input it released stays for the next take. */
+  dropReplayed(): void {
+    super.take();
+    this.replaying = false;
+  }
+
+  override take(): DetectorOutput {
+    const o = super.take();
+    if (this.kept.length === 0) return o;
+    const parts = [...this.kept, o];
+    this.kept = [];
+    return {
+      findings: parts.flatMap((p) => p.findings),
+      mfu: parts.flatMap((p) => p.mfu),
+      rollups: parts.flatMap((p) => p.rollups),
+      slowGpus: parts.flatMap((p) => p.slowGpus ?? []),
+    };
+  }
+
+  /**
+   * Work on live input. During a replay its output is set aside for the next take instead of being
+   * dropped with the replay's: a live event released by a replayed mark, or a live record judged
+   * with a replayed step, was never out.
+   */
+  private keep(live: boolean, work: () => void): void {
+    if (!this.replaying || !live || this.keeping) {
+      work();
+      return;
+    }
+    super.take(); // what replayed input produced so far: dropped, as the rest of the replay's
+    this.keeping = true;
+    try {
+      work();
+    } finally {
+      this.keeping = false;
+    }
+    this.kept.push(super.take());
   }
 
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
@@ -187,10 +262,11 @@ export class JobStageRunner extends DetectorRunner {
     }
     if (r.t !== 'reduced' && r.t !== 'edges') return;
     s.groups.add(r.group);
+    const live = !this.replaying;
     const list = r.t === 'reduced' ? this.membersOf(s, r) : undefined;
     if (r.step <= s.appliedThrough) {
-      if (r.t === 'edges') this.judge(r);
-      else if (list) this.judge({ ...r, members: list });
+      if (r.t === 'edges') this.judge(r, live);
+      else if (list) this.judge({ ...r, members: list }, live);
       else this.membersUnknown++;
       return;
     }
@@ -214,6 +290,8 @@ export class JobStageRunner extends DetectorRunner {
       if (!list) this.parts.set(into, null);
       else parts?.set(r.group, had && had !== list ? joined([had, list]) : list);
     } else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
+    // A step's record is live if any part of it is (a copy made by the join carries it on).
+    if (live || (have && this.live.has(have))) this.live.add(byKey.get(key)!);
   }
 
   /**
@@ -347,6 +425,8 @@ export class JobStageRunner extends DetectorRunner {
         pending: new Map(),
         held: [],
         heldAt: [],
+        heldPos: [],
+        from: '',
         head: 0,
         appliedThrough: Number.NEGATIVE_INFINITY,
         members: new Map(),
@@ -390,6 +470,7 @@ export class JobStageRunner extends DetectorRunner {
     if (s.head === s.held.length) {
       s.held.length = 0;
       s.heldAt.length = 0;
+      s.heldPos.length = 0;
       s.head = 0;
     }
     this.pass(s, e);
@@ -397,10 +478,12 @@ export class JobStageRunner extends DetectorRunner {
 
   /** An event to the detectors; a step's after the merged collectives of its step and those before. */
   private pass(s: ShardedJob, e: RankwatchEvent): void {
-    this.drainSigns(s, e.ts);
-    if (e.kind === 'step') this.applyThrough(s, e.step);
-    if (e.ts > this.clock) this.clock = e.ts;
-    super.push(e);
+    this.keep(this.live.has(e), () => {
+      this.drainSigns(s, e.ts);
+      if (e.kind === 'step') this.applyThrough(s, e.step);
+      if (e.ts > this.clock) this.clock = e.ts;
+      super.push(e);
+    });
   }
 
   /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
@@ -452,13 +535,13 @@ export class JobStageRunner extends DetectorRunner {
     const steps = [...s.pending.keys()].filter((k) => k <= step).sort((a, b) => a - b);
     for (const k of steps) {
       for (const [key, r] of s.pending.get(k)!) {
-        if (r.t === 'edges') this.judge(r);
+        if (r.t === 'edges') this.judge(r, this.live.has(r));
         else {
           const parts = this.parts.get(r);
           if (!parts) this.membersUnknown++;
           else {
             r.members = this.union(s, key, parts);
-            this.judge(r);
+            this.judge(r, this.live.has(r));
           }
         }
       }
@@ -480,10 +563,12 @@ export class JobStageRunner extends DetectorRunner {
     }
   }
 
-  private judge(r: ShardReduced): void {
-    const before = this.out.findings.length;
-    this.toJobReduced(r);
-    if (this.out.findings.length > before) this.link(before);
+  private judge(r: ShardReduced, live: boolean): void {
+    this.keep(live, () => {
+      const before = this.out.findings.length;
+      this.toJobReduced(r);
+      if (this.out.findings.length > before) this.link(before);
+    });
   }
 
   /** A shard's GPU finding: known here for the links, not emitted again (the shard stored it). */

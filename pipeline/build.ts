@@ -29,6 +29,7 @@ export function buildPipeline(spec: PipelineSpec): Pipeline {
     return new Pipeline({
       ...options,
       runner,
+      holds: runner,
       onShardRecords: (records) => {
         for (const r of records) runner.shardRecord(r);
       },

@@ -22,7 +22,22 @@ import {
 } from '../store/rows.js';
 import type { Store } from '../store/store.js';
 import type { Delivery, Transport } from '../stream/transport.js';
+import { CommitLimits, type Take } from './commit-limits.js';
 import type { DeadLetterSink, FindingSink } from './sinks.js';
+
+/**
+ * A runner that holds input back until other input comes (a job stage waits for its shards'
+ * records, detectors/job-stage.ts): told where each input was read and whether it is replayed,
+ * it says what it still holds, so its partitions are committed no further (pipeline/commit-limits.ts).
+ */
+export interface Holds {
+  /** What is pushed next was read at `offset` of `topic/partition`; replayed: a committed stretch rebuilt. */
+  position(topic: string, partition: number, offset: number, replayed: boolean): void;
+  /** Per `topic/partition`, the lowest offset whose events it holds. */
+  heldFrom(): ReadonlyMap<string, number>;
+  /** Drops the output of replayed input; what live input it released meanwhile comes with the next take. */
+  dropReplayed(): void;
+}
 
 export interface PipelineOptions {
   transport: Transport;
@@ -68,6 +83,8 @@ export interface PipelineOptions {
    */
   shardRecordsTopic?: string;
   onShardRecords?: (records: unknown[]) => void;
+  /** The runner, when it holds input back (a job stage): then `commitLimit` says how far to commit. */
+  holds?: Holds;
 }
 
 export interface PipelineCounters {
@@ -86,6 +103,8 @@ export interface Handled {
   /** A shard stage's records for its job stage, and their send (`sendShard`), begun when they were made. */
   shard?: unknown[];
   shardSent?: Promise<void>;
+  /** With a runner that holds input: the commit limits this output makes true once out. */
+  take?: Take;
 }
 
 export interface StoreHealth {
@@ -142,9 +161,32 @@ export class Pipeline {
   private paused = false;
   /** The shard records sent last (settled either way): the next send goes after it. */
   private shardSends: Promise<unknown> = Promise.resolve();
+  private readonly limits: CommitLimits | undefined;
 
   constructor(private readonly o: PipelineOptions) {
     this.runner = o.runner ?? new DetectorRunner();
+    this.limits = o.holds ? new CommitLimits() : undefined;
+  }
+
+  /**
+   * With a runner that holds input (a job stage): the offset of `topic/partition` below which every
+   * message's output is stored and sunk, so a commit there loses nothing held; undefined: none yet.
+   */
+  commitLimit(topic: string, partition: number): number | undefined {
+    return this.limits?.limit(topic, partition);
+  }
+
+  /** The runner's output, for a write, with the commit limits it makes true once written. */
+  private take(): { out: DetectorOutput; take?: Take } {
+    const out = this.runner.take();
+    return { out, take: this.limits?.taken(this.o.holds!.heldFrom()) };
+  }
+
+  /** The input pushed next was read at `offset` of the delivery's partition (live or replayed). */
+  private reading(d: Delivery, offset: number, replayed: boolean): void {
+    if (!this.o.holds || d.topic === undefined) return;
+    this.o.holds.position(d.topic, d.partition, offset, replayed);
+    if (!replayed) this.limits!.reading(d.topic, d.partition, offset);
   }
 
   /** Where events come from and where what they produce goes, in one line for the start-up log. */
@@ -185,7 +227,7 @@ export class Pipeline {
     const since = Date.now() - this.deliveredAt;
     if (since < idleMs || this.eventTime === 0 || this.stopping) return;
     this.runner.advance(this.eventTime + since);
-    const out = this.runner.take();
+    const { out, take } = this.take();
     const sent = this.sendShard(out.shard);
     if (
       out.findings.length +
@@ -194,11 +236,15 @@ export class Pipeline {
         (out.slowGpus?.length ?? 0) +
         (out.shard?.length ?? 0) ===
       0
-    )
+    ) {
+      // Nothing to write: what it released (if anything) is out once the takes before it are.
+      if (take) this.limits!.written(take);
       return;
+    }
     // Rejects only when stopping with the store down; the next run ends the job again, at the same ts.
     const p = this.write([], [], out)
       .then(() => this.sink(out.findings, [], undefined, sent))
+      .then(() => take && this.limits!.written(take))
       .catch(() => {});
     this.inflight.add(p);
     p.then(() => this.inflight.delete(p));
@@ -210,10 +256,11 @@ export class Pipeline {
     // A recorded input is over: jobs that never said `finished` end as the live run would end them.
     if (this.o.transport.bounded) this.runner.endOfInput();
     else this.runner.flush();
-    const out = this.runner.take();
+    const { out, take } = this.take();
     const sent = this.sendShard(out.shard);
     await this.write([], [], out);
     await this.sink(out.findings, [], undefined, sent);
+    if (take) this.limits!.written(take);
   }
 
   /**
@@ -302,6 +349,7 @@ export class Pipeline {
     const handled = again ?? (await this.process(d));
     this.stored.set(d, handled);
     await this.sink(handled.findings, handled.deadLetters, d, handled.shardSent);
+    if (handled.take) this.limits!.written(handled.take);
     this.stored.delete(d);
     this.o.onHandled?.(d);
     return handled;
@@ -339,11 +387,11 @@ export class Pipeline {
   }
 
   private async process(d: Delivery): Promise<Handled> {
-    if (this.shardRecords(d)) {
-      const out = this.runner.take();
+    if (this.shardRecords(d, false)) {
+      const { out, take } = this.take();
       await this.write([], [], out);
       this.c.batches++;
-      return { deadLetters: [], findings: out.findings };
+      return { deadLetters: [], findings: out.findings, take };
     }
     this.runner.keyed(d.key);
     const good: RankwatchEvent[] = [];
@@ -371,6 +419,7 @@ export class Pipeline {
     let i = 0;
     let u = 0;
     for (const m of parts) {
+      this.reading(d, m.offset, false);
       for (let k = 0; k < m.undecodable; k++, u++)
         bad.push({
           ts: now,
@@ -412,11 +461,11 @@ export class Pipeline {
         : {}),
       ...(fits ? { offsets: goodOffsets, topic: d.topic, partition: d.partition } : {}),
     };
-    const out = this.runner.take();
+    const { out, take } = this.take();
     const shardSent = this.sendShard(out.shard);
     const dead = await this.write(good, bad, out, lines ? goodLines : undefined, d.key, [group]);
     this.c.batches++;
-    return { deadLetters: dead, findings: out.findings, shard: out.shard, shardSent };
+    return { deadLetters: dead, findings: out.findings, shard: out.shard, shardSent, take };
   }
 
   /**
@@ -449,21 +498,23 @@ export class Pipeline {
    */
   replay(d: Delivery): void {
     this.partitionOf.set(d.key, d.partition);
-    if (this.shardRecords(d)) {
-      this.runner.take();
-      return;
+    if (!this.shardRecords(d, true)) {
+      this.runner.keyed(d.key);
+      this.reading(d, d.offset, true);
+      for (const value of d.events) {
+        const v = validateEvent(value);
+        if (v.ok) this.runner.push(v.event);
+      }
     }
-    this.runner.keyed(d.key);
-    for (const value of d.events) {
-      const v = validateEvent(value);
-      if (v.ok) this.runner.push(v.event);
-    }
-    this.runner.take();
+    // A job stage keeps what live events it released meanwhile (their output was never out).
+    if (this.o.holds) this.o.holds.dropReplayed();
+    else this.runner.take();
   }
 
   /** A job stage's delivery of shard records: handed over, true; anything else, false. */
-  private shardRecords(d: Delivery): boolean {
+  private shardRecords(d: Delivery, replayed: boolean): boolean {
     if (d.topic === undefined || d.topic !== this.o.shardRecordsTopic) return false;
+    this.reading(d, d.offset, replayed);
     this.o.onShardRecords?.(d.events);
     return true;
   }
@@ -474,6 +525,7 @@ export class Pipeline {
    * carries their incidents on. If one comes back, the transport replays it from the start.
    */
   forgetPartitions(partitions: readonly number[]): void {
+    this.limits?.forget(partitions);
     for (const [key, p] of this.partitionOf) {
       if (!partitions.includes(p)) continue;
       this.runner.forget(key);

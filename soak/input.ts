@@ -13,6 +13,8 @@ export interface SoakPathOptions {
   input: SoakInput;
   seconds: number;
   log: (l: string) => void;
+  /** The sharded path also SIGKILLs its job stage mid-stream (`--kill-job-stage`). */
+  killJobStage?: boolean;
 }
 
 export interface SoakInput {

@@ -19,11 +19,12 @@ import { makeInput } from './input.js';
 import { kafkaPath } from './kafka-path.js';
 import { shardedPath } from './sharded-path.js';
 
-const USAGE = `npm run soak -- [--short] [--only http|kafka|sharded] [--seconds S] [--ranks N] [--steps N] [--report FILE] [--keep]
+const USAGE = `npm run soak -- [--short] [--only http|kafka|sharded] [--kill-job-stage] [--seconds S] [--ranks N] [--steps N] [--report FILE] [--keep]
 
   --short        the CI form: a small job fed over about 40 s per path
   --only P       run one path: http (collect → up), kafka (collect → Kafka → 2 × detect) or sharded
                  (collect with host-group keys → Kafka → 2 shard stages + a job stage; not in --short)
+  --kill-job-stage  the sharded path also SIGKILLs its job stage mid-stream and restarts it
   --seconds S    how long the feed of each path lasts (default 150; 40 with --short)
   --ranks N      ranks of the simulated job (default 64; 16 with --short)
   --steps N      steps of the simulated job (default 400; 120 with --short)
@@ -33,6 +34,7 @@ const USAGE = `npm run soak -- [--short] [--only http|kafka|sharded] [--seconds 
 const { values } = parseArgs({
   options: {
     short: { type: 'boolean' },
+    'kill-job-stage': { type: 'boolean' },
     only: { type: 'string' },
     seconds: { type: 'string' },
     ranks: { type: 'string' },
@@ -129,7 +131,13 @@ try {
     );
     const sub = join(dir, path);
     const run = path === 'http' ? httpPath : path === 'kafka' ? kafkaPath : shardedPath;
-    const a = await run({ dir: sub, input, seconds, log: (l) => log(`${path}: ${l}`) });
+    const a = await run({
+      dir: sub,
+      input,
+      seconds,
+      log: (l) => log(`${path}: ${l}`),
+      killJobStage: values['kill-job-stage'] === true,
+    });
     results.push(a);
     console.log(`${table(a)}\n`);
     if (!a.ok) failed = true;

@@ -3,7 +3,10 @@
  * by host group, `--host-group-size 1`) → Kafka → two `detect --stage shard` and one
  * `detect --stage job` → one ClickHouse-protocol store (chDB behind the HTTP interface), while the
  * harness SIGKILLs a shard mid-stream and restarts it: its partitions move to the other shard,
- * which replays them, then some move back. Nothing lost or doubled; the same incidents as replay.
+ * which replays them, then some move back. With `killJobStage` it also SIGKILLs the job stage
+ * while it holds events for its shards and restarts it: the events topic was committed no further
+ * than the lowest held event, so the restarted one handles them live (docs/kafka.md, "A job stage
+ * killed or moved"). Nothing lost or doubled; the same incidents as replay.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -79,6 +82,19 @@ export async function shardedPath(o: SoakPathOptions): Promise<Accounting> {
           shards[0] = start('shard-0', 'shard');
         },
       },
+      ...(o.killJobStage
+        ? [
+            {
+              at: 0.6,
+              name: 'SIGKILL the job stage (`detect --stage job`) while it holds events, restart it after 3 s',
+              run: async () => {
+                await jobStage?.stop('SIGKILL');
+                await sleep(3_000);
+                jobStage = start('job', 'job');
+              },
+            },
+          ]
+        : []),
     ];
     const fed = await feedCollector({ lines: o.input.fed, colPort, seconds: o.seconds, faults, log: o.log });
     o.log(`fed ${fed.accepted} accepted, ${fed.rejected} rejected; waiting for every stage to catch up`);

@@ -122,6 +122,14 @@ export interface KafkaTransportDeps {
    * every other group whose consumers name theirs (a job stage's two topics, stream/co-partition.ts).
    */
   coPartition?: string;
+  /**
+   * Where the handler's output can lag its delivery (a job stage holds events until its shards'
+   * records come): per partition, the offset below which every message's output is stored and
+   * sunk, undefined while none is known. Commits go no further, and move on (checked every
+   * second) once held messages come out, so a new owner handles what was held live, not as a
+   * replay whose output is dropped. Unset: a delivery's output is out once its handler resolved.
+   */
+  commitLimit?: (partition: number) => number | undefined;
 }
 
 export interface KafkaCounters extends TransportCounters {
@@ -267,6 +275,14 @@ export class KafkaTransport implements Transport {
   private readonly partitionBusy = new Map<number, Promise<void>>();
   /** With replayMaxAgeMs: per partition, the first offset young enough to replay. */
   private replayFrom = new Map<number, Promise<number>>();
+  /** Per partition: the offset past the deliveries handled (what may be committed), and the last committed. */
+  private readonly handledTo = new Map<number, number>();
+  private readonly committedTo = new Map<number, number>();
+  /** Commits one at a time, so a later one never lands before an earlier one. */
+  private committing: Promise<void> = Promise.resolve();
+  /** With commitLimit: commits what has come out since the last batch, a round at a time. */
+  private commitTimer: NodeJS.Timeout | undefined;
+  private releasing: Promise<unknown> | undefined;
   private readonly c: KafkaCounters = {
     published_batches: 0,
     published_events: 0,
@@ -600,6 +616,8 @@ export class KafkaTransport implements Transport {
         partitionsConsumedConcurrently: 1, // one detector runner: batches go through it one at a time
         eachBatch: (p) => this.eachBatch(p),
       });
+      if (this.deps.commitLimit)
+        this.commitTimer ??= setInterval(() => void this.commitReleased(), 1_000).unref();
     } catch (err) {
       // Not consuming: the caller may call consume() again (e.g. once the broker is back).
       this.handler = undefined;
@@ -628,6 +646,8 @@ export class KafkaTransport implements Transport {
       this.next.delete(p);
       this.recent.delete(p);
       this.mine.delete(p);
+      this.handledTo.delete(p);
+      this.committedTo.delete(p);
     }
     this.deps.onRevoked?.(lost);
   }
@@ -809,12 +829,48 @@ export class KafkaTransport implements Transport {
       // again under another token.
       while (inflight.length) await settleOldest();
     }
-    if (commitTo > 0) {
-      await this.consumer!.commitOffsets([
-        { topic: this.config.topic, partition: p, offset: String(commitTo) },
-      ]);
-      this.c.commits++;
+    if (commitTo > 0) await this.commit(p, commitTo);
+  }
+
+  /**
+   * Commits partition `p` up to what was handled (`handled`, or what earlier batches handled),
+   * no further than commitLimit allows; one commit at a time.
+   */
+  private commit(p: number, handled?: number): Promise<void> {
+    if (handled !== undefined) this.handledTo.set(p, Math.max(handled, this.handledTo.get(p) ?? 0));
+    const run = this.committing.then(() => this.commitNow(p, handled));
+    this.committing = run.catch(() => {});
+    return run;
+  }
+
+  private async commitNow(p: number, handled: number | undefined): Promise<void> {
+    const limit = this.deps.commitLimit;
+    let to = handled ?? this.handledTo.get(p) ?? 0;
+    if (limit) {
+      // Never below what the group had committed: a held replayed message was out at its old owner.
+      const floor = Math.max((await this.committedAtJoin.get(p)) ?? 0, this.committedTo.get(p) ?? 0);
+      to = Math.min(this.handledTo.get(p) ?? 0, limit(p) ?? 0);
+      if (to <= floor || !this.assigned.has(p)) return;
     }
+    if (to <= 0 || !this.consumer) return;
+    await this.consumer.commitOffsets([{ topic: this.config.topic, partition: p, offset: String(to) }]);
+    this.committedTo.set(p, to);
+    this.c.commits++;
+  }
+
+  /** Commits every owned partition as far as commitLimit now allows (what held messages let out). */
+  private commitReleased(): Promise<unknown> {
+    // One round at a time: while the broker is away, rounds would pile up behind its retries.
+    this.releasing ??= Promise.all(
+      [...this.assigned].map((p) =>
+        this.commit(p).catch((err) =>
+          this.log('warn', `commit of ${this.config.topic}/${p}: ${(err as Error).message}`),
+        ),
+      ),
+    ).finally(() => {
+      this.releasing = undefined;
+    });
+    return this.releasing;
   }
 
   /**
@@ -998,6 +1054,11 @@ export class KafkaTransport implements Transport {
     while (this.sending) await this.sending.catch(() => {});
     this.stopped = true;
     this.wakeSpace();
+    clearInterval(this.commitTimer);
+    // What came out since the last batch, committed while the member is still in its group (not
+    // waited for past 5 s: with the broker away, the next owner redoes that stretch instead).
+    if (this.deps.commitLimit && this.consumer)
+      await Promise.race([this.commitReleased(), new Promise((r) => setTimeout(r, 5_000).unref())]);
     await this.consumer
       ?.disconnect()
       .catch((err) => this.log('warn', `leaving the group: ${(err as Error).message}`));

@@ -1,12 +1,13 @@
 /** Shared by the Kafka suites: the broker from the global setup, random topic names, cleanup. */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { AssignerProtocol, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { afterAll, inject } from 'vitest';
+import type { Finding } from '../schema/finding.js';
 import { KAFKA_SCRIPT } from './setup/kafka.js';
 import { freePortPair } from './setup/ports.js';
 
@@ -58,6 +59,18 @@ export async function readTopic(
   await waitFor(() => until(out.length), ms);
   await consumer.disconnect();
   return out;
+}
+
+/** Every finding event a findings file (`detect --findings`) holds so far; none before it exists. */
+export function readFindings(file: string): Finding[] {
+  try {
+    return readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Finding);
+  } catch {
+    return [];
+  }
 }
 
 export async function waitFor(

@@ -194,7 +194,8 @@ ${optionsHelp(STORE_OPTIONS)}`,
     let pipeline: Pipeline | undefined;
     // A job stage's two groups give a job's events and its shards' records to the same process.
     const processName = stage === 'job' ? randomUUID() : undefined;
-    const transportDeps = (): KafkaTransportDeps => ({
+    const transportDeps = (extra: Partial<KafkaTransportDeps> = {}): KafkaTransportDeps => ({
+      ...extra,
       coPartition: processName,
       log: kafkaLog,
       // kafkajs restarts its consumer every few hundred ms while the broker is away: one failure.
@@ -211,7 +212,14 @@ ${optionsHelp(STORE_OPTIONS)}`,
         health.fail('store', `delivery ranges failing, batch held and retried: ${err.message}`),
       onBoundariesRecovered: () => health.ok('store'),
     });
-    const transport = new KafkaTransport(config, transportDeps());
+    // A job stage holds a sharded job's events until its shards' records come: their messages are
+    // committed only once what they release is out (docs/kafka.md, "A job stage killed or moved").
+    const transport: KafkaTransport = new KafkaTransport(
+      config,
+      transportDeps(
+        stage === 'job' ? { commitLimit: (p) => pipeline?.commitLimit(transport.config.topic, p) } : {},
+      ),
+    );
     // The job stage also reads what its shards send; a shard sends it.
     const records =
       stage === undefined

@@ -59,7 +59,7 @@ export interface JobStageOptions {
   now?: () => number;
   /**
    * Records of another format (`SHARD_FORMAT`) are refused: told here once per format and source
-   * (the host group, `JOB/hostgroup-G`, or the job of a finding), and counted (`refusedRecords`).
+   * (the host group, `JOB/hostgroup-G`, or the job of a finding), and counted (`refusals()`).
    */
   onRefused?: (format: unknown, source: string) => void;
 }
@@ -117,10 +117,9 @@ export class JobStageRunner extends DetectorRunner {
   private readonly holdMs: number;
   private readonly now: () => number;
   private readonly onRefused?: (format: unknown, source: string) => void;
-  /** Records refused for their format, when (wall clock) the first and the latest came, and the (format, source) pairs told. */
-  refusedRecords = 0;
-  refusedSince = 0;
-  refusedAt = 0;
+  /** Records refused for their format, when (wall clock) the first and the latest came (read with `refusals()`). */
+  private readonly refused = { records: 0, since: 0, at: 0 };
+  /** The (format, source) pairs told. */
   private readonly told = new Set<string>();
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
@@ -312,10 +311,16 @@ export class JobStageRunner extends DetectorRunner {
     return list;
   }
 
+  /** Records refused for their format: how many, when (wall clock) the first and the latest came. */
+  refusals(): Readonly<{ records: number; since: number; at: number }> {
+    return this.refused;
+  }
+
   private refuse(value: unknown): void {
-    this.refusedRecords++;
-    this.refusedAt = this.now();
-    if (this.refusedSince === 0) this.refusedSince = this.refusedAt;
+    const refused = this.refused;
+    refused.records++;
+    refused.at = this.now();
+    if (refused.since === 0) refused.since = refused.at;
     const r = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
     const format = 'format' in r ? r.format : 'none';
     const job = typeof r.job === 'string' ? r.job : '?';

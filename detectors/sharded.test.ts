@@ -198,7 +198,7 @@ describe('the sharded layout finds what one process finds', () => {
     for (const e of jobEvents) jobStage.push(e);
     jobStage.endOfInput();
     expect(incidents(jobStage.take().findings)).toEqual(want);
-    expect(jobStage.refusedRecords).toBe(newer.length + older.length + 3);
+    expect(jobStage.refusals().records).toBe(newer.length + older.length + 3);
     // Each (format, host group) once: 8 host groups, two formats; then what carries no job.
     const groups = Array.from({ length: 8 }, (_, g) => `j/hostgroup-${g}`);
     expect(told).toEqual([

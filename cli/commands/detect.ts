@@ -273,13 +273,15 @@ ${optionsHelp(STORE_OPTIONS)}`,
     if (jobStage)
       health.probe(
         'shard_records',
-        () =>
-          jobStage.refusedRecords && Date.now() - jobStage.refusedAt < 300_000
+        () => {
+          const r = jobStage.refusals();
+          return r.records && Date.now() - r.at < 300_000
             ? {
-                failingSince: jobStage.refusedSince,
-                reason: `${jobStage.refusedRecords} shard records of another format refused (this job stage reads format ${SHARD_FORMAT})`,
+                failingSince: r.since,
+                reason: `${r.records} shard records of another format refused (this job stage reads format ${SHARD_FORMAT})`,
               }
-            : undefined,
+            : undefined;
+        },
         { degraded: true },
       );
 
@@ -314,7 +316,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
         replay_skipped_batches: t.replay_skipped_batches,
         commits: t.commits,
         store_retries: c.store_retries,
-        shard_records_refused: jobStage?.refusedRecords ?? 0,
+        shard_records_refused: jobStage?.refusals().records ?? 0,
         collectives_members_unknown: jobStage?.stats().collectives_members_unknown ?? 0,
       };
     };

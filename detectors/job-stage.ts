@@ -121,6 +121,8 @@ export class JobStageRunner extends DetectorRunner {
   private readonly refused = { records: 0, since: 0, at: 0 };
   /** The (format, source) pairs told. */
   private readonly told = new Set<string>();
+  /** When (wall clock) held events were last looked at for `holdMs` at a take. */
+  private sweptAt = 0;
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
   /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
@@ -199,6 +201,7 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   override take(): DetectorOutput {
+    this.releaseOverdue();
     const o = super.take();
     if (this.kept.length === 0) return o;
     const parts = [...this.kept, o];
@@ -398,6 +401,23 @@ export class JobStageRunner extends DetectorRunner {
       if (s.head < s.held.length && s.held[s.head].ts < upTo) upTo = s.held[s.head].ts;
     }
     super.advance(upTo);
+  }
+
+  /**
+   * On a busy bus (other jobs' input keeps coming, so no idle advance), held events past `holdMs`
+   * still go on without the groups that did not report: looked for once a second of wall time, at
+   * a take (one per delivery).
+   */
+  private releaseOverdue(): void {
+    const wall = this.now();
+    if (wall - this.sweptAt < 1_000) return;
+    this.sweptAt = wall;
+    for (const s of this.sharded.values()) {
+      if (!(s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs)) continue;
+      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
+      this.release(s);
+      this.drainSigns(s, this.signsBound(s));
+    }
   }
 
   override forget(job: string): void {

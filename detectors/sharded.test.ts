@@ -166,6 +166,35 @@ describe('the sharded layout finds what one process finds', () => {
     expect((opened!.evidence as { signals: string[] }).signals).toEqual(['gpu_idle']);
   });
 
+  it('a host group gone quiet holds its job back only holdMs, also on a bus never idle', () => {
+    let wall = 0;
+    const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    const input = events(FAMILY_FAULTS.nic);
+    const { records, jobEvents } = shardOut(input, 2);
+    // Group 5's shard dies after step 60: none of its records or marks come any more.
+    const cut = records.filter((r) => {
+      const x = r as { group?: number; step?: number; through?: number };
+      return x.group !== 5 || (x.step ?? x.through ?? 0) <= 60;
+    });
+    for (const r of cut) stage.shardRecord(r);
+    for (const e of jobEvents) stage.push(e);
+    stage.take();
+    expect(stage.heldFrom().size, 'steps after 60 wait for group 5').toBe(1);
+    // Other jobs keep the bus busy: deliveries and takes, never an idle advance.
+    const busy = events(FAMILY_FAULTS.slow_rank).map((e) => ({ ...e, job: 'busy' }) as RankwatchEvent);
+    let i = 0;
+    const deliver = () => {
+      for (let k = 0; k < 200 && i < busy.length; k++) stage.push(busy[i++]);
+      return stage.take();
+    };
+    wall = 59_000;
+    deliver();
+    expect(stage.heldFrom().size, 'before holdMs').toBe(1);
+    wall = 61_000;
+    deliver();
+    expect(stage.heldFrom().size, 'after holdMs').toBe(0);
+  });
+
   it('records sent twice (a shard replaced mid-stream sends its uncommitted steps again) change nothing', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));

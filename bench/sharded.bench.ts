@@ -277,7 +277,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         .map((l) => l.shards)
         .join(', ')
         .replace(/, (\d+)$/, ' and $1')} shard${rows.length === 1 && rows[0].shards === 1 ? '' : 's'}`,
-      what: 'CPU per event of each layout, summed over its processes, as events per second of CPU time (higher is cheaper; per second of CPU time); baseline: one unsharded `detect` over the same events keyed by job.',
+      what: 'CPU per event of each layout, summed over its processes, as events per second of CPU time (higher is cheaper); baseline: one unsharded `detect` over the same events keyed by job.',
       baseline: m(base),
       rows: rows.map(m),
       notes,

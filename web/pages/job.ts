@@ -6,6 +6,7 @@
 import type uPlot from 'uplot';
 import { costText, mfuText } from '../../core/figures.js';
 import {
+  ApiError,
   api,
   type Cell,
   type CheckpointStats,
@@ -58,7 +59,13 @@ export function jobPage(view: View, job: string): void {
         from: heatFrom,
         to: s.last_ts + 1,
         step: `${heatMinutes}m`,
-      }).catch((err: Error) => ({ cells: [] as Cell[], refused: err.message })),
+      }).catch((err: Error) => {
+        // Only the API's "too many rows" (400) is the heatmap's own note; a store that is down or a
+        // token refused fails the page with the message every panel would show.
+        if (err instanceof ApiError && err.status === 400)
+          return { cells: [] as Cell[], refused: err.message };
+        throw err;
+      }),
       api<{ findings: Finding[] }>('/v1/findings', { job, limit: 500 }),
       api<{ faults: Fault[] }>('/v1/faults', { job, limit: 1000 }),
       api<{ checkpoints: CheckpointStats[] }>('/v1/checkpoints', { job }).catch(() => ({ checkpoints: [] })),

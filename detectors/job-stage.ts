@@ -35,7 +35,8 @@ import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput } from '../schema/output.js';
 import type { DetectorConfig } from './detector.js';
-import { type ShardSigns, SignsMirror } from './hang/shard-signs.js';
+import type { HangDetector } from './hang/hang.js';
+import { QUIET_MS, type ShardSigns, SignsMirror } from './hang/shard-signs.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
 import {
@@ -133,6 +134,8 @@ export class JobStageRunner extends DetectorRunner {
   /** Output of live input released during a replay, for the next take; `keeping` while it runs. */
   private kept: DetectorOutput[] = [];
   private keeping = false;
+  /** The hang detector, which the shards' signs feed. */
+  private readonly hang: HangDetector | undefined;
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
     // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
@@ -140,7 +143,8 @@ export class JobStageRunner extends DetectorRunner {
     this.holdMs = o.holdMs ?? 120_000;
     this.now = o.now ?? Date.now;
     this.onRefused = o.onRefused;
-    this.fleetDetector(HANG)?.detector.judgeBy((job) => this.signsTime(job));
+    this.hang = this.fleetDetector(HANG)?.detector;
+    this.hang?.judgeBy((job) => this.signsTime(job));
   }
 
   /**
@@ -254,6 +258,7 @@ export class JobStageRunner extends DetectorRunner {
       if (r.ts < s.signsMin) s.signsMin = r.ts;
       if (r.ts > (s.signsClock.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.signsClock.set(r.group, r.ts);
       this.drainSigns(s, this.signsBound(s));
+      this.release(s);
       return;
     }
     if (r.t === 'mark') {
@@ -468,11 +473,33 @@ export class JobStageRunner extends DetectorRunner {
     return s;
   }
 
-  /** Whether a step event must wait: some group of its job is not complete through its step. */
+  /**
+   * Whether an event must wait: a step until every group of its job is complete through it; any
+   * event of a job gone quiet until its signs reach the event's time (`signsBehind`).
+   */
   private waits(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind !== 'step') return false;
-    for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
-    return false;
+    if (e.kind === 'step')
+      for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
+    return this.signsBehind(s, e);
+  }
+
+  /**
+   * A job whose collectives went quiet (a stall the hang detector judges) by an event's time: its
+   * signs up to that time go to the hang detector first, as replay sees the GPU samples and
+   * collectives before it. Else a restart or finish (or the peers' watchdog timeouts) passing
+   * signs that lag (a shard's idle flush marked the hung step complete) would end the hang there,
+   * and the signs before it would then build a second view of the job and open the hang again.
+   * A job moving on is not held (its signs trail its steps by a second), nor one whose signs
+   * stopped (as `signsTime` tells).
+   */
+  private signsBehind(s: ShardedJob, e: RankwatchEvent): boolean {
+    if (s.signsClock.size === 0) return false;
+    const p = this.hang?.progressOf((e as { job: string }).job, false);
+    if (!p || e.ts - p.maxTs < QUIET_MS) return false;
+    let t = Number.POSITIVE_INFINITY;
+    for (const g of s.signsClock.values()) if (g < t) t = g;
+    if (t >= e.ts) return false;
+    return this.clock - t < SIGNS_LAG_MS && this.now() - s.signsCameAt < this.holdMs;
   }
 
   private release(s: ShardedJob): void {
@@ -544,7 +571,7 @@ export class JobStageRunner extends DetectorRunner {
     s.signs.length = k;
     s.signsAt.length = k;
     s.signsMin = min;
-    const hang = this.fleetDetector(HANG)?.detector;
+    const hang = this.hang;
     if (!hang) return;
     const before = this.out.findings.length;
     for (const r of due.sort((a, b) => a.ts - b.ts)) {

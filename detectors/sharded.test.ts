@@ -448,15 +448,11 @@ describe('a step a shard sends in parts finds what one process finds', () => {
     return n;
   };
 
-  // Not yet the hangs: a hang across the move opens a second incident under another id (same
-  // onset, host and GPU); its cause is not found yet (docs/kafka.md, "Same answers"). A full list
-  // of signs from the new owner after its rebuild did not change it.
-  const MOVE_APART = ['hang', 'hang_allreduce'];
   for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
-    if (MOVE_APART.includes(family)) continue;
     it(`${family}: host groups move to a new shard mid-step, after an idle flush or not`, () => {
       const input = events(fault);
-      const want = incidents(unsharded(input));
+      const replayed = unsharded(input);
+      const want = incidents(replayed);
       const whole = kept(oneShard(input).records);
       for (const [at, idle] of [
         [0.31, true],
@@ -464,6 +460,8 @@ describe('a step a shard sends in parts finds what one process finds', () => {
       ] as const) {
         const { found, records } = moved(input, Math.floor(input.length * at), idle);
         expect(incidents(found), `cut at ${at}, idle ${idle}`).toEqual(want);
+        // A hang across the move is told as replay tells it (one incident, the same updates).
+        expect(hangStory(found), `cut at ${at}, idle ${idle}`).toEqual(hangStory(replayed));
         // The groups A keeps lose no part of the step the move cut.
         expect(kept(records), `cut at ${at}, idle ${idle}`).toEqual(whole);
       }

@@ -102,6 +102,8 @@ interface ShardedJob {
   mirror: SignsMirror;
   /** When (wall clock) the latest signs came. */
   signsCameAt: number;
+  /** Event time of the job's last restart or finish handed over: signs before it tell of the run it ended. */
+  endedAt: number;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -467,6 +469,7 @@ export class JobStageRunner extends DetectorRunner {
         signsClock: new Map(),
         mirror: new SignsMirror(),
         signsCameAt: 0,
+        endedAt: Number.NEGATIVE_INFINITY,
       };
       this.sharded.set(id, s);
     }
@@ -534,6 +537,7 @@ export class JobStageRunner extends DetectorRunner {
       this.drainSigns(s, e.ts);
       if (e.kind === 'step') this.applyThrough(s, e.step);
       if (e.ts > this.clock) this.clock = e.ts;
+      if (e.kind === 'job_event' && (e.event === 'restart' || e.event === 'finished')) s.endedAt = e.ts;
       super.push(e);
     });
   }
@@ -575,8 +579,11 @@ export class JobStageRunner extends DetectorRunner {
     if (!hang) return;
     const before = this.out.findings.length;
     for (const r of due.sort((a, b) => a.ts - b.ts)) {
-      s.mirror.apply(r, (make) => hang.progressOf(r.job, make));
-      hang.advanceJob(r.job, r.ts);
+      // Late past the hold, signs of before a restart or finish are kept (later ones send changes
+      // only) but neither written nor judged: the hang detector ended that run, they would start it over.
+      const ended = r.ts < s.endedAt;
+      s.mirror.apply(r, (make) => (ended ? undefined : hang.progressOf(r.job, make)));
+      if (!ended) hang.advanceJob(r.job, r.ts);
     }
     if (this.out.findings.length > before) this.link(before);
   }

@@ -166,6 +166,29 @@ describe('the sharded layout finds what one process finds', () => {
     expect((opened!.evidence as { signals: string[] }).signals).toEqual(['gpu_idle']);
   });
 
+  it('signs that come after the restart they precede (their shards behind past the hold) do not open the hang again', () => {
+    let wall = 0;
+    const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    const input = events(FAMILY_FAULTS.hang);
+    const { records, jobEvents } = shardOut(input, 2);
+    // The shards are behind: their signs of the first 100 s came, the rest comes after the hold.
+    const late = (r: unknown) => {
+      const x = r as { t: string; ts?: number };
+      return x.t === 'signs' && x.ts! > 100_000;
+    };
+    for (const r of records.filter((r) => !late(r))) stage.shardRecord(r);
+    for (const e of jobEvents) stage.push(e);
+    wall = 61_000;
+    stage.advance(jobEvents.at(-1)!.ts);
+    // The job went on without them: the restart ended its hang, then it finished.
+    for (const r of records.filter(late)) stage.shardRecord(r);
+    stage.endOfInput();
+    const opened = stage.take().findings.filter((f) => f.type === 'nccl_hang' && f.state === 'open');
+    // One hang, the stall's (judged past the hold as late signs are: replay's id is not promised).
+    expect(opened).toHaveLength(1);
+    expect(opened[0]).toMatchObject({ rank: 30, host: 'gpu-0003', gpu: 6, onset_ts: 49_000 });
+  });
+
   it('a host group gone quiet holds its job back only holdMs, also on a bus never idle', () => {
     let wall = 0;
     const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });

@@ -4,7 +4,8 @@
  * internal topic (`shardRecord`): collectives reduced per communicator and step, marks saying how
  * far each host group is complete, the GPU findings the shards raised, and the hang detector's
  * signs (detectors/hang/shard-signs.ts), handed to it in event-time order with the job's events
- * (`drainSigns`), the job judged at its signs' time (`signsTime`).
+ * (`drainSigns`), the job judged at its signs' time (`signsTime`), and a stalled job's events
+ * held until its signs reach them (`signsBehind`).
  *
  * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
  * and released as the unsharded run would have seen them: a step event of step S goes to the

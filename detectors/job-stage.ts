@@ -4,7 +4,8 @@
  * internal topic (`shardRecord`): collectives reduced per communicator and step, marks saying how
  * far each host group is complete, the GPU findings the shards raised, and the hang detector's
  * signs (detectors/hang/shard-signs.ts), handed to it in event-time order with the job's events
- * (`drainSigns`), the job judged at its signs' time (`signsTime`).
+ * (`drainSigns`), the job judged at its signs' time (`signsTime`), and a stalled job's events
+ * held until its signs reach them (`signsBehind`).
  *
  * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
  * and released as the unsharded run would have seen them: a step event of step S goes to the
@@ -35,7 +36,8 @@ import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput } from '../schema/output.js';
 import type { DetectorConfig } from './detector.js';
-import { type ShardSigns, SignsMirror } from './hang/shard-signs.js';
+import type { HangDetector } from './hang/hang.js';
+import { QUIET_MS, type ShardSigns, SignsMirror } from './hang/shard-signs.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
 import {
@@ -101,6 +103,8 @@ interface ShardedJob {
   mirror: SignsMirror;
   /** When (wall clock) the latest signs came. */
   signsCameAt: number;
+  /** Event time of the job's last restart or finish handed over: signs before it tell of the run it ended. */
+  endedAt: number;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -133,6 +137,8 @@ export class JobStageRunner extends DetectorRunner {
   /** Output of live input released during a replay, for the next take; `keeping` while it runs. */
   private kept: DetectorOutput[] = [];
   private keeping = false;
+  /** The hang detector, which the shards' signs feed. */
+  private readonly hang: HangDetector | undefined;
 
   constructor(config: Partial<DetectorConfig> = {}, o: JobStageOptions = {}) {
     // Every detector: jobs not sharded send their GPU samples here, by job; a sharded job's never come.
@@ -140,7 +146,8 @@ export class JobStageRunner extends DetectorRunner {
     this.holdMs = o.holdMs ?? 120_000;
     this.now = o.now ?? Date.now;
     this.onRefused = o.onRefused;
-    this.fleetDetector(HANG)?.detector.judgeBy((job) => this.signsTime(job));
+    this.hang = this.fleetDetector(HANG)?.detector;
+    this.hang?.judgeBy((job) => this.signsTime(job));
   }
 
   /**
@@ -254,6 +261,7 @@ export class JobStageRunner extends DetectorRunner {
       if (r.ts < s.signsMin) s.signsMin = r.ts;
       if (r.ts > (s.signsClock.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.signsClock.set(r.group, r.ts);
       this.drainSigns(s, this.signsBound(s));
+      this.release(s);
       return;
     }
     if (r.t === 'mark') {
@@ -462,17 +470,40 @@ export class JobStageRunner extends DetectorRunner {
         signsClock: new Map(),
         mirror: new SignsMirror(),
         signsCameAt: 0,
+        endedAt: Number.NEGATIVE_INFINITY,
       };
       this.sharded.set(id, s);
     }
     return s;
   }
 
-  /** Whether a step event must wait: some group of its job is not complete through its step. */
+  /**
+   * Whether an event must wait: a step until every group of its job is complete through it; any
+   * event of a job gone quiet until its signs reach the event's time (`signsBehind`).
+   */
   private waits(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind !== 'step') return false;
-    for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
-    return false;
+    if (e.kind === 'step')
+      for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
+    return this.signsBehind(s, e);
+  }
+
+  /**
+   * A job whose collectives went quiet (a stall the hang detector judges) by an event's time: its
+   * signs up to that time go to the hang detector first, as replay sees the GPU samples and
+   * collectives before it. Else a restart or finish (or the peers' watchdog timeouts) passing
+   * signs that lag (a shard's idle flush marked the hung step complete) would end the hang there,
+   * and the signs before it would then build a second view of the job and open the hang again.
+   * A job moving on is not held (its signs trail its steps by a second), nor one whose signs
+   * stopped (as `signsTime` tells).
+   */
+  private signsBehind(s: ShardedJob, e: RankwatchEvent): boolean {
+    if (s.signsClock.size === 0) return false;
+    const p = this.hang?.progressOf((e as { job: string }).job, false);
+    if (!p || e.ts - p.maxTs < QUIET_MS) return false;
+    let t = Number.POSITIVE_INFINITY;
+    for (const g of s.signsClock.values()) if (g < t) t = g;
+    if (t >= e.ts) return false;
+    return this.clock - t < SIGNS_LAG_MS && this.now() - s.signsCameAt < this.holdMs;
   }
 
   private release(s: ShardedJob): void {
@@ -507,6 +538,7 @@ export class JobStageRunner extends DetectorRunner {
       this.drainSigns(s, e.ts);
       if (e.kind === 'step') this.applyThrough(s, e.step);
       if (e.ts > this.clock) this.clock = e.ts;
+      if (e.kind === 'job_event' && (e.event === 'restart' || e.event === 'finished')) s.endedAt = e.ts;
       super.push(e);
     });
   }
@@ -544,12 +576,15 @@ export class JobStageRunner extends DetectorRunner {
     s.signs.length = k;
     s.signsAt.length = k;
     s.signsMin = min;
-    const hang = this.fleetDetector(HANG)?.detector;
+    const hang = this.hang;
     if (!hang) return;
     const before = this.out.findings.length;
     for (const r of due.sort((a, b) => a.ts - b.ts)) {
-      s.mirror.apply(r, (make) => hang.progressOf(r.job, make));
-      hang.advanceJob(r.job, r.ts);
+      // Late past the hold, signs of before a restart or finish are kept (later ones send changes
+      // only) but neither written nor judged: the hang detector ended that run, they would start it over.
+      const ended = r.ts < s.endedAt;
+      s.mirror.apply(r, (make) => (ended ? undefined : hang.progressOf(r.job, make)));
+      if (!ended) hang.advanceJob(r.job, r.ts);
     }
     if (this.out.findings.length > before) this.link(before);
   }

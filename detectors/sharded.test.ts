@@ -166,6 +166,29 @@ describe('the sharded layout finds what one process finds', () => {
     expect((opened!.evidence as { signals: string[] }).signals).toEqual(['gpu_idle']);
   });
 
+  it('signs that come after the restart they precede (their shards behind past the hold) do not open the hang again', () => {
+    let wall = 0;
+    const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
+    const input = events(FAMILY_FAULTS.hang);
+    const { records, jobEvents } = shardOut(input, 2);
+    // The shards are behind: their signs of the first 100 s came, the rest comes after the hold.
+    const late = (r: unknown) => {
+      const x = r as { t: string; ts?: number };
+      return x.t === 'signs' && x.ts! > 100_000;
+    };
+    for (const r of records.filter((r) => !late(r))) stage.shardRecord(r);
+    for (const e of jobEvents) stage.push(e);
+    wall = 61_000;
+    stage.advance(jobEvents.at(-1)!.ts);
+    // The job went on without them: the restart ended its hang, then it finished.
+    for (const r of records.filter(late)) stage.shardRecord(r);
+    stage.endOfInput();
+    const opened = stage.take().findings.filter((f) => f.type === 'nccl_hang' && f.state === 'open');
+    // One hang, the stall's (judged past the hold as late signs are: replay's id is not promised).
+    expect(opened).toHaveLength(1);
+    expect(opened[0]).toMatchObject({ rank: 30, host: 'gpu-0003', gpu: 6, onset_ts: 49_000 });
+  });
+
   it('a host group gone quiet holds its job back only holdMs, also on a bus never idle', () => {
     let wall = 0;
     const stage = new JobStageRunner({}, { holdMs: 60_000, now: () => wall });
@@ -448,15 +471,11 @@ describe('a step a shard sends in parts finds what one process finds', () => {
     return n;
   };
 
-  // Not yet the hangs: a hang across the move opens a second incident under another id (same
-  // onset, host and GPU); its cause is not found yet (docs/kafka.md, "Same answers"). A full list
-  // of signs from the new owner after its rebuild did not change it.
-  const MOVE_APART = ['hang', 'hang_allreduce'];
   for (const [family, fault] of Object.entries(FAMILY_FAULTS)) {
-    if (MOVE_APART.includes(family)) continue;
     it(`${family}: host groups move to a new shard mid-step, after an idle flush or not`, () => {
       const input = events(fault);
-      const want = incidents(unsharded(input));
+      const replayed = unsharded(input);
+      const want = incidents(replayed);
       const whole = kept(oneShard(input).records);
       for (const [at, idle] of [
         [0.31, true],
@@ -464,6 +483,8 @@ describe('a step a shard sends in parts finds what one process finds', () => {
       ] as const) {
         const { found, records } = moved(input, Math.floor(input.length * at), idle);
         expect(incidents(found), `cut at ${at}, idle ${idle}`).toEqual(want);
+        // A hang across the move is told as replay tells it (one incident, the same updates).
+        expect(hangStory(found), `cut at ${at}, idle ${idle}`).toEqual(hangStory(replayed));
         // The groups A keeps lose no part of the step the move cut.
         expect(kept(records), `cut at ${at}, idle ${idle}`).toEqual(whole);
       }

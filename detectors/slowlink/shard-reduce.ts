@@ -4,9 +4,9 @@
  * communicator: the shortest and longest duration its members reported, how many reports, the bus
  * bandwidth at the shortest, and the member ranks; a p2p communicator's edges go in one record,
  * a row per edge (a record per edge was half the job stage's records and most of its bytes). The
- * job stage merges the shards' records (minimum of minima, members and edges joined:
- * `mergeReduced`, `mergeEdges`) and hands them to the judge (`toCollectives`, `edgeEvents`),
- * which sees what it would have built from the raw records.
+ * job stage merges the shards' records of a collective (minimum of minima, members joined:
+ * `mergeReduced`) and hands them, and each group's edges as they came, to the judge
+ * (`SlowLinkDetector.addReduced`), which builds what it would have built from the raw records.
  *
  * A group's step is sent once a record of a later step came from that group (records of a group
  * arrive in step order per rank), or at the end of input or when the bus is idle; each send is
@@ -320,32 +320,9 @@ export function mergeReduced(into: ReducedCollective, r: ReducedCollective): voi
   }
 }
 
-/**
- * Joins another shard's (or a redelivered) record of the same p2p communicator and step into
- * `into`; `index` holds `into`'s edges by `from>to` (built here on the first join).
- */
-export function mergeEdges(into: ReducedEdges, r: ReducedEdges, index: Map<string, Edge>): void {
-  if (index.size === 0) for (const e of into.edges) index.set(edgeKey(e), e);
-  for (const e of r.edges) {
-    const k = edgeKey(e);
-    const have = index.get(k);
-    if (have) foldEdge(have, e[8], e[9], e[10], e[11]);
-    else {
-      const copy = [...e] as Edge;
-      index.set(k, copy);
-      into.edges.push(copy);
-    }
-  }
-}
-
 /** The key a merged record is filed under at the job stage. */
 export function reducedKey(r: ShardReduced): string {
   return r.t === 'edges' ? `p2p|${r.comm}` : `${r.op}|${r.comm}`;
-}
-
-/** An edge by sender and receiver (both ends report it). */
-function edgeKey(e: Edge): string {
-  return e[0] === 'send' ? `${e[1]}>${e[4]}` : `${e[4]}>${e[1]}`;
 }
 
 function foldEdge(e: Edge, min: number, max: number, count: number, ts: number): void {
@@ -353,51 +330,4 @@ function foldEdge(e: Edge, min: number, max: number, count: number, ts: number):
   if (max > e[9]) e[9] = max;
   e[10] += count;
   if (ts > e[11]) e[11] = ts;
-}
-
-/** The collective records the judge reads for a merged record: one per member at the shortest duration. */
-export function toCollectives(r: ReducedCollective): CollectiveEvent[] {
-  return (r.members ?? []).map(([rank, host, gpu]) => {
-    const e = {
-      v: 1,
-      kind: 'collective',
-      ts: r.ts,
-      job: r.job,
-      rank,
-      host,
-      step: r.step,
-      op: r.op,
-      comm: r.comm,
-      bytes: r.bytes,
-      dur_ms: r.min_ms,
-    } as CollectiveEvent;
-    if (gpu >= 0) e.gpu = gpu;
-    if (r.nranks !== undefined) e.nranks = r.nranks;
-    return e;
-  });
-}
-
-/** The p2p records the judge reads for a merged record: one per edge, at its shortest duration. */
-export function edgeEvents(r: ReducedEdges): CollectiveEvent[] {
-  // Built field by field, not by spreads: one per p2p edge and step.
-  return r.edges.map((x) => {
-    const e = {
-      v: 1,
-      kind: 'collective',
-      ts: x[11],
-      job: r.job,
-      rank: x[1],
-      host: x[2],
-      step: r.step,
-      op: x[0],
-      comm: r.comm,
-      bytes: x[6],
-      dur_ms: x[8],
-      peer: x[4],
-    } as CollectiveEvent;
-    if (x[3] >= 0) e.gpu = x[3];
-    if (x[5] !== null) e.peer_host = x[5];
-    if (x[7] !== null) e.nranks = x[7];
-    return e;
-  });
 }

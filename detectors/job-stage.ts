@@ -52,9 +52,9 @@ import {
 } from './slowlink/shard-reduce.js';
 
 /**
- * A step's merged record of a communicator: a collective's, or a p2p communicator's records as
- * each group sent them (the judge keeps each edge's shortest time itself, so they are not merged
- * here: a merge copied every edge of the step, and indexed it, only to be taken apart again).
+ * A step's merged record of a collective, or the groups' p2p records as each sent them (the judge
+ * keeps each edge's shortest time itself, so they are not merged here: a merge copied every edge
+ * of the step, and indexed it, only to be taken apart again).
  */
 type Pending = ReducedCollective | ReducedEdges[];
 

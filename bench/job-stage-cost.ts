@@ -4,23 +4,20 @@
  * JSON as the records topic carries them, and fed with the job's own events (validated, as the
  * pipeline does) to a `JobStageRunner`, in the order they were made, twice: once to warm up, once
  * measured. No bus, no store: what the job stage's JavaScript costs per event of the job, split
- * into parsing the records, taking them (merge), judging them (the slow-link detector) and the
- * job's own events (step stage detectors), and the share of it spent in garbage collection.
+ * (wall time, by part) into parsing the records, taking them (merge), judging them (the slow-link
+ * detector), the job's own events and the step-stage detectors they reach.
  *
  *   node --import tsx bench/job-stage-cost.ts [--ranks 16384] [--steps 6] [--prof FILE]
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { PerformanceObserver } from 'node:perf_hooks';
 import { JobStageRunner } from '../detectors/job-stage.js';
 import { DetectorRunner } from '../detectors/runner.js';
-import { ShardStageRunner } from '../detectors/shard-stage.js';
 import type { ShardReduced } from '../detectors/slowlink/shard-reduce.js';
 import type { RankwatchEvent } from '../schema/events.js';
 import { validateEvent } from '../schema/validate.js';
-import { ClusterSim } from '../sim/cluster.js';
-import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { argOption } from './proc-cpu.js';
+import { jobStageInput } from './shard-input.js';
 
 const ranks = Number(argOption('ranks') ?? 16_384);
 const steps = Number(argOption('steps') ?? 6);
@@ -31,36 +28,12 @@ const profFile = argOption('prof');
 type Message = { events: unknown[] } | { records: string[] };
 
 function input(job: string): { messages: Message[]; events: number } {
-  const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
-  const events = [...new ClusterSim({ ranks, steps, startTs, job }).events()];
-  // As the sharded bench: 16 groups, one message per host and second.
-  const keys = new HostGroupKeys({ groupHosts: Math.max(1, Math.floor(ranks / 8 / 16)) });
-  const perHostSecond = new Map<string, RankwatchEvent[]>();
-  for (const e of events) {
-    const k = `${(e as { host?: string }).host ?? ''}|${Math.floor(e.ts / 1000)}`;
-    const list = perHostSecond.get(k) ?? [];
-    perHostSecond.set(k, list);
-    list.push(e);
-  }
-  const shard = new ShardStageRunner();
   const messages: Message[] = [];
-  const collect = () => {
-    const rs = shard.take().shard ?? [];
-    if (rs.length) messages.push({ records: rs.map((r) => JSON.stringify(r)) });
-  };
-  const hostSeconds = [...perHostSecond.values()];
-  for (let i = 0; i < hostSeconds.length; i += 64)
-    for (const batch of keys.batch(hostSeconds.slice(i, i + 64).flat())) {
-      if (!parseShardKey(batch.key)) messages.push({ events: batch.events.map((e) => structuredClone(e)) });
-      else {
-        shard.keyed(batch.key);
-        for (const e of batch.events) shard.push(e as RankwatchEvent);
-        collect();
-      }
-    }
-  shard.flush();
-  collect();
-  return { messages, events: events.length };
+  const events = jobStageInput(ranks, steps, job, {
+    jobBatch: (b) => messages.push({ events: b.events.map((e) => structuredClone(e)) }),
+    records: (rs) => messages.push({ records: rs.map((r) => JSON.stringify(r)) }),
+  });
+  return { messages, events };
 }
 
 /** A job stage that times its judge calls (the slow-link detector's share). */
@@ -90,10 +63,6 @@ async function run(job: string, profile?: string): Promise<void> {
     await session.post('Profiler.enable');
     await session.post('Profiler.start');
   }
-  let gcMs = 0;
-  const gc = new PerformanceObserver((l) => {
-    for (const e of l.getEntries()) gcMs += e.duration;
-  });
   const runner = new TimedJobStage({}, { now: () => 0 });
   let parseNs = 0n;
   let recordsNs = 0n;
@@ -102,7 +71,6 @@ async function run(job: string, profile?: string): Promise<void> {
   let jobEvents = 0;
   detectorsNs = 0n;
   const cpu0 = process.cpuUsage();
-  gc.observe({ entryTypes: ['gc'] });
   for (const m of messages) {
     let t = process.hrtime.bigint();
     if ('records' in m) {
@@ -133,16 +101,14 @@ async function run(job: string, profile?: string): Promise<void> {
     writeFileSync(profile, JSON.stringify(p));
     session.disconnect();
   }
-  await new Promise((r) => setImmediate(r)); // GC entries come in a later turn
-  gc.disconnect();
   const us = (ns: bigint) => (Number(ns) / 1000 / events).toFixed(3);
   console.log(
     `${job}: ${events} events of a ${ranks}-rank job, ${steps} steps; the job stage reads ${jobEvents} and ${records} shard records`,
   );
   console.log(
-    `  µs per event of the job: CPU ${(((cpu.user + cpu.system) * 1) / events).toFixed(3)} (process, all threads); ` +
-      `parse records ${us(parseNs)}, take records ${us(recordsNs)}, judge records ${us(runner.judgeNs)}, job events (validate, hold) ${us(eventsNs)}, ` +
-      `step-stage detectors ${us(detectorsNs)}; GC pauses ${((gcMs * 1000) / events).toFixed(3)}`,
+    `  µs per event of the job: CPU ${((cpu.user + cpu.system) / events).toFixed(3)} (the process, every thread); ` +
+      `wall time by part (a CPU shared with other work inflates these): parse records ${us(parseNs)}, take records ${us(recordsNs)}, ` +
+      `judge records ${us(runner.judgeNs)}, job events (validate, hold) ${us(eventsNs)}, step-stage detectors ${us(detectorsNs)}`,
   );
 }
 

@@ -18,14 +18,11 @@ import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { ShardStageRunner } from '../detectors/shard-stage.js';
-import type { RankwatchEvent } from '../schema/events.js';
-import { ClusterSim } from '../sim/cluster.js';
-import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { type Batch, batchByKey } from '../stream/transport.js';
 import { broker } from './kafka.bench.js';
 import { argOption, cpuSeconds, threadCpuSeconds } from './proc-cpu.js';
+import { jobStageInput } from './shard-input.js';
 
 const option = argOption;
 const ranks = Number(option('ranks') ?? 65_536);
@@ -90,43 +87,21 @@ function perfSplit(file: string, mainTid: number): string[] {
 
 const b = await broker();
 if (!b) process.exit(1);
-const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
-const events = [...new ClusterSim({ ranks, steps, startTs, job: 'job-stage-prof' }).events()];
-// As the sharded bench: 16 groups, one message per host and second.
-const keys = new HostGroupKeys({ groupHosts: Math.max(1, Math.floor(ranks / 8 / 16)) });
-const perHostSecond = new Map<string, RankwatchEvent[]>();
-for (const e of events) {
-  const k = `${(e as { host?: string }).host ?? ''}|${Math.floor(e.ts / 1000)}`;
-  const list = perHostSecond.get(k) ?? [];
-  perHostSecond.set(k, list);
-  list.push(e);
-}
-const shard = new ShardStageRunner();
 const jobBatches: Batch[] = [];
 const recordBatches: Batch[] = [];
 let records = 0;
 let recordBytes = 0;
-const collect = () => {
-  const rs = shard.take().shard ?? [];
-  records += rs.length;
-  for (const r of rs) recordBytes += JSON.stringify(r).length + 1;
-  if (rs.length) recordBatches.push(...batchByKey(rs));
-};
-const messages = [...perHostSecond.values()];
-for (let i = 0; i < messages.length; i += 64)
-  for (const batch of keys.batch(messages.slice(i, i + 64).flat())) {
-    if (!parseShardKey(batch.key)) jobBatches.push(batch);
-    else {
-      shard.keyed(batch.key);
-      for (const e of batch.events) shard.push(e as RankwatchEvent);
-      collect();
-    }
-  }
-shard.flush();
-collect();
+const eventCount = jobStageInput(ranks, steps, 'job-stage-prof', {
+  jobBatch: (batch) => jobBatches.push(batch),
+  records: (rs) => {
+    records += rs.length;
+    for (const r of rs) recordBytes += JSON.stringify(r).length + 1;
+    recordBatches.push(...batchByKey(rs));
+  },
+});
 const jobEvents = jobBatches.reduce((n, x) => n + x.events.length, 0);
 console.log(
-  `${events.length} events of a ${ranks}-rank job, ${steps} steps: the job stage reads ${jobEvents} of them and ${records} shard records (${(recordBytes / events.length).toFixed(1)} bytes of JSON per event)`,
+  `${eventCount} events of a ${ranks}-rank job, ${steps} steps: the job stage reads ${jobEvents} of them and ${records} shard records (${(recordBytes / eventCount).toFixed(1)} bytes of JSON per event)`,
 );
 
 const id = `rw-jsprof.${Date.now().toString(36)}`;
@@ -204,7 +179,7 @@ try {
     .sort((a, b) => b[1] - a[1]);
   // chDB starts threads per query (RuntimeData, QueryPipelineEx...): ended, they count in the process's total only.
   used.push(['threads that ended (chDB query threads)', total - used.reduce((s, [, ms]) => s + ms, 0)]);
-  const us = (ms: number) => ((ms * 1000) / events.length).toFixed(2);
+  const us = (ms: number) => ((ms * 1000) / eventCount).toFixed(2);
   console.log(
     `job stage: ${us(total)} µs of CPU per event of the job (${((Date.now() - t0) / 1000).toFixed(0)} s)`,
   );

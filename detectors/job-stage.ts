@@ -41,10 +41,8 @@ import { QUIET_MS, type ShardSigns, SignsMirror } from './hang/shard-signs.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
 import {
-  type Edge,
   MEMBERS_EVERY,
   type Member,
-  mergeEdges,
   mergeReduced,
   type ReducedCollective,
   type ReducedEdges,
@@ -54,6 +52,13 @@ import {
   type ShardRecord,
   type ShardReduced,
 } from './slowlink/shard-reduce.js';
+
+/**
+ * A step's merged record of a collective, or the groups' p2p records as each sent them (the judge
+ * keeps each edge's shortest time itself, so they are not merged here: a merge copied every edge
+ * of the step, and indexed it, only to be taken apart again).
+ */
+type Pending = ReducedCollective | ReducedEdges[];
 
 export interface JobStageOptions {
   /** Longest a held event waits for a host group, in wall-clock ms (default 120 s). */
@@ -76,7 +81,7 @@ interface ShardedJob {
   groups: Set<number>;
   through: Map<number, number>;
   /** Merged records by step, then by communicator, until their step's events are released. */
-  pending: Map<number, Map<string, ShardReduced>>;
+  pending: Map<number, Map<string, Pending>>;
   /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
   held: RankwatchEvent[];
   heldAt: number[];
@@ -111,8 +116,6 @@ export class JobStageRunner extends DetectorRunner {
   private readonly sharded = new Map<string, ShardedJob>();
   /** Open throttle incidents the shards reported, by `host/gpu`: what a straggler links to. */
   private readonly throttles = new Map<string, string>();
-  /** A p2p record's edges by `from>to`, once a second shard's record of its communicator and step came. */
-  private readonly edgeIndex = new WeakMap<ReducedEdges, Map<string, Edge>>();
   /** Collective records copied here (merged into), as against those kept as they came. */
   private readonly copies = new WeakSet<ReducedCollective>();
   /** A pending collective's member list per group; null: some group's list is not known here. */
@@ -287,11 +290,17 @@ export class JobStageRunner extends DetectorRunner {
     }
     const key = reducedKey(r);
     const have = byKey.get(key);
+    if (r.t === 'edges') {
+      if (Array.isArray(have)) have.push(r);
+      else byKey.set(key, [r]);
+      if (live) this.live.add(r);
+      return;
+    }
     // The first record is kept as it came; a copy is made only when a second one joins it.
     if (!have) {
       byKey.set(key, r);
-      if (r.t === 'reduced') this.parts.set(r, list ? new Map([[r.group, list]]) : null);
-    } else if (have.t === 'reduced' && r.t === 'reduced') {
+      this.parts.set(r, list ? new Map([[r.group, list]]) : null);
+    } else if (!Array.isArray(have)) {
       const into = this.own(byKey, key, have);
       mergeReduced(into, r);
       const parts = this.parts.get(into);
@@ -299,9 +308,9 @@ export class JobStageRunner extends DetectorRunner {
       // A group's step sent in two parts (an idle flush came before its last reports): both lists.
       if (!list) this.parts.set(into, null);
       else parts?.set(r.group, had && had !== list ? joined([had, list]) : list);
-    } else if (have.t === 'edges' && r.t === 'edges') this.joinEdges(byKey, key, have, r);
+    }
     // A step's record is live if any part of it is (a copy made by the join carries it on).
-    if (live || (have && this.live.has(have))) this.live.add(byKey.get(key)!);
+    if (live || (have && this.live.has(have))) this.live.add(byKey.get(key) as ReducedCollective);
   }
 
   /**
@@ -343,7 +352,7 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   /** A record of `byKey` this runner may change: the one that came, copied on its first join. */
-  private own(byKey: Map<string, ShardReduced>, key: string, have: ReducedCollective): ReducedCollective {
+  private own(byKey: Map<string, Pending>, key: string, have: ReducedCollective): ReducedCollective {
     if (this.copies.has(have)) return have;
     const copy = { ...have };
     this.copies.add(copy);
@@ -364,23 +373,6 @@ export class JobStageRunner extends DetectorRunner {
     const members = joined(parts.values());
     s.unions.set(key, { parts, members });
     return members;
-  }
-
-  /** A second shard's edges of a communicator's step: joined into a copy, as `own` does for collectives. */
-  private joinEdges(
-    byKey: Map<string, ShardReduced>,
-    key: string,
-    have: ReducedEdges,
-    r: ReducedEdges,
-  ): void {
-    let index = this.edgeIndex.get(have);
-    if (!index) {
-      have = { ...have, edges: have.edges.map((e) => [...e] as Edge) };
-      byKey.set(key, have);
-      index = new Map();
-      this.edgeIndex.set(have, index);
-    }
-    mergeEdges(have, r, index);
   }
 
   override flush(): void {
@@ -595,7 +587,11 @@ export class JobStageRunner extends DetectorRunner {
     const steps = [...s.pending.keys()].filter((k) => k <= step).sort((a, b) => a - b);
     for (const k of steps) {
       for (const [key, r] of s.pending.get(k)!) {
-        if (r.t === 'edges') this.judge(r, this.live.has(r));
+        if (Array.isArray(r))
+          this.judge(
+            r,
+            r.some((x) => this.live.has(x)),
+          );
         else {
           const parts = this.parts.get(r);
           if (!parts) this.membersUnknown++;
@@ -623,10 +619,11 @@ export class JobStageRunner extends DetectorRunner {
     }
   }
 
-  private judge(r: ShardReduced, live: boolean): void {
+  private judge(r: ShardReduced | ReducedEdges[], live: boolean): void {
     this.keep(live, () => {
       const before = this.out.findings.length;
-      this.toJobReduced(r);
+      if (Array.isArray(r)) for (const x of r) this.toJobReduced(x);
+      else this.toJobReduced(r);
       if (this.out.findings.length > before) this.link(before);
     });
   }

@@ -13,9 +13,11 @@ import { JobStageRunner } from './job-stage.js';
 import { ShardStageRunner } from './shard-stage.js';
 import { simulated as events, shardOut, shardOutput, unsharded } from './sharded.suite.js';
 import {
+  EDGES_PER_RECORD,
   MEMBERS_EVERY,
   type Member,
   type ReducedCollective,
+  type ReducedEdges,
   SHARD_FORMAT,
   type ShardRecord,
   type ShardReduced,
@@ -306,6 +308,31 @@ describe('the sharded layout finds what one process finds', () => {
       [10, 3],
       [10 + MEMBERS_EVERY, 3],
     ]);
+  });
+
+  it("a shard sends a group's p2p edges of a step in records of a bounded size, each edge once with both ends' reports", () => {
+    const reducer = new ShardReducer();
+    const out: ShardRecord[] = [];
+    const pairs = EDGES_PER_RECORD + 904;
+    const p2p = (rank: number, op: 'send' | 'recv', peer: number, dur_ms: number) =>
+      reducer.add(
+        {
+          ...{ v: 1, kind: 'collective', ts: 1000 + rank, job: 'j', rank, host: `h${rank >> 3}` },
+          ...{ gpu: rank % 8, step: 0, op, comm: `pp${rank >> 1}`, peer, bytes: 1 << 20, dur_ms },
+        },
+        0,
+        out,
+      );
+    for (let i = 0; i < pairs; i++) p2p(2 * i, 'send', 2 * i + 1, 7);
+    for (let i = 0; i < pairs; i++) p2p(2 * i + 1, 'recv', 2 * i, 5);
+    reducer.flush(out, 2_000);
+    const parts = out.filter((r): r is ReducedEdges => r.t === 'edges');
+    expect(parts.map((r) => r.edges.length)).toEqual([EDGES_PER_RECORD, pairs - EDGES_PER_RECORD]);
+    const edges = parts.flatMap((r) => r.edges);
+    // Each edge once, in the order they first came.
+    expect(edges.map((e) => e[1])).toEqual(Array.from({ length: pairs }, (_, i) => 2 * i));
+    // Both ends' reports in one edge: the sender's fields, the shortest and longest time, two reports.
+    expect(edges.every((e) => e[0] === 'send' && e[8] === 5 && e[9] === 7 && e[10] === 2)).toBe(true);
   });
 
   it('a job stage that never saw a group send its members judges no communicator of it until it does, then finds what replay finds', () => {

@@ -2,11 +2,12 @@
  * The shard half of the slow-link detector (docs/operations.md, "Capacity"). A shard owns some
  * host groups of a job; per step it reduces their collective records to one record per
  * communicator: the shortest and longest duration its members reported, how many reports, the bus
- * bandwidth at the shortest, and the member ranks; a p2p communicator's edges go in one record,
- * a row per edge (a record per edge was half the job stage's records and most of its bytes). The
- * job stage merges the shards' records (minimum of minima, members and edges joined:
- * `mergeReduced`, `mergeEdges`) and hands them to the judge (`toCollectives`, `edgeEvents`),
- * which sees what it would have built from the raw records.
+ * bandwidth at the shortest, and the member ranks; the group's p2p edges of the step go in one
+ * record, a row per edge and communicator (a record per edge, then per p2p communicator, were most
+ * of the job stage's records and bytes: a pipeline's p2p communicators have one edge each). The
+ * job stage merges the shards' records of a collective (minimum of minima, members joined:
+ * `mergeReduced`) and hands them, and each group's edges as they came, to the judge
+ * (`SlowLinkDetector.addReduced`), which builds what it would have built from the raw records.
  *
  * A group's step is sent once a record of a later step came from that group (records of a group
  * arrive in step order per rank), or at the end of input or when the bus is idle; each send is
@@ -38,7 +39,7 @@ import { busbwGBps } from './busbw.js';
  * moved or meaning something else) comes with a new number: shards and job stage then run the same
  * version (docs/kafka.md, "Upgrading the sharded layout").
  */
-export const SHARD_FORMAT = 2;
+export const SHARD_FORMAT = 3;
 
 /** A member of a reduced collective: rank, host, GPU (-1: not given). */
 export type Member = [number, string, number];
@@ -64,6 +65,16 @@ export interface ReducedCollective {
   members?: Member[];
 }
 
+/** The key a p2p record is filed under (no collective's `op|comm` is). */
+const P2P = 'p2p';
+
+/**
+ * Edges a p2p record holds at most (about 80 bytes of JSON each): a group's step has about one
+ * per rank, and a record must stay under a message's size limit (stream/kafka.ts), so a larger
+ * group's step goes in parts.
+ */
+export const EDGES_PER_RECORD = 4096;
+
 /** Steps after which a group sends a communicator's unchanged member list again. */
 export const MEMBERS_EVERY = 16;
 
@@ -86,14 +97,17 @@ export type Edge = [
   ts: number,
 ];
 
-/** A p2p communicator's edges in a step (an edge: sender>receiver, whichever end reported it). */
+/**
+ * A group's p2p edges in a step, of every p2p communicator (an edge: sender>receiver, whichever
+ * end reported it; a row per communicator it went over). The judge keys an edge by its ranks, not
+ * its communicator, so the communicator is not sent.
+ */
 export interface ReducedEdges {
   t: 'edges';
   format: number;
   job: string;
   group: number;
   step: number;
-  comm: string;
   edges: Edge[];
 }
 
@@ -119,14 +133,14 @@ export interface ShardFinding {
 export type ShardReduced = ReducedCollective | ReducedEdges;
 export type ShardRecord = ShardReduced | ShardMark;
 
-/** One group's open steps: each step's records by `op|comm` (p2p: `p2p|comm`). */
+/** One group's open steps: each step's records by `op|comm` (p2p: `p2p`, one record). */
 interface GroupState {
   job: string;
   group: number;
   steps: Map<number, Map<string, ShardReduced>>;
   /** Sets per record of members already listed (by rank). */
   seen: Map<ReducedCollective, Set<number>>;
-  /** Per p2p record, its edges by `from>to`. */
+  /** Per step's first p2p record (the one under `P2P`), all the step's edges by `comm|from>to`. */
   edgesOf: Map<ReducedEdges, Map<string, Edge>>;
   /** Per communicator (`op|comm`), the member list last sent, by rank, and the step it went with. */
   sent: Map<string, { byRank: Map<number, Member>; step: number }>;
@@ -190,22 +204,31 @@ export class ShardReducer {
     }
   }
 
-  /** A p2p report into its communicator's record of the step: a new edge, or the edge's figures. */
+  /**
+   * A p2p report into the group's edges of the step: a new edge, or the edge's figures. The step's
+   * first record (under `P2P`) holds the index of all its edges; past `EDGES_PER_RECORD`, new ones
+   * go in further records, sent after it, so the edges keep the order they first came in.
+   */
   private addEdge(g: GroupState, byKey: Map<string, ShardReduced>, e: CollectiveEvent, group: number): void {
-    const key = `p2p|${e.comm}`;
-    let r = byKey.get(key) as ReducedEdges | undefined;
-    if (!r) {
-      r = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, comm: e.comm, edges: [] };
-      byKey.set(key, r);
-      g.edgesOf.set(r, new Map());
+    let first = byKey.get(P2P) as ReducedEdges | undefined;
+    if (!first) {
+      first = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, edges: [] };
+      byKey.set(P2P, first);
+      g.edgesOf.set(first, new Map());
     }
     const peer = e.peer!;
-    const edges = g.edgesOf.get(r)!;
-    const ek = e.op === 'send' ? `${e.rank}>${peer}` : `${peer}>${e.rank}`;
+    const edges = g.edgesOf.get(first)!;
+    const ek = e.op === 'send' ? `${e.comm}|${e.rank}>${peer}` : `${e.comm}|${peer}>${e.rank}`;
     const have = edges.get(ek);
     if (have) {
       foldEdge(have, e.dur_ms, e.dur_ms, 1, e.ts);
       return;
+    }
+    const part = Math.floor(edges.size / EDGES_PER_RECORD);
+    let r = part === 0 ? first : (byKey.get(`${P2P}#${part}`) as ReducedEdges | undefined);
+    if (!r) {
+      r = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, edges: [] };
+      byKey.set(`${P2P}#${part}`, r);
     }
     const edge: Edge = [
       e.op,
@@ -320,32 +343,9 @@ export function mergeReduced(into: ReducedCollective, r: ReducedCollective): voi
   }
 }
 
-/**
- * Joins another shard's (or a redelivered) record of the same p2p communicator and step into
- * `into`; `index` holds `into`'s edges by `from>to` (built here on the first join).
- */
-export function mergeEdges(into: ReducedEdges, r: ReducedEdges, index: Map<string, Edge>): void {
-  if (index.size === 0) for (const e of into.edges) index.set(edgeKey(e), e);
-  for (const e of r.edges) {
-    const k = edgeKey(e);
-    const have = index.get(k);
-    if (have) foldEdge(have, e[8], e[9], e[10], e[11]);
-    else {
-      const copy = [...e] as Edge;
-      index.set(k, copy);
-      into.edges.push(copy);
-    }
-  }
-}
-
 /** The key a merged record is filed under at the job stage. */
 export function reducedKey(r: ShardReduced): string {
-  return r.t === 'edges' ? `p2p|${r.comm}` : `${r.op}|${r.comm}`;
-}
-
-/** An edge by sender and receiver (both ends report it). */
-function edgeKey(e: Edge): string {
-  return e[0] === 'send' ? `${e[1]}>${e[4]}` : `${e[4]}>${e[1]}`;
+  return r.t === 'edges' ? P2P : `${r.op}|${r.comm}`;
 }
 
 function foldEdge(e: Edge, min: number, max: number, count: number, ts: number): void {
@@ -353,51 +353,4 @@ function foldEdge(e: Edge, min: number, max: number, count: number, ts: number):
   if (max > e[9]) e[9] = max;
   e[10] += count;
   if (ts > e[11]) e[11] = ts;
-}
-
-/** The collective records the judge reads for a merged record: one per member at the shortest duration. */
-export function toCollectives(r: ReducedCollective): CollectiveEvent[] {
-  return (r.members ?? []).map(([rank, host, gpu]) => {
-    const e = {
-      v: 1,
-      kind: 'collective',
-      ts: r.ts,
-      job: r.job,
-      rank,
-      host,
-      step: r.step,
-      op: r.op,
-      comm: r.comm,
-      bytes: r.bytes,
-      dur_ms: r.min_ms,
-    } as CollectiveEvent;
-    if (gpu >= 0) e.gpu = gpu;
-    if (r.nranks !== undefined) e.nranks = r.nranks;
-    return e;
-  });
-}
-
-/** The p2p records the judge reads for a merged record: one per edge, at its shortest duration. */
-export function edgeEvents(r: ReducedEdges): CollectiveEvent[] {
-  // Built field by field, not by spreads: one per p2p edge and step.
-  return r.edges.map((x) => {
-    const e = {
-      v: 1,
-      kind: 'collective',
-      ts: x[11],
-      job: r.job,
-      rank: x[1],
-      host: x[2],
-      step: r.step,
-      op: x[0],
-      comm: r.comm,
-      bytes: x[6],
-      dur_ms: x[8],
-      peer: x[4],
-    } as CollectiveEvent;
-    if (x[3] >= 0) e.gpu = x[3];
-    if (x[5] !== null) e.peer_host = x[5];
-    if (x[7] !== null) e.nranks = x[7];
-    return e;
-  });
 }

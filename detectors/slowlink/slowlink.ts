@@ -38,7 +38,7 @@ import type { RankTable } from '../steps.js';
 import { busbwFactor } from './busbw.js';
 import { CommPeers } from './comm-peers.js';
 import { type LinkKind, StepLinks } from './links.js';
-import { edgeEvents, type ShardReduced, toCollectives } from './shard-reduce.js';
+import type { ReducedEdges, ShardReduced } from './shard-reduce.js';
 import { CusumTable, pairDst, pairSrc, RailIds, railPair } from './state.js';
 
 export interface SlowLinkConfig extends CusumConfig {
@@ -198,28 +198,7 @@ export class SlowLinkDetector {
     if (e.op === 'send' || e.op === 'recv') {
       const peer = this.peers.peerOf(e);
       if (peer === undefined) return;
-      // Both ends report the same transfer: key the edge by sender and receiver rank.
-      // Plain ternaries, not a destructured pair: no array per p2p record.
-      const sends = e.op === 'send';
-      const from = sends ? e.rank : peer.rank;
-      const to = sends ? peer.rank : e.rank;
-      const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
-      if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
-      let link: number;
-      if (indexed) {
-        link = step.edgeHead[from];
-        while (link >= 0 && L.to[link] !== to) link = L.next[link];
-      } else link = step.oddEdges.get(from * 1_048_576 + to) ?? -1;
-      if (link < 0) {
-        const peerRail = this.rail(peer.rank, peer.host, undefined);
-        link = this.newLink(L, 'p2p', e, false, sends ? rail : peerRail, sends ? peerRail : rail);
-        L.to[link] = to;
-        if (indexed) {
-          L.next[link] = step.edgeHead[from];
-          step.edgeHead[from] = link;
-        } else step.oddEdges.set(from * 1_048_576 + to, link);
-      }
-      if (e.dur_ms < L.durMin[link]) L.durMin[link] = e.dur_ms;
+      this.addEdge(step, e.op, e.rank, rail, peer.rank, peer.host, e.bytes, e.nranks, e.dur_ms);
       return;
     }
     const link = this.collLink(step, e);
@@ -228,30 +207,88 @@ export class SlowLinkDetector {
   }
 
   /**
+   * A p2p transfer into its step's edge (sender>receiver): made by the first report of either
+   * end, then its shortest duration. Both ends report the same transfer.
+   */
+  private addEdge(
+    step: OpenStep,
+    op: string,
+    rank: number,
+    rail: number,
+    peerRank: number,
+    peerHost: string | undefined,
+    bytes: number,
+    nranks: number | undefined,
+    durMs: number,
+  ): void {
+    const L = step.links;
+    // Plain ternaries, not a destructured pair: no array per p2p record.
+    const sends = op === 'send';
+    const from = sends ? rank : peerRank;
+    const to = sends ? peerRank : rank;
+    const indexed = from >= 0 && from < MAX_CACHED_RANK && Number.isInteger(from);
+    if (indexed && from >= step.edgeHead.length) step.edgeHead = grown(step.edgeHead, indexOf(from), -1);
+    let link: number;
+    if (indexed) {
+      link = step.edgeHead[from];
+      while (link >= 0 && L.to[link] !== to) link = L.next[link];
+    } else link = step.oddEdges.get(from * 1_048_576 + to) ?? -1;
+    if (link < 0) {
+      const peerRail = this.rail(peerRank, peerHost, undefined);
+      link = this.newLink(
+        L,
+        'p2p',
+        op,
+        bytes,
+        nranks,
+        false,
+        sends ? rail : peerRail,
+        sends ? peerRail : rail,
+      );
+      L.to[link] = to;
+      if (indexed) {
+        L.next[link] = step.edgeHead[from];
+        step.edgeHead[from] = link;
+      } else step.oddEdges.set(from * 1_048_576 + to, link);
+    }
+    if (durMs < L.durMin[link]) L.durMin[link] = durMs;
+  }
+
+  /**
    * A communicator's step as the shards reduced it (the sharded layout, shard-reduce.ts): what
    * `add` builds from each member's record, without a record per member. Rails are named in the
    * members' order, as `add` would name them.
    */
   addReduced(r: ShardReduced): void {
-    if (r.t === 'edges' || !r.members?.length) {
-      for (const e of r.t === 'edges' ? edgeEvents(r) : toCollectives(r)) this.add(e);
+    if (r.t === 'edges') {
+      this.addEdges(r);
       return;
     }
+    if (!r.members?.length) return;
     const step = this.openStep(r.step);
     const L = step.links;
     const [rank, host, gpu] = r.members[0];
     const first = this.rail(rank, host, gpu >= 0 ? gpu : undefined);
-    const link = this.collLink(step, {
-      op: r.op as CollectiveEvent['op'],
-      comm: r.comm,
-      bytes: r.bytes,
-      nranks: r.nranks,
-    });
+    const link = this.collLink(step, r);
     if (r.min_ms < L.durMin[link]) L.durMin[link] = r.min_ms;
     L.addRail(link, first);
     for (let m = 1; m < r.members.length; m++) {
       const [k, h, g] = r.members[m];
       L.addRail(link, this.rail(k, h, g >= 0 ? g : undefined));
+    }
+  }
+
+  /**
+   * A group's edges of a p2p communicator's step, straight into the step's links: what `add` does
+   * with each edge's report at its shortest duration, without a record object per edge (one per
+   * p2p transfer and step was most of the job stage's allocation). Another group's record of the
+   * same edges joins them here (the shortest of both), as the other end's report does in `add`.
+   */
+  private addEdges(r: ReducedEdges): void {
+    const step = this.openStep(r.step);
+    for (const x of r.edges) {
+      const rail = this.rail(x[1], x[2], x[3] >= 0 ? x[3] : undefined);
+      this.addEdge(step, x[0], x[1], rail, x[4], x[5] ?? undefined, x[6], x[7] ?? undefined, x[8]);
     }
   }
 
@@ -272,13 +309,13 @@ export class SlowLinkDetector {
   }
 
   /** A collective's link in a step (op, comm, size and bytes from `e`), made on its first record. */
-  private collLink(step: OpenStep, e: Pick<CollectiveEvent, 'op' | 'comm' | 'bytes' | 'nranks'>): number {
+  private collLink(step: OpenStep, e: { op: string; comm: string; bytes: number; nranks?: number }): number {
     const id = this.collId(e.op, e.comm);
     if (id >= step.linkOfColl.length)
       step.linkOfColl = grown(step.linkOfColl, Math.max(id + 1, step.linkOfColl.length * 2), -1);
     let link = step.linkOfColl[id];
     if (link < 0) {
-      link = this.newLink(step.links, e.op, e, true, -1, -1);
+      link = this.newLink(step.links, e.op, e.op, e.bytes, e.nranks, true, -1, -1);
       step.links.key[link] = this.collNames[id];
       step.links.collId[link] = id;
       step.linkOfColl[id] = link;
@@ -351,15 +388,17 @@ export class SlowLinkDetector {
   private newLink(
     L: StepLinks,
     family: string,
-    e: Pick<CollectiveEvent, 'op' | 'bytes' | 'nranks'>,
+    op: string,
+    bytes: number,
+    nranks: number | undefined,
     /** A collective (its member rails listed in the table), not a p2p edge. */
     collective: boolean,
     src: number,
     dst: number,
   ): number {
-    const band = Math.round(Math.log2(Math.max(1, e.bytes)) / 2);
-    const kind = this.kindOf(family, e.nranks ?? 0, band);
-    return L.add(kind, e.bytes, busbwFactor(e.op, e.nranks ?? 2), collective, src, dst);
+    const band = Math.round(Math.log2(Math.max(1, bytes)) / 2);
+    const kind = this.kindOf(family, nranks ?? 0, band);
+    return L.add(kind, bytes, busbwFactor(op, nranks ?? 2), collective, src, dst);
   }
 
   /**

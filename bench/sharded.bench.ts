@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import type { RankwatchEvent } from '../schema/events.js';
 import { ClusterSim } from '../sim/cluster.js';
+import { decodeBatch } from '../stream/codec.js';
 import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { type Batch, batchByKey } from '../stream/transport.js';
@@ -48,6 +49,36 @@ interface Layout {
   wallS: number;
   /** The job stage's (the unsharded process's) CPU by thread group, µs. */
   jobThreads: number[];
+  /** What the shards sent the job stage: Kafka messages, and records by type (`t`). */
+  sent?: { messages: number; records: Map<string, number> };
+}
+
+/** Messages on a topic, and its records by type: what the shards sent their job stage. */
+async function recordsOn(kafka: Kafka, topic: string): Promise<Layout['sent']> {
+  const admin = kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
+  const messages = ends.reduce((n, e) => n + Number(e.high) - Number(e.low), 0);
+  const records = new Map<string, number>();
+  const consumer = kafka.consumer({ groupId: `${topic}-count` });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  let seen = 0;
+  const all = new Promise<void>((resolve) => {
+    if (messages === 0) resolve();
+    void consumer.run({
+      eachMessage: async ({ message }) => {
+        for (const r of decodeBatch(message.value!).events) {
+          const t = String((r as { t?: unknown }).t);
+          records.set(t, (records.get(t) ?? 0) + 1);
+        }
+        if (++seen >= messages) resolve();
+      },
+    });
+  });
+  await all;
+  await consumer.disconnect();
+  return { messages, records };
 }
 
 /**
@@ -240,6 +271,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         jobIdleUs: idle[0],
         wallS,
         jobThreads: threadsAfter.map((a, i) => (a - threadsBefore[i]) * 1e6),
+        ...(shards ? { sent: await recordsOn(kafka, records) } : {}),
       };
     };
     for (const shards of shardCounts) {
@@ -264,6 +296,10 @@ export async function shardedBench(): Promise<Section | undefined> {
       ...rows.map(
         (l) =>
           `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate (${Math.round((0.5e6 - l.jobIdleUs / l.wallS) / ((l.jobCpuUs - l.jobIdleUs) / (ranks * spanS))).toLocaleString('en-US')} counting its idle cost per second once, not per event).`,
+      ),
+      ...rows.map(
+        (l) =>
+          `${l.name}: the shards sent the job stage ${l.sent!.messages.toLocaleString('en-US')} messages of ${[...l.sent!.records.values()].reduce((a, b) => a + b, 0).toLocaleString('en-US')} records (${[...l.sent!.records].map(([t, c]) => `${t} ${c.toLocaleString('en-US')}`).join(', ')}).`,
       ),
       ...layouts.map(
         (l) =>

@@ -13,7 +13,8 @@
  * until every group has committed the last offset: the difference, summed
  * over the layout's processes, per event, and the same less each process's idle cost over that
  * time. On 2 cores shared with the broker this says what a layout costs, not how fast it runs;
- * the job stage's share gives the largest job one job stage carries at 50% of a core.
+ * the job stage's share gives the largest job one job stage carries at 50% of a core. The records
+ * topic is read back after each layout: how many messages and records (by type) the shards sent.
  * `--layouts 0,1` measures some layouts only; `--prof DIR` writes a `--cpu-prof` profile of the job
  * stage (and of the unsharded process) there. Where the job stage's threads spend: job-stage-prof.ts.
  */

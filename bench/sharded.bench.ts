@@ -13,7 +13,8 @@
  * until every group has committed the last offset: the difference, summed
  * over the layout's processes, per event, and the same less each process's idle cost over that
  * time. On 2 cores shared with the broker this says what a layout costs, not how fast it runs;
- * the job stage's share gives the largest job one job stage carries at 50% of a core.
+ * the job stage's share gives the largest job one job stage carries at 50% of a core. The records
+ * topic is read back after each layout: how many messages and records (by type) the shards sent.
  * `--layouts 0,1` measures some layouts only; `--prof DIR` writes a `--cpu-prof` profile of the job
  * stage (and of the unsharded process) there. Where the job stage's threads spend: job-stage-prof.ts.
  */
@@ -25,6 +26,7 @@ import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import type { RankwatchEvent } from '../schema/events.js';
 import { ClusterSim } from '../sim/cluster.js';
+import { decodeBatch } from '../stream/codec.js';
 import { HostGroupKeys } from '../stream/host-groups.js';
 import { KafkaTransport } from '../stream/kafka.js';
 import { type Batch, batchByKey } from '../stream/transport.js';
@@ -48,6 +50,36 @@ interface Layout {
   wallS: number;
   /** The job stage's (the unsharded process's) CPU by thread group, µs. */
   jobThreads: number[];
+  /** What the shards sent the job stage: Kafka messages, and records by type (`t`). */
+  sent?: { messages: number; records: Map<string, number> };
+}
+
+/** Messages on a topic, and its records by type: what the shards sent their job stage. */
+async function recordsOn(kafka: Kafka, topic: string): Promise<Layout['sent']> {
+  const admin = kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
+  const messages = ends.reduce((n, e) => n + Number(e.high) - Number(e.low), 0);
+  const records = new Map<string, number>();
+  const consumer = kafka.consumer({ groupId: `${topic}-count` });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  let seen = 0;
+  const all = new Promise<void>((resolve) => {
+    if (messages === 0) resolve();
+    void consumer.run({
+      eachMessage: async ({ message }) => {
+        for (const r of decodeBatch(message.value!).events) {
+          const t = String((r as { t?: unknown }).t);
+          records.set(t, (records.get(t) ?? 0) + 1);
+        }
+        if (++seen >= messages) resolve();
+      },
+    });
+  });
+  await all;
+  await consumer.disconnect();
+  return { messages, records };
 }
 
 /**
@@ -240,6 +272,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         jobIdleUs: idle[0],
         wallS,
         jobThreads: threadsAfter.map((a, i) => (a - threadsBefore[i]) * 1e6),
+        ...(shards ? { sent: await recordsOn(kafka, records) } : {}),
       };
     };
     for (const shards of shardCounts) {
@@ -264,6 +297,10 @@ export async function shardedBench(): Promise<Section | undefined> {
       ...rows.map(
         (l) =>
           `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate (${Math.round((0.5e6 - l.jobIdleUs / l.wallS) / ((l.jobCpuUs - l.jobIdleUs) / (ranks * spanS))).toLocaleString('en-US')} counting its idle cost per second once, not per event).`,
+      ),
+      ...rows.map(
+        (l) =>
+          `${l.name}: the shards sent the job stage ${l.sent!.messages.toLocaleString('en-US')} messages of ${[...l.sent!.records.values()].reduce((a, b) => a + b, 0).toLocaleString('en-US')} records (${[...l.sent!.records].map(([t, c]) => `${t} ${c.toLocaleString('en-US')}`).join(', ')}).`,
       ),
       ...layouts.map(
         (l) =>

@@ -39,10 +39,12 @@ import {
   type ResolvedKafkaConfig,
   resolveKafkaConfig,
 } from './kafka-config.js';
+import { quietRequestQueues } from './kafkajs-idle.js';
 import type { Batch, Delivery, DeliveryHandler, Transport, TransportCounters } from './transport.js';
 
 /** A kafkajs client whose log lines go to the injected logger (warnings and errors, rate-limited). */
 export function kafkaClient(c: ResolvedKafkaConfig, rawLog: KafkaLog): Kafka {
+  quietRequestQueues(); // kafkajs's idle timer loop (stream/kafkajs-idle.ts)
   const log = limitKafkaLog(rawLog);
   const cfg: KafkaConfig = {
     clientId: c.clientId,

@@ -254,23 +254,30 @@ describe('scanLine', () => {
 });
 
 describe('FileTransport with the scanner', () => {
-  it('delivers what JSON.parse gives for every line: events, the dead letters, their reasons and line numbers', async () => {
+  /**
+   * Reads the real lines and their mutations through the file transport (with a second, empty file
+   * when `merged`: the read that merges files by event time) and checks it delivers what JSON.parse
+   * gives: events, dead letters, their reasons and line numbers.
+   */
+  async function deliversWhatJsonParseGives(merged: boolean) {
     const real = await realLines();
     const rng = new Random(5);
-    // Several 64 KB reads; CRLF ends, padding and a non-ASCII read among them.
+    // Several 64 KB reads; CRLF ends, padding, a byte-order mark and a non-ASCII read among them.
     const lines = real.flatMap((l, i) => [l, ...(i % 4 === 0 ? mutations(l, rng) : [])]);
     const text = lines
-      .map((l, i) => (i % 97 === 0 ? `${l}\r` : i % 89 === 0 ? `  ${l}` : l))
+      .map((l, i) => (i % 97 === 0 ? `${l}\r` : i % 89 === 0 ? `  ${l}` : i === 5 ? `\ufeff${l}` : l))
       .concat(['{"v":1,"kind":"fault","ts":1,"host":"h","source":"xid","message":"Grüße"}', ''])
       .join('\n');
     const file = join(dir, 'mixed.jsonl');
     writeFileSync(file, text);
+    const empty = join(dir, 'empty.jsonl');
+    writeFileSync(empty, '');
     expect(text.length).toBeGreaterThan(4 * 64 * 1024);
 
     const events: unknown[] = [];
     const at: number[] = [];
     const bad: { reason: string; line?: number }[] = [];
-    const source = new FileTransport({ path: file, linesPerDelivery: 500 });
+    const source = new FileTransport({ path: file, more: merged ? [empty] : [], linesPerDelivery: 500 });
     await source.consume(async (d) => {
       events.push(...d.events);
       at.push(...d.lineNumbers!);
@@ -282,15 +289,19 @@ describe('FileTransport with the scanner', () => {
     const wantAt: number[] = [];
     const wantBad: { reason: string; line?: number }[] = [];
     text.split('\n').forEach((raw, i) => {
-      const line = raw.trim();
+      // The merged read trims every line (a byte-order mark too), a single file's read ASCII
+      // whitespace only.
+      const line = merged ? raw.trim() : raw.replace(/^[\0-\x20]+|[\0-\x20]+$/g, '');
       if (line.length === 0) return;
       const ref = reference(line);
-      if (ref.error !== undefined) wantBad.push({ reason: ref.error, line: i + 1 });
+      if (ref.error !== undefined)
+        wantBad.push({ reason: `${merged ? `${file}: ` : ''}${ref.error}`, line: i + 1 });
       else {
         want.push(ref.value);
         wantAt.push(i + 1);
       }
     });
+    // The second file holds nothing: the merged read goes in this file's order.
     expect(at).toEqual(wantAt);
     expect(bad).toEqual(wantBad);
     expect(events.length).toBe(want.length);
@@ -298,5 +309,13 @@ describe('FileTransport with the scanner', () => {
       sameObject(events[i], w) && eventProblem(events[i]) === eventProblem(w) ? [] : [JSON.stringify(w)],
     );
     expect(wrong).toEqual([]);
+  }
+
+  it('delivers what JSON.parse gives for every line: events, the dead letters, their reasons and line numbers', async () => {
+    await deliversWhatJsonParseGives(false);
+  });
+
+  it('delivers what JSON.parse gives when it merges several files by event time', async () => {
+    await deliversWhatJsonParseGives(true);
   });
 });

@@ -8,6 +8,7 @@ import { Random } from '../core/random.js';
 import { eventProblem } from '../schema/validate.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
+import { decodeBatch } from './codec.js';
 import { FileTransport } from './file.js';
 import { readLineChunks } from './lines.js';
 import { learn, scanLine } from './scan.js';
@@ -317,5 +318,36 @@ describe('FileTransport with the scanner', () => {
 
   it('delivers what JSON.parse gives when it merges several files by event time', async () => {
     await deliversWhatJsonParseGives(true);
+  });
+});
+
+describe('decodeBatch with the scanner (Kafka messages, HTTP bodies)', () => {
+  it('gives what JSON.parse gives for every line of an ASCII body, and of one that is not', async () => {
+    const real = await realLines();
+    const rng = new Random(9);
+    const lines = real
+      .flatMap((l, i) => [l, ...(i % 4 === 0 ? mutations(l, rng) : [])])
+      .map((l, i) => (i % 97 === 0 ? `${l}\r` : i % 89 === 0 ? `  ${l}` : l));
+    const ascii = lines.filter((l) => /^[\x00-\x7f]*$/.test(l)).join('\n');
+    for (const text of [ascii, `\ufeff${ascii}\n{"v":1,"kind":"fault","ts":1,"message":"Grüße"}`]) {
+      const got = decodeBatch(Buffer.from(text));
+      const want: { value: unknown; at: number }[] = [];
+      const wantBad: { raw: string; reason: string; line: number }[] = [];
+      text.split('\n').forEach((raw, i) => {
+        const line = raw.trim();
+        if (!line) return;
+        const ref = reference(line);
+        if (ref.error !== undefined) wantBad.push({ raw: line, reason: ref.error, line: i + 1 });
+        else want.push({ value: ref.value, at: i + 1 });
+      });
+      expect(got.undecodable).toEqual(wantBad);
+      expect(got.at).toEqual(want.map((w) => w.at));
+      const wrong = want.flatMap((w, i) =>
+        sameObject(got.events[i], w.value) && eventProblem(got.events[i]) === eventProblem(w.value)
+          ? []
+          : [JSON.stringify(w.value)],
+      );
+      expect(wrong).toEqual([]);
+    }
   });
 });

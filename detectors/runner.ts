@@ -176,37 +176,43 @@ export class DetectorRunner {
   keyed(_key: string): void {}
 
   push(e: RankwatchEvent): void {
+    // `ts` and `kind` read once: events of every kind pass here, so each read of them is a
+    // lookup by the object's shape (megamorphic), not a load at a known place.
+    const ts = e.ts;
+    const kind = e.kind;
     this.counters.events++;
-    if (e.ts > this.lastTs) this.lastTs = e.ts;
-    for (let k = 0; k < this.advancing.length; k++) this.advancing[k].advance!(e.ts);
+    if (ts > this.lastTs) this.lastTs = ts;
+    for (let k = 0; k < this.advancing.length; k++) this.advancing[k].advance!(ts);
     const before = this.out.findings.length;
-    const swept = this.quiet.advance(e.ts);
+    const swept = this.quiet.advance(ts);
     if (swept) this.sweepQuiet(swept);
-    if (e.kind === 'step') this.onStep(e);
-    else if (e.kind === 'job') this.onJob(e);
-    this.dispatch(e);
-    if (e.kind === 'job_event') {
-      if (e.event === 'finished') this.finishJob(e.job, e.ts);
-      else if (e.event === 'restart') for (const d of this.jobs.get(e.job)?.detectors ?? []) d.restart?.();
-      for (const d of this.jobChanged) d.jobChanged!(e);
-    }
+    if (kind === 'step') this.onStep(e as StepEvent);
+    else if (kind === 'job') this.onJob(e as JobEvent);
+    this.dispatch(e, kind);
+    if (kind === 'job_event') this.onJobEvent(e as Extract<RankwatchEvent, { kind: 'job_event' }>);
     if (this.out.findings.length > before) this.link(before);
+  }
+
+  private onJobEvent(e: Extract<RankwatchEvent, { kind: 'job_event' }>): void {
+    if (e.event === 'finished') this.finishJob(e.job, e.ts);
+    else if (e.event === 'restart') for (const d of this.jobs.get(e.job)?.detectors ?? []) d.restart?.();
+    for (const d of this.jobChanged) d.jobChanged!(e);
   }
 
   /**
    * An event to the detectors that read its kind, in list order: job detectors of the job it names
    * (a collective makes its job known), or of every job when it names none (a fault).
    */
-  private dispatch(e: RankwatchEvent): void {
+  private dispatch(e: RankwatchEvent, kind: EventKind): void {
     // Indexed loops and no array per event: this runs for every event of the stream.
-    const reading = this.reading.get(e.kind);
+    const reading = this.reading.get(kind);
     if (reading === undefined) return;
     const fleet = reading.fleet;
     for (let k = 0; k < fleet.length; k++) fleet[k].event!(e);
     const readers = reading.job;
     if (readers.length === 0) return;
-    if (e.kind === 'collective') {
-      this.toJob(e, readers);
+    if (kind === 'collective') {
+      this.toJob(e as CollectiveEvent, readers);
       return;
     }
     const id = (e as { job?: string }).job;

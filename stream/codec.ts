@@ -3,7 +3,9 @@
  * optionally gzip-compressed. Decoding never throws: a line that is not JSON comes back in
  * `undecodable` with its line number and reason, and the good lines around it are kept.
  */
+import { isAscii } from 'node:buffer';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { learn, scanLine } from './scan.js';
 
 export interface Decoded {
   events: unknown[];
@@ -49,11 +51,20 @@ export function inflateText(
   }
 }
 
-/** Decodes JSON lines, gunzipping first when the bytes start with the gzip magic number. */
+/**
+ * Decodes JSON lines, gunzipping first when the bytes start with the gzip magic number. Lines of a
+ * shape seen before are read from their bytes (stream/scan.ts) when the body is ASCII, as replay
+ * reads a file's: exactly the object JSON.parse gives.
+ */
 export function decodeBatch(body: Uint8Array | string): Decoded {
   let text: string;
+  let bytes: Buffer | undefined;
   if (typeof body === 'string') text = body;
-  else {
+  else if (!isGzip(body) && isAscii(body)) {
+    // Nearly every batch: its latin1 text is its UTF-8 text, made faster, and its bytes scan.
+    bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    text = bytes.toString('latin1');
+  } else {
     const t = inflateText(body);
     if ('error' in t)
       return { events: [], lines: [], at: [], undecodable: [{ raw: '', reason: t.error, line: 0 }] };
@@ -64,16 +75,27 @@ export function decodeBatch(body: Uint8Array | string): Decoded {
   const at: number[] = [];
   const undecodable: Decoded['undecodable'] = [];
   const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i].trim();
+  for (let i = 0, from = 0; i < lines.length; from += lines[i].length + 1, i++) {
+    let line = lines[i];
+    let value: unknown;
+    // Whitespace around a line (trim's, beyond ASCII too) is not part of the event.
+    const a = line.charCodeAt(0);
+    const z = line.charCodeAt(line.length - 1);
+    if (a <= 32 || a >= 0x80 || z <= 32 || z >= 0x80) line = line.trim();
+    else if (bytes !== undefined) value = scanLine(line, bytes, from);
     if (!line) continue;
-    try {
-      events.push(JSON.parse(line));
-      kept.push(line);
-      at.push(i + 1);
-    } catch (err) {
-      undecodable.push({ raw: line, reason: `not valid JSON: ${(err as Error).message}`, line: i + 1 });
+    if (value === undefined) {
+      try {
+        value = JSON.parse(line);
+      } catch (err) {
+        undecodable.push({ raw: line, reason: `not valid JSON: ${(err as Error).message}`, line: i + 1 });
+        continue;
+      }
+      learn(value);
     }
+    events.push(value);
+    kept.push(line);
+    at.push(i + 1);
   }
   return { events, lines: kept, at, undecodable };
 }

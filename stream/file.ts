@@ -186,29 +186,53 @@ type Undecodable = NonNullable<Delivery['undecodable']>[number];
 
 /** One file of a merged read: its next event (parsed, with its time) and where it is. */
 class Cursor {
-  private readonly it: AsyncIterator<{ first: number; lines: string[] }>;
+  private readonly it: AsyncIterator<LineChunk>;
   private lines: string[] = [];
+  private bytes: Buffer | undefined;
   private first = 0;
   private i = 0;
+  /** Where line `i` starts in `bytes`. */
+  private at = 0;
   head: { value: unknown; line: string; lineNo: number; ts: number } | undefined;
 
   constructor(private readonly path: string) {
     this.it = readLineChunks(path)[Symbol.asyncIterator]();
   }
 
-  /** Moves to the next line that is JSON; the others go to `bad`, named by file and line. */
+  /**
+   * Moves to the next line that is JSON; the others go to `bad`, named by file and line. As in a
+   * single file's read, a line of a shape seen before is read from its bytes (stream/scan.ts).
+   */
   async next(bad: (u: Undecodable) => void): Promise<void> {
     for (;;) {
       while (this.i < this.lines.length) {
         const lineNo = this.first + this.i;
-        const line = this.lines[this.i++].trim();
-        if (line.length === 0) continue;
+        const raw = this.lines[this.i++];
+        const at = this.at;
+        this.at += raw.length + 1;
+        if (raw.length === 0) continue;
+        let line = raw;
         let value: unknown;
-        try {
-          value = JSON.parse(line);
-        } catch (err) {
-          bad({ raw: line, reason: `${this.path}: not valid JSON: ${(err as Error).message}`, line: lineNo });
-          continue;
+        // CRLF and padding (trim's whitespace beyond ASCII too, a BOM): the stored raw event is
+        // the line without them.
+        const a = raw.charCodeAt(0);
+        const z = raw.charCodeAt(raw.length - 1);
+        if (a <= 32 || a >= 0x80 || z <= 32 || z >= 0x80) {
+          line = raw.trim();
+          if (line.length === 0) continue;
+        } else if (this.bytes !== undefined) value = scanLine(line, this.bytes, at);
+        if (value === undefined) {
+          try {
+            value = JSON.parse(line);
+          } catch (err) {
+            bad({
+              raw: line,
+              reason: `${this.path}: not valid JSON: ${(err as Error).message}`,
+              line: lineNo,
+            });
+            continue;
+          }
+          learn(value);
         }
         const ts = (value as { ts?: unknown } | null)?.ts;
         // No time to place it by: it goes at once (and is set aside as the events' check says).
@@ -220,8 +244,9 @@ class Cursor {
         this.head = undefined;
         return;
       }
-      ({ first: this.first, lines: this.lines } = r.value);
+      ({ first: this.first, lines: this.lines, bytes: this.bytes } = r.value);
       this.i = 0;
+      this.at = 0;
     }
   }
 }

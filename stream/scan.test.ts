@@ -1,3 +1,4 @@
+import { isAscii } from 'node:buffer';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,7 @@ import { Random } from '../core/random.js';
 import { eventProblem } from '../schema/validate.js';
 import { ClusterSim } from '../sim/cluster.js';
 import { parseFault } from '../sim/faults.js';
+import { decodeBatch } from './codec.js';
 import { FileTransport } from './file.js';
 import { readLineChunks } from './lines.js';
 import { learn, scanLine } from './scan.js';
@@ -215,26 +217,69 @@ describe('scanLine', () => {
     expect(scanLine(line.slice(0, -1), bytes, 0)).toBeUndefined();
     expect(scanLine(line.slice(0, 40), bytes, 0)).toBeUndefined();
   });
+  it('reads a kind written in several shapes by turns, each from where the last one left the line', () => {
+    // Four shapes that share their first keys in every way: one ends where another goes on, two
+    // part at their third key, one at its second.
+    const shapes = [
+      ['a', 'b', 'c'],
+      ['a', 'b'],
+      ['a', 'b', 'd'],
+      ['a', 'x'],
+    ];
+    const line = (keys: string[]) =>
+      JSON.stringify({
+        v: 1,
+        kind: 'turns',
+        ...Object.fromEntries(keys.map((k, i) => [k, i ? `s${i}` : i])),
+      });
+    for (const keys of shapes) learn(JSON.parse(line(keys)));
+    // Never learnt: a shape's keys cut, extended, or parted from it where no other shape does.
+    const others = [
+      ['a'],
+      ['a', 'b', 'c', 'd'],
+      ['a', 'b', 'e'],
+      ['a', 'x', 'c'],
+      ['b'],
+      ['a', 'b', 'd', 'c'],
+    ];
+    const rng = new Random(7);
+    const wrong: string[] = [];
+    for (let i = 0; i < 2000; i++) {
+      const known = rng.next() < 0.8;
+      const pick = known ? shapes : others;
+      const text = line(pick[Math.floor(rng.next() * pick.length)]);
+      const got = scanLine(text, Buffer.from(text, 'latin1'), 0);
+      if (known ? !sameObject(got, JSON.parse(text)) : got !== undefined) wrong.push(text);
+    }
+    expect(wrong).toEqual([]);
+  });
 });
 
 describe('FileTransport with the scanner', () => {
-  it('delivers what JSON.parse gives for every line: events, the dead letters, their reasons and line numbers', async () => {
+  /**
+   * Reads the real lines and their mutations through the file transport (with a second, empty file
+   * when `merged`: the read that merges files by event time) and checks it delivers what JSON.parse
+   * gives: events, dead letters, their reasons and line numbers.
+   */
+  async function deliversWhatJsonParseGives(merged: boolean) {
     const real = await realLines();
     const rng = new Random(5);
-    // Several 64 KB reads; CRLF ends, padding and a non-ASCII read among them.
+    // Several 64 KB reads; CRLF ends, padding, a byte-order mark and a non-ASCII read among them.
     const lines = real.flatMap((l, i) => [l, ...(i % 4 === 0 ? mutations(l, rng) : [])]);
     const text = lines
-      .map((l, i) => (i % 97 === 0 ? `${l}\r` : i % 89 === 0 ? `  ${l}` : l))
+      .map((l, i) => (i % 97 === 0 ? `${l}\r` : i % 89 === 0 ? `  ${l}` : i === 5 ? `\ufeff${l}` : l))
       .concat(['{"v":1,"kind":"fault","ts":1,"host":"h","source":"xid","message":"Grüße"}', ''])
       .join('\n');
     const file = join(dir, 'mixed.jsonl');
     writeFileSync(file, text);
+    const empty = join(dir, 'empty.jsonl');
+    writeFileSync(empty, '');
     expect(text.length).toBeGreaterThan(4 * 64 * 1024);
 
     const events: unknown[] = [];
     const at: number[] = [];
     const bad: { reason: string; line?: number }[] = [];
-    const source = new FileTransport({ path: file, linesPerDelivery: 500 });
+    const source = new FileTransport({ path: file, more: merged ? [empty] : [], linesPerDelivery: 500 });
     await source.consume(async (d) => {
       events.push(...d.events);
       at.push(...d.lineNumbers!);
@@ -246,15 +291,19 @@ describe('FileTransport with the scanner', () => {
     const wantAt: number[] = [];
     const wantBad: { reason: string; line?: number }[] = [];
     text.split('\n').forEach((raw, i) => {
-      const line = raw.trim();
+      // The merged read trims every line (a byte-order mark too), a single file's read ASCII
+      // whitespace only.
+      const line = merged ? raw.trim() : raw.replace(/^[\0-\x20]+|[\0-\x20]+$/g, '');
       if (line.length === 0) return;
       const ref = reference(line);
-      if (ref.error !== undefined) wantBad.push({ reason: ref.error, line: i + 1 });
+      if (ref.error !== undefined)
+        wantBad.push({ reason: `${merged ? `${file}: ` : ''}${ref.error}`, line: i + 1 });
       else {
         want.push(ref.value);
         wantAt.push(i + 1);
       }
     });
+    // The second file holds nothing: the merged read goes in this file's order.
     expect(at).toEqual(wantAt);
     expect(bad).toEqual(wantBad);
     expect(events.length).toBe(want.length);
@@ -262,5 +311,44 @@ describe('FileTransport with the scanner', () => {
       sameObject(events[i], w) && eventProblem(events[i]) === eventProblem(w) ? [] : [JSON.stringify(w)],
     );
     expect(wrong).toEqual([]);
+  }
+
+  it('delivers what JSON.parse gives for every line: events, the dead letters, their reasons and line numbers', async () => {
+    await deliversWhatJsonParseGives(false);
+  });
+
+  it('delivers what JSON.parse gives when it merges several files by event time', async () => {
+    await deliversWhatJsonParseGives(true);
+  });
+});
+
+describe('decodeBatch with the scanner (Kafka messages, HTTP bodies)', () => {
+  it('gives what JSON.parse gives for every line of an ASCII body, and of one that is not', async () => {
+    const real = await realLines();
+    const rng = new Random(9);
+    const lines = real
+      .flatMap((l, i) => [l, ...(i % 4 === 0 ? mutations(l, rng) : [])])
+      .map((l, i) => (i % 97 === 0 ? `${l}\r` : i % 89 === 0 ? `  ${l}` : l));
+    const ascii = lines.filter((l) => isAscii(Buffer.from(l))).join('\n');
+    for (const text of [ascii, `\ufeff${ascii}\n{"v":1,"kind":"fault","ts":1,"message":"Grüße"}`]) {
+      const got = decodeBatch(Buffer.from(text));
+      const want: { value: unknown; at: number }[] = [];
+      const wantBad: { raw: string; reason: string; line: number }[] = [];
+      text.split('\n').forEach((raw, i) => {
+        const line = raw.trim();
+        if (!line) return;
+        const ref = reference(line);
+        if (ref.error !== undefined) wantBad.push({ raw: line, reason: ref.error, line: i + 1 });
+        else want.push({ value: ref.value, at: i + 1 });
+      });
+      expect(got.undecodable).toEqual(wantBad);
+      expect(got.at).toEqual(want.map((w) => w.at));
+      const wrong = want.flatMap((w, i) =>
+        sameObject(got.events[i], w.value) && eventProblem(got.events[i]) === eventProblem(w.value)
+          ? []
+          : [JSON.stringify(w.value)],
+      );
+      expect(wrong).toEqual([]);
+    }
   });
 });

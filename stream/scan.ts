@@ -87,6 +87,10 @@ interface Kind {
   /** The name as written, with its closing quote and the comma after. */
   bytes: Uint8Array;
   shapes: Shape[];
+  /** The shape tried first: the one the kind's last line read had. */
+  last: number;
+  /** How many leading keys each two shapes share, by their places in `shapes`. */
+  shared: number[][];
 }
 
 /** Shapes kept per kind, and kinds: enough for a few writers per kind, bounded whatever comes. */
@@ -119,7 +123,7 @@ export function learn(parsed: unknown): void {
   let kind = kinds.find((k) => k.name === name);
   if (kind === undefined) {
     if (kinds.length >= KINDS_MAX) return;
-    kind = { name, bytes: Buffer.from(`${name}",`, 'latin1'), shapes: [] };
+    kind = { name, bytes: Buffer.from(`${name}",`, 'latin1'), shapes: [], last: 0, shared: [] };
     kinds.push(kind);
   }
   const rest = keys.slice(2);
@@ -133,11 +137,24 @@ export function learn(parsed: unknown): void {
     names: rest,
     build: new Function('kind', 'a', `return {v:1,kind,${fields}};`) as Shape['build'],
   });
+  kind.last = 0;
+  kind.shared = kind.shapes.map((a) => kind.shapes.map((b) => sharedKeys(a.names, b.names)));
+}
+
+function sharedKeys(a: string[], b: string[]): number {
+  let k = 0;
+  while (k < a.length && k < b.length && a[k] === b[k]) k++;
+  return k;
 }
 
 /**
  * The object JSON.parse(line) gives, when the line has a shape learnt and this reads it; else
  * undefined. `bytes` from `at` are the line's bytes, one per character (ASCII).
+ *
+ * The kind's last shape is tried first. Where the line leaves it (another key, or more keys), only
+ * a shape with the same keys before that place can read the line, and it goes on from there: a
+ * kind written in two shapes by turns (the simulator's collectives, with and without `peer`) has
+ * each byte read once, not its shared keys again for the second shape.
  */
 export function scanLine(line: string, bytes: Uint8Array, at: number): Record<string, unknown> | undefined {
   if (!startsWith(bytes, at, HEAD_BYTES)) return undefined;
@@ -146,13 +163,29 @@ export function scanLine(line: string, bytes: Uint8Array, at: number): Record<st
     const kind = kinds[k];
     if (!startsWith(bytes, from, kind.bytes)) continue;
     const list = kind.shapes;
-    for (let s = 0; s < list.length; s++) {
-      if (!read(line, bytes, at, from + kind.bytes.length, list[s].keys)) continue;
-      const shape = list[s];
-      if (s > 0) list.unshift(...list.splice(s, 1)); // the next line's shape, most likely
-      return shape.build(kind.name, values);
+    let s = kind.last;
+    let tried = 0;
+    let key = 0;
+    let pos = from + kind.bytes.length;
+    for (;;) {
+      const end = read(line, bytes, at, pos, list[s].keys, key);
+      if (end === READ) {
+        kind.last = s;
+        return list[s].build(kind.name, values);
+      }
+      if (end === BAD) return undefined;
+      // The line's keys before `end` are this shape's, its key there is not: only a shape not
+      // tried yet that shares exactly those keys may read the rest (one sharing more fails there too).
+      tried |= 1 << s;
+      const shared = kind.shared[s];
+      let next = -1;
+      for (let t = 0; t < list.length && next < 0; t++)
+        if (shared[t] === end && !(tried & (1 << t))) next = t;
+      if (next < 0) return undefined;
+      s = next;
+      key = end;
+      pos = stoppedAt;
     }
-    return undefined;
   }
   return undefined;
 }
@@ -162,20 +195,41 @@ function startsWith(b: Uint8Array, at: number, prefix: Uint8Array): boolean {
   return true;
 }
 
-/** Reads the values of `keys` from `start` into `values`, the line's end right after: or false. */
-function read(line: string, b: Uint8Array, at: number, start: number, keys: Uint8Array[]): boolean {
+/** What `read` answers besides the key it stopped at: the line read, or a line no shape reads. */
+const READ = -1;
+const BAD = -2;
+/** Where the key `read` stopped at starts (its comma, after the first). */
+let stoppedAt = 0;
+
+/**
+ * Reads the values of `keys` from the `first`th, at `start`, into `values`, the line's end right
+ * after: READ; BAD where no shape could read the line (a value that is not one this reads, bytes
+ * after the object); else the index of the first key the line does not have here (`stoppedAt`
+ * says where it starts), which is `keys.length` when the line has more keys.
+ */
+function read(
+  line: string,
+  b: Uint8Array,
+  at: number,
+  start: number,
+  keys: Uint8Array[],
+  first: number,
+): number {
   const n = at + line.length;
   let pos = start;
-  for (let k = 0; k < keys.length; k++) {
+  for (let k = first; k < keys.length; k++) {
     const key = keys[k];
-    if (!startsWith(b, pos, key)) return false;
-    pos += key.length;
+    if ((k > 0 && b[pos] !== COMMA) || !startsWith(b, k > 0 ? pos + 1 : pos, key)) {
+      stoppedAt = pos;
+      return k;
+    }
+    pos += key.length + (k > 0 ? 1 : 0);
     const c = b[pos];
     if (c === QUOTE) {
       const from = ++pos;
       let hash = 0x811c9dc5; // FNV-1a
       for (let d = b[pos]; d !== QUOTE; d = b[++pos]) {
-        if (d < 0x20 || d === BACKSLASH || pos >= n) return false; // undefined past the end
+        if (d < 0x20 || d === BACKSLASH || pos >= n) return BAD; // undefined past the end
         hash = Math.imul(hash ^ d, 0x01000193);
       }
       values[k] = stringAt(line, b, from, pos, at, hash);
@@ -188,17 +242,17 @@ function read(line: string, b: Uint8Array, at: number, start: number, keys: Uint
       let d = b[pos];
       if (d === ZERO) {
         d = b[++pos];
-        if (d >= ZERO && d <= NINE) return false; // a leading zero: not JSON
+        if (d >= ZERO && d <= NINE) return BAD; // a leading zero: not JSON
       } else if (d > ZERO && d <= NINE) {
         for (; d >= ZERO && d <= NINE; d = b[++pos], digits++) m = m * 10 + (d - ZERO);
-      } else return false;
+      } else return BAD;
       let frac = 0;
       if (d === DOT) {
         d = b[++pos];
-        if (!(d >= ZERO && d <= NINE)) return false;
+        if (!(d >= ZERO && d <= NINE)) return BAD;
         for (; d >= ZERO && d <= NINE; d = b[++pos], frac++) m = m * 10 + (d - ZERO);
       }
-      if (d === 0x65 || d === 0x45) return false; // an exponent: left to JSON.parse
+      if (d === 0x65 || d === 0x45) return BAD; // an exponent: left to JSON.parse
       // Up to 15 digits m is exact and so is m / 10^frac's rounding; past that, the engine's own
       // conversion, which is JSON.parse's (JSON's number grammar is a subset of Number's).
       // A small integer as such (a Smi, as JSON.parse gives it), not as a double.
@@ -223,8 +277,11 @@ function read(line: string, b: Uint8Array, at: number, start: number, keys: Uint
     } else if (c === 0x6e && b[pos + 1] === 0x75 && b[pos + 2] === 0x6c && b[pos + 3] === 0x6c) {
       values[k] = null;
       pos += 4;
-    } else return false; // an object, an array, whitespace, or not JSON
-    if (b[pos++] !== (k === keys.length - 1 ? CLOSE : COMMA)) return false;
+    } else return BAD; // an object, an array, whitespace, or not JSON
   }
-  return pos === n;
+  if (b[pos] !== CLOSE) {
+    stoppedAt = pos;
+    return keys.length;
+  }
+  return pos + 1 === n ? READ : BAD;
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { apiBench } from './api.bench.js';
 import { collectorBench } from './collector.bench.js';
 import { detectBench } from './detect.bench.js';
+import { docSections, updateDoc } from './doc-sections.js';
 import { renderSection, type Section } from './harness.js';
 import { ingestBench } from './ingest.bench.js';
 import { inspectorBench } from './inspector.bench.js';
@@ -37,6 +38,22 @@ if (only && !BENCHES.some(([name]) => name === only)) {
   process.exit(2);
 }
 const doc = join(import.meta.dirname, '..', '..', 'docs', 'benchmarks.md');
+const header = [
+  '# Benchmarks',
+  '',
+  'Written by `npm run bench`; each section ends with the day, Node version and machine it ran on.',
+  'Every figure is shown next to a baseline measured in the same run, so the ratios travel between machines even when the absolute numbers do not.',
+  "`npm run bench -- NAME` reruns one section (NAME as in each section's marker); every ratio compares figures of one run.",
+  "A rerun replaces only the text between its section's markers; what is written by hand outside them stays.",
+].join('\n');
+const readDoc = () => (existsSync(doc) ? readFileSync(doc, 'utf8') : '');
+// Checked before hours of benches: a doc whose markers cannot be told apart is said now.
+try {
+  docSections(readDoc());
+} catch (err) {
+  process.stderr.write(`${doc}: ${(err as Error).message}\n`);
+  process.exit(1);
+}
 const sections = new Map<string, string>();
 for (const [name, bench] of BENCHES) {
   if (only && only !== name) continue;
@@ -48,23 +65,11 @@ for (const [name, bench] of BENCHES) {
   console.log(`${text}\n`);
   sections.set(name, text);
 }
-
-// Each section sits under a marker naming its bench, so `npm run bench -- NAME` rewrites only its own.
-const previous = existsSync(doc) ? readFileSync(doc, 'utf8') : '';
-const kept = new Map<string, string>();
-for (const part of previous.split(/^<!-- bench:/m).slice(1)) {
-  const end = part.indexOf(' -->\n');
-  if (end > 0) kept.set(part.slice(0, end), part.slice(end + 5).trim());
+// Read again: the doc may have been edited by hand while the benches ran.
+try {
+  const names = BENCHES.map(([name]) => name);
+  writeFileSync(doc, updateDoc(readDoc(), sections, names, header));
+} catch (err) {
+  process.stderr.write(`${doc}: ${(err as Error).message}; the sections above were not written\n`);
+  process.exit(1);
 }
-const header = [
-  '# Benchmarks',
-  '',
-  'Written by `npm run bench`; each section ends with the day, Node version and machine it ran on.',
-  'Every figure is shown next to a baseline measured in the same run, so the ratios travel between machines even when the absolute numbers do not.',
-  "`npm run bench -- NAME` reruns one section (NAME as in each section's marker); every ratio compares figures of one run.",
-  '',
-];
-const body = BENCHES.map(([name]) => [name, sections.get(name) ?? kept.get(name)] as const)
-  .filter(([, text]) => text !== undefined)
-  .map(([name, text]) => `<!-- bench:${name} -->\n${text}`);
-writeFileSync(doc, `${header.join('\n')}\n${body.join('\n\n')}\n`);

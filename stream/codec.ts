@@ -5,6 +5,7 @@
  */
 import { isAscii } from 'node:buffer';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { mayBePadded } from './lines.js';
 import { learn, scanLine } from './scan.js';
 
 export interface Decoded {
@@ -78,10 +79,8 @@ export function decodeBatch(body: Uint8Array | string): Decoded {
   for (let i = 0, from = 0; i < lines.length; from += lines[i].length + 1, i++) {
     let line = lines[i];
     let value: unknown;
-    // Whitespace around a line (trim's, beyond ASCII too) is not part of the event.
-    const a = line.charCodeAt(0);
-    const z = line.charCodeAt(line.length - 1);
-    if (a <= 32 || a >= 0x80 || z <= 32 || z >= 0x80) line = line.trim();
+    // Whitespace around a line (a CR, a byte-order mark…) is not part of the event.
+    if (mayBePadded(line)) line = line.trim();
     else if (bytes !== undefined) value = scanLine(line, bytes, from);
     if (!line) continue;
     if (value === undefined) {

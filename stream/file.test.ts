@@ -1,4 +1,7 @@
-/** Several files read as one input: merged by event time, each file's own bad lines named by file and line. */
+/**
+ * Files read as one input: one file's lines in order, several merged by event time, each file's own
+ * bad lines named by file and line.
+ */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +21,24 @@ async function readAll(t: FileTransport) {
   await t.drain();
   return got;
 }
+
+describe('FileTransport over one file', () => {
+  // Editors on Windows (Notepad, PowerShell's Out-File -Encoding utf8) start a UTF-8 file with a
+  // byte-order mark; the merged read and Kafka/HTTP batches trim it, so one file's read does too.
+  it('reads a first line that starts with a byte-order mark as the event it is', async () => {
+    const file = join(dir, 'bom.jsonl');
+    const lines = [1000, 2000].map((ts) => JSON.stringify({ kind: 'step', ts }));
+    writeFileSync(file, `\ufeff${lines.join('\n')}\n`);
+    const got = await readAll(new FileTransport({ path: file }));
+    expect(got.flatMap((d) => d.undecodable)).toEqual([]);
+    expect(got.flatMap((d) => d.events)).toEqual([
+      { kind: 'step', ts: 1000 },
+      { kind: 'step', ts: 2000 },
+    ]);
+    expect(got.flatMap((d) => d.lines)).toEqual(lines);
+    expect(got.flatMap((d) => d.lineNumbers)).toEqual([1, 2]);
+  });
+});
 
 describe('FileTransport over several files', () => {
   it('delivers their events in event-time order, ties in file order, whatever their sizes', async () => {

@@ -13,7 +13,7 @@
  */
 import { statSync } from 'node:fs';
 import { RankwatchError } from '../core/errors.js';
-import { type LineChunk, readLineChunks } from './lines.js';
+import { type LineChunk, mayBePadded, readLineChunks } from './lines.js';
 import { learn, scanLine } from './scan.js';
 import {
   type Delivery,
@@ -109,8 +109,8 @@ export class FileTransport implements Transport {
       let line = lines[i];
       if (line.length === 0) continue;
       let value: unknown;
-      // CRLF and padding: the stored raw event is the line without them.
-      if (line.charCodeAt(line.length - 1) <= 32 || line.charCodeAt(0) <= 32) {
+      // CRLF, padding, a byte-order mark: the stored raw event is the line without them.
+      if (mayBePadded(line)) {
         line = line.trim();
         if (line.length === 0) continue;
       } else if (bytes !== undefined) value = scanLine(line, bytes, at);
@@ -213,11 +213,8 @@ class Cursor {
         if (raw.length === 0) continue;
         let line = raw;
         let value: unknown;
-        // CRLF and padding (trim's whitespace beyond ASCII too, a BOM): the stored raw event is
-        // the line without them.
-        const a = raw.charCodeAt(0);
-        const z = raw.charCodeAt(raw.length - 1);
-        if (a <= 32 || a >= 0x80 || z <= 32 || z >= 0x80) {
+        // CRLF, padding, a byte-order mark: the stored raw event is the line without them.
+        if (mayBePadded(raw)) {
           line = raw.trim();
           if (line.length === 0) continue;
         } else if (this.bytes !== undefined) value = scanLine(line, this.bytes, at);

@@ -223,6 +223,45 @@ export function deadLetterValue(
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Resolves once every partition of the topics has a leader, trying again for a few seconds. A topic
+ * created a moment ago (by this process, or by one started beside it: a job stage and its shards
+ * create the same topics at once) is not served yet: a metadata, produce or fetch request fails
+ * with kafkajs's UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition", or
+ * LEADER_NOT_AVAILABLE. Any other error (the broker away) is the caller's to retry.
+ */
+function untilLed(admin: Admin, names: string[]): Promise<void> {
+  return retry(
+    async () => {
+      const waiting = await admin.fetchTopicMetadata({ topics: names }).then(
+        ({ topics }) =>
+          names.flatMap((name) => {
+            const parts = topics.find((t) => t.name === name)?.partitions ?? [];
+            if (parts.length === 0) return [name];
+            return parts.filter((p) => !(p.leader >= 0)).map((p) => `${name}[${p.partitionId}]`);
+          }),
+        (err) => {
+          if (!notServedYet(err)) throw err;
+          return names;
+        },
+      );
+      if (waiting.length)
+        throw new RankwatchError(
+          'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
+          `no partition leader yet: ${waiting.join(', ')}`,
+        );
+    },
+    { attempts: 10, baseDelayMs: 100, maxDelayMs: 1_000, jitter: true },
+  );
+}
+
+/** kafkajs's answer for a topic the broker does not serve yet (its own retrier wraps it as `cause`). */
+function notServedYet(err: unknown): boolean {
+  for (let e = err as { type?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e)
+    if (e.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e.type === 'LEADER_NOT_AVAILABLE') return true;
+  return false;
+}
+
 /** Broker refusals that trying again cannot fix; everything else counts as "the bus is away". */
 function transportError(err: unknown, what: string): RankwatchError {
   if (err instanceof RankwatchError) return err;
@@ -534,7 +573,10 @@ export class KafkaTransport implements Transport {
     return this.admin;
   }
 
-  /** Creates the events and dead-letter topics once, with partitions and replication from config. */
+  /**
+   * Creates the events and dead-letter topics once, with partitions and replication from config,
+   * and resolves once every partition of them has a leader, whoever created them.
+   */
   ensureTopics(): Promise<void> {
     if (!this.config.createTopics) return Promise.resolve();
     // A broker under load may answer a metadata request for a topic it just created with "does not
@@ -554,14 +596,21 @@ export class KafkaTransport implements Transport {
   private async createMissingTopics(): Promise<void> {
     const admin = await this.adminClient();
     const existing = new Set(await admin.listTopics());
-    const topics = [
+    const wanted = [
       { topic: this.config.topic, numPartitions: this.config.partitions },
       ...(this.sendsShards ? [{ topic: this.config.shardTopic, numPartitions: this.config.partitions }] : []),
       { topic: this.config.deadLetterTopic, numPartitions: 1 },
-    ]
+    ];
+    const topics = wanted
       .filter((t) => !existing.has(t.topic))
       .map((t) => ({ ...t, replicationFactor: this.config.replicationFactor }));
+    // waitForLeaders waits only for topics this call created: not when another process's creation
+    // came first (listTopics names them, or createTopics answers false for TOPIC_ALREADY_EXISTS).
     if (topics.length) await admin.createTopics({ topics, waitForLeaders: true });
+    await untilLed(
+      admin,
+      wanted.map((t) => t.topic),
+    );
   }
 
   /** How many partitions the topic has (creating it first when topics are created). */

@@ -75,6 +75,18 @@ function linesOf(bytes: Buffer, end: number, first: number): LineChunk {
 }
 
 /**
+ * Whether `trim` may change the line: a CR (CRLF files), spaces, a byte-order mark or other
+ * whitespace beyond ASCII at either end, none of it part of the event. Only the two end characters
+ * are looked at, so an ordinary line (`{`…`}`) costs two comparisons. Every reader of JSON lines
+ * (one file, several merged, Kafka/HTTP batches) asks this, so they trim alike.
+ */
+export function mayBePadded(line: string): boolean {
+  const a = line.charCodeAt(0);
+  const z = line.charCodeAt(line.length - 1);
+  return a <= 32 || a >= 0x80 || z <= 32 || z >= 0x80;
+}
+
+/**
  * Lines of text, the first numbered `first`. `bytes`, when the text is ASCII, are its bytes (one
  * per character; line i starts after the lines before it and their newlines), for a reader that
  * is faster on bytes (stream/scan.ts); they are the reader's and change once the next chunk is

@@ -291,9 +291,8 @@ describe('FileTransport with the scanner', () => {
     const wantAt: number[] = [];
     const wantBad: { reason: string; line?: number }[] = [];
     text.split('\n').forEach((raw, i) => {
-      // The merged read trims every line (a byte-order mark too), a single file's read ASCII
-      // whitespace only.
-      const line = merged ? raw.trim() : raw.replace(/^[\0-\x20]+|[\0-\x20]+$/g, '');
+      // Both reads trim every line (a byte-order mark too).
+      const line = raw.trim();
       if (line.length === 0) return;
       const ref = reference(line);
       if (ref.error !== undefined)

@@ -318,6 +318,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
         store_retries: c.store_retries,
         shard_records_refused: jobStage?.refusals().records ?? 0,
         collectives_members_unknown: jobStage?.stats().collectives_members_unknown ?? 0,
+        shard_steps_malformed: jobStage?.stats().shard_steps_malformed ?? 0,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');

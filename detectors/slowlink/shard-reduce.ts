@@ -39,7 +39,7 @@ import { busbwGBps } from './busbw.js';
  * moved or meaning something else) comes with a new number: shards and job stage then run the same
  * version (docs/kafka.md, "Upgrading the sharded layout").
  */
-export const SHARD_FORMAT = 3;
+export const SHARD_FORMAT = 4;
 
 /** A member of a reduced collective: rank, host, GPU (-1: not given). */
 export type Member = [number, string, number];

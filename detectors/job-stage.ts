@@ -136,6 +136,8 @@ export class JobStageRunner extends DetectorRunner {
   private readonly told = new Set<string>();
   /** When (wall clock) held events were last looked at for `holdMs` at a take. */
   private sweptAt = 0;
+  /** The latest event time of any input (events, and records that carry one), and when (wall clock) input last came. */
+  private readonly input = { ts: 0, at: 0 };
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
   /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
@@ -179,6 +181,7 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   override push(e: RankwatchEvent): void {
+    this.came(e.ts);
     const job = (e as { job?: string }).job;
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
@@ -246,6 +249,12 @@ export class JobStageRunner extends DetectorRunner {
     this.kept.push(super.take());
   }
 
+  /** Input of event time `ts` came now. */
+  private came(ts: number): void {
+    if (ts > this.input.ts) this.input.ts = ts;
+    this.input.at = this.now();
+  }
+
   /** An event a shard passed on: checked as the pipeline checks what it reads (a record could be tampered with). */
   private passedOn(e: unknown): void {
     if (eventProblem(e) === undefined && (e as { job?: unknown }).job !== undefined)
@@ -256,6 +265,7 @@ export class JobStageRunner extends DetectorRunner {
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
     const r = value as ShardRecord | ShardFinding | ShardSigns | ShardSteps | ShardEvents;
+    if (typeof (r as { ts?: unknown })?.ts === 'number') this.came((r as { ts: number }).ts);
     // Read in another format, a record would be judged wrong without a word: refused, and said.
     if (r?.format !== SHARD_FORMAT) {
       this.refuse(value);
@@ -407,8 +417,11 @@ export class JobStageRunner extends DetectorRunner {
    * time moves on only up to the oldest event still held: the detectors have not seen it, and a
    * job whose shards are behind (or restarting) would go quiet here while its steps wait.
    */
-  override advance(now: number): void {
+  override advance(bus: number): void {
     const wall = this.now();
+    // The pipeline's event time is that of the events it read; a job stage reads a sharded job's
+    // from the shards' records, so the idle bus's time goes on from the latest of those too.
+    const now = Math.max(bus, this.input.ts + (wall - this.input.at));
     if (now > this.clock) this.clock = now;
     let upTo = now;
     for (const s of this.sharded.values()) {

@@ -136,8 +136,8 @@ export class JobStageRunner extends DetectorRunner {
   private readonly told = new Set<string>();
   /** When (wall clock) held events were last looked at for `holdMs` at a take. */
   private sweptAt = 0;
-  /** The latest event time of any input (events, and records that carry one), and when (wall clock) input last came. */
-  private readonly input = { ts: 0, at: 0 };
+  /** The latest event time of any input (events, and records that carry one). */
+  private inputTs = 0;
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
   /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
@@ -249,10 +249,14 @@ export class JobStageRunner extends DetectorRunner {
     this.kept.push(super.take());
   }
 
-  /** Input of event time `ts` came now. */
+  /** The latest event time of any input, records included. */
+  inputTime(): number {
+    return this.inputTs;
+  }
+
+  /** Input of event time `ts` came. */
   private came(ts: number): void {
-    if (ts > this.input.ts) this.input.ts = ts;
-    this.input.at = this.now();
+    if (ts > this.inputTs) this.inputTs = ts;
   }
 
   /** An event a shard passed on: checked as the pipeline checks what it reads (a record could be tampered with). */
@@ -417,11 +421,8 @@ export class JobStageRunner extends DetectorRunner {
    * time moves on only up to the oldest event still held: the detectors have not seen it, and a
    * job whose shards are behind (or restarting) would go quiet here while its steps wait.
    */
-  override advance(bus: number): void {
+  override advance(now: number): void {
     const wall = this.now();
-    // The pipeline's event time is that of the events it read; a job stage reads a sharded job's
-    // from the shards' records, so the idle bus's time goes on from the latest of those too.
-    const now = Math.max(bus, this.input.ts + (wall - this.input.at));
     if (now > this.clock) this.clock = now;
     let upTo = now;
     for (const s of this.sharded.values()) {
@@ -532,10 +533,11 @@ export class JobStageRunner extends DetectorRunner {
       const p = this.hang?.progressOf((e as { job: string }).job, false);
       if (!p || e.ts - p.maxTs < QUIET_MS) return false;
     }
-    // The job's own events (its topic's) wait for the shards' steps of before them, whose
-    // progress their signs tell (a group's signs of second T follow its steps read before T);
-    // a group that sent none yet is behind (held at most `holdMs`, as every held event).
-    for (const g of s.groups) if (!s.signsClock.has(g)) return true;
+    // The job's own events wait for the shards' steps of before them, whose progress their signs
+    // tell (a group's signs of second T follow its steps read before T); none yet: every group is
+    // behind (held at most `holdMs`, as every held event). A group that never sent any (no GPU of
+    // it reports) is not waited for.
+    if (s.signsClock.size === 0) return true;
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
     if (t >= e.ts) return false;

@@ -40,6 +40,14 @@ describe('commit limits', () => {
     expect(c.limit('events', 0)).toBe(10);
   });
 
+  it('reach past the furthest offset read, whatever order the deliveries were handled in', () => {
+    const c = new CommitLimits();
+    // Three messages handled 1, 2, 0 (none held): all three are out.
+    for (const o of [1, 2, 0]) c.reading('events', 0, o);
+    c.written(c.taken(none));
+    expect(c.limit('events', 0)).toBe(3);
+  });
+
   it('forget partitions that moved away, so a stale limit never lets a commit pass held events', () => {
     const c = new CommitLimits();
     c.reading('events', 1, 99);

@@ -23,7 +23,9 @@ export class CommitLimits {
 
   /** A live message is being read (pushed to the runner). */
   reading(topic: string, partition: number, offset: number): void {
-    this.read.set(`${topic}/${partition}`, offset + 1);
+    // The furthest read: a delivery handled out of its partition's order must not move it back.
+    const k = `${topic}/${partition}`;
+    this.read.set(k, Math.max(offset + 1, this.read.get(k) ?? 0));
   }
 
   /** The runner's output was taken for a write; `held`: the lowest offset it holds per `topic/partition`. */

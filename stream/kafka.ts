@@ -798,6 +798,8 @@ export class KafkaTransport implements Transport {
     const inflight: { done: Promise<boolean>; last: string }[] = [];
     let merge: Delivery[] = [];
     let mergeEvents = 0;
+    /** The last delivery in flight has been handed to the handler: the next one goes after it. */
+    let handedOver: Promise<void> = Promise.resolve();
     const advance = (offset: string) => {
       const off = Number(offset);
       if (off >= committed) commitTo = off + 1;
@@ -815,7 +817,15 @@ export class KafkaTransport implements Transport {
       const d = merge.length === 1 ? merge[0] : mergeDeliveries(merge);
       merge = [];
       mergeEvents = 0;
-      inflight.push({ done: this.deliver(d, heartbeat, isRunning), last: String(d.offset) });
+      const after = handedOver;
+      let handed = () => {};
+      handedOver = new Promise<void>((r) => {
+        handed = r;
+      });
+      inflight.push({
+        done: this.deliver(d, heartbeat, isRunning, { after, handed }),
+        last: String(d.offset),
+      });
       while (inflight.length >= this.config.pipelineDepth && ok) await settleOldest();
     };
     try {
@@ -1038,18 +1048,34 @@ export class KafkaTransport implements Transport {
     };
   }
 
-  /** Runs the handler until it succeeds (at least once), heartbeating meanwhile; false if stopped first. */
+  /**
+   * Runs the handler until it succeeds (at least once), heartbeating meanwhile; false if stopped
+   * first. It is handed the delivery only `after` the one before it in the partition was (then
+   * calls `handed`): the ranges' records of deliveries in flight finish in any order, and the
+   * detectors must see a partition in its order (a shard's mark after the records it covers; a
+   * job stage's commit limit after the offsets below it).
+   */
   private async deliver(
     d: Delivery,
     heartbeat: () => Promise<void>,
     isRunning: () => boolean,
+    turn: { after: Promise<void>; handed: () => void },
   ): Promise<boolean> {
     const first = d.messages?.[0]?.offset ?? d.offset;
-    return this.beating(heartbeat, () => this.deliverHeld(d, first, isRunning));
+    try {
+      return await this.beating(heartbeat, () => this.deliverHeld(d, first, isRunning, turn));
+    } finally {
+      turn.handed(); // stopped before it was handed over: the rest of the batch is not held up
+    }
   }
 
   /** deliver's attempts, each a record of the range and the handler, with backoff between them. */
-  private async deliverHeld(d: Delivery, first: number, isRunning: () => boolean): Promise<boolean> {
+  private async deliverHeld(
+    d: Delivery,
+    first: number,
+    isRunning: () => boolean,
+    turn: { after: Promise<void>; handed: () => void },
+  ): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       try {
         if (this.deps.boundaries) {
@@ -1065,7 +1091,10 @@ export class KafkaTransport implements Transport {
           mine.set(first, Math.max(d.offset, mine.get(first) ?? d.offset));
           this.mine.set(d.partition, mine);
         }
-        await this.handler!(d);
+        await turn.after;
+        const handling = this.handler!(d);
+        turn.handed();
+        await handling;
         this.c.delivered_batches++;
         return true;
       } catch (err) {

@@ -104,5 +104,38 @@ describe.skipIf(brokers().length === 0)(
         await consumer.stop();
       }
     }, 180_000);
+
+    it('hands deliveries over in their partition order when their ranges are recorded out of order', async () => {
+      const n = names('ranges-order');
+      topics.push(n.topic, n.deadLetterTopic);
+      const cfg = { brokers: brokers(), ...n, partitions: 1, mergeEvents: 1, pipelineDepth: 4 };
+      const publisher = new KafkaTransport(cfg);
+      // One key per message: none is merged with the next, so four are in flight at once.
+      await publisher.publish(
+        Array.from({ length: 8 }, (_, i) => ({
+          key: `host:h${i}`,
+          events: [{ v: 1, kind: 'fault', ts: 1_000 + i, host: `h${i}`, source: 'xid', code: 79 }],
+        })),
+      );
+      await publisher.stop();
+      // A store whose inserts finish out of order (chDB writes on its own threads): each range
+      // recorded later the earlier its offset, so the fourth of a round finishes first.
+      const ranges = {
+        load: async () => new Map<number, number>(),
+        record: (_t: string, _p: number, first: number) =>
+          new Promise<void>((r) => setTimeout(r, (8 - first) * 40)),
+      };
+      const consumer = new KafkaTransport(cfg, { boundaries: ranges, log: () => {} });
+      const handed: number[] = [];
+      await consumer.consume(async (d) => {
+        for (const m of d.messages ?? []) handed.push(m.offset);
+      });
+      try {
+        await waitFor(async () => (await committedOffset(n.group, n.topic)) === 8, 60_000, 'the commit');
+        expect(handed).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      } finally {
+        await consumer.stop();
+      }
+    }, 120_000);
   },
 );

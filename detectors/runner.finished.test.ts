@@ -34,3 +34,28 @@ describe('collectives after the job finished', () => {
     expect(runner.take().findings.filter((f) => f.job === 'j-done' && f.state === 'open')).toEqual([]);
   });
 });
+
+describe('step counters of a job that finished', () => {
+  it('keep its late and duplicate steps once its state is gone', () => {
+    const runner = new DetectorRunner();
+    const steps: RankwatchEvent[] = [];
+    for (const e of new ClusterSim({
+      job: 'j-counted',
+      ranks: 8,
+      steps: 20,
+      seed: 3,
+      telemetry: false,
+    }).events()) {
+      if (e.kind === 'step' && e.step === 5 && e.rank === 0) {
+        runner.push(e);
+        runner.push(e); // sent twice: a duplicate
+      } else if (e.kind === 'step' && e.step === 6 && e.rank === 1) steps.push(e);
+      else if (e.kind === 'job_event' && e.event === 'finished') {
+        for (const late of steps) runner.push(late); // step 6 closed without it: late
+        runner.push(e);
+      } else runner.push(e);
+    }
+    expect(runner.jobState('j-counted')).toBeUndefined();
+    expect(runner.stats()).toMatchObject({ jobs: 0, duplicate_steps: 1, late_steps: 1 });
+  });
+});

@@ -307,8 +307,9 @@ export class DetectorRunner {
   }
 
   stats(): RunnerCounters {
-    let dup = 0;
-    let late = 0;
+    // Jobs that ended or moved away counted theirs when they went.
+    let dup = this.counters.duplicate_steps;
+    let late = this.counters.late_steps;
     for (const j of this.jobs.values()) {
       dup += j.assembler.duplicates;
       late += j.assembler.late;
@@ -483,8 +484,7 @@ export class DetectorRunner {
     if (this.finishedMfu.size > 1000) this.finishedMfu.delete(this.finishedMfu.keys().next().value!);
     this.finishedAt.set(id, ts);
     if (this.finishedAt.size > 1000) this.finishedAt.delete(this.finishedAt.keys().next().value!);
-    this.jobs.delete(id);
-    this.releaseGpus(id);
+    this.dropJob(id, j);
   }
 
   /**
@@ -500,6 +500,13 @@ export class DetectorRunner {
     for (const f of this.log.openFindings())
       if (f.job === id && JOB_SCOPED.has(f.type)) this.log.forget(f.id);
     this.quiet.forget(id);
+    this.dropJob(id, j);
+  }
+
+  /** A job's state goes; its late and duplicate steps stay counted. */
+  private dropJob(id: string, j: JobRuntime): void {
+    this.counters.duplicate_steps += j.assembler.duplicates;
+    this.counters.late_steps += j.assembler.late;
     this.jobs.delete(id);
     this.releaseGpus(id);
   }

@@ -322,6 +322,8 @@ ${optionsHelp(STORE_OPTIONS)}`,
         shard_records_refused: jobStage?.refusals().records ?? 0,
         collectives_members_unknown: jobStage?.stats().collectives_members_unknown ?? 0,
         shard_steps_malformed: jobStage?.stats().shard_steps_malformed ?? 0,
+        late_steps: p.runner.stats().late_steps,
+        duplicate_steps: p.runner.stats().duplicate_steps,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');
@@ -435,6 +437,8 @@ async function healthServer(
       shard_records_refused: 'shard records of another format refused (job stage)',
       collectives_members_unknown:
         'collective steps not judged: their members not yet resent since a restart (job stage)',
+      late_steps: 'step records that came after their step was closed (not counted in it)',
+      duplicate_steps: 'step records of a rank and step already counted',
     },
     figures,
   );

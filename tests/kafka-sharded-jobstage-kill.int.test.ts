@@ -54,6 +54,7 @@ function layout(name: string) {
   const records = `${n.topic}.records`;
   topics.push(n.topic, shardTopic, records, n.deadLetterTopic);
   const ids: string[] = [];
+  const procs: ReturnType<typeof rankwatch>[] = [];
   const start = (stage: 'job' | 'shard', id: string, store = id) => {
     ids.push(id);
     const p = rankwatch([
@@ -88,6 +89,7 @@ function layout(name: string) {
       '600',
     ]);
     children.push(p);
+    procs.push(p);
     return p;
   };
   const t = new KafkaTransport({ brokers: brokers(), ...n, shardTopic, partitions: PARTITIONS });
@@ -143,6 +145,19 @@ function layout(name: string) {
       await waitFor(() => caughtUp(brokers(), `${n.group}.records`, records), 120_000, 'records caught up');
       return all();
     },
+    /**
+     * The incidents equal replay's; if not, the processes are stopped first so the failure shows
+     * each one's counters (late or duplicate steps, refused records) beside the difference.
+     */
+    async expectFound() {
+      const got = await this.found();
+      if (JSON.stringify(got) === JSON.stringify(want)) return;
+      const live = procs.filter((p) => p.exitCode === null && p.signalCode === null);
+      for (const p of live) p.kill('SIGTERM');
+      await Promise.all(live.map((p) => exited(p, 60_000).catch(() => null)));
+      const counters = procs.map((p, i) => `${ids[i]}: ${p.log().match(/counters=.*/)?.[0] ?? '(none)'}`);
+      expect(got, `counters at stop:\n${counters.join('\n')}`).toEqual(want);
+    },
   };
 }
 
@@ -177,7 +192,7 @@ describe.skipIf(brokers().length === 0)('a job stage killed or joined mid-stream
     // The rest goes through the shards while no job stage runs: the next one finds their records waiting.
     await l.rest();
     const job1 = l.start('job', 'job1', 'job'); // the same store, as a restarted process has
-    expect(await l.found()).toEqual(want);
+    await l.expectFound();
     for (const p of [job1, ...shards]) p.kill('SIGTERM');
     for (const p of [job1, ...shards]) expect(await exited(p, 60_000)).toBe(0);
 
@@ -216,7 +231,7 @@ describe.skipIf(brokers().length === 0)('a job stage killed or joined mid-stream
     const held = new Map((await groupMembers(brokers(), l.n.group)).map((m) => [m.clientId, m.partitions]));
     expect(held.get('job1')?.length).toBe(1);
     await l.rest();
-    expect(await l.found()).toEqual(want);
+    await l.expectFound();
     for (const p of [job0, job1, ...shards]) p.kill('SIGTERM');
     for (const p of [job0, job1, ...shards]) expect(await exited(p, 60_000)).toBe(0);
   }, 900_000);

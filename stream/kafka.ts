@@ -224,11 +224,14 @@ export function deadLetterValue(
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Resolves once every partition of the topics has a leader, trying again for a few seconds. A topic
- * created a moment ago (by this process, or by one started beside it: a job stage and its shards
- * create the same topics at once) is not served yet: a metadata, produce or fetch request fails
- * with kafkajs's UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition", or
- * LEADER_NOT_AVAILABLE. Any other error (the broker away) is the caller's to retry.
+ * Resolves once every partition of the topics has a leader that serves it, trying again for up to
+ * about 15 s. A topic created a moment ago (by this process, or by one started beside it: a job
+ * stage and its shards create the same topics at once) is not served yet: a metadata, produce or
+ * fetch request fails with kafkajs's UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this
+ * topic-partition", or LEADER_NOT_AVAILABLE. A leader named in the metadata may not serve its
+ * partition yet either (NOT_LEADER_FOR_PARTITION: seen on a loaded machine, where a publish right
+ * after failed), so each topic's offsets are asked of the leaders too, which answer only once they
+ * do. Any other error (the broker away) is the caller's to retry.
  */
 function untilLed(admin: Admin, names: string[]): Promise<void> {
   return retry(
@@ -250,15 +253,28 @@ function untilLed(admin: Admin, names: string[]): Promise<void> {
           'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
           `no partition leader yet: ${waiting.join(', ')}`,
         );
+      for (const name of names)
+        await admin.fetchTopicOffsets(name).catch((err) => {
+          if (!notServedYet(err)) throw err;
+          throw new RankwatchError(
+            'RANKWATCH_ERR_TRANSPORT_UNAVAILABLE',
+            `partitions of ${name} not served by their leaders yet: ${(err as Error).message}`,
+          );
+        });
     },
-    { attempts: 10, baseDelayMs: 100, maxDelayMs: 1_000, jitter: true },
+    { attempts: 20, baseDelayMs: 100, maxDelayMs: 1_000, jitter: true },
   );
 }
 
 /** kafkajs's answer for a topic the broker does not serve yet (its own retrier wraps it as `cause`). */
 function notServedYet(err: unknown): boolean {
   for (let e = err as { type?: string; cause?: unknown } | undefined; e; e = e.cause as typeof e)
-    if (e.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e.type === 'LEADER_NOT_AVAILABLE') return true;
+    if (
+      e.type === 'UNKNOWN_TOPIC_OR_PARTITION' ||
+      e.type === 'LEADER_NOT_AVAILABLE' ||
+      e.type === 'NOT_LEADER_FOR_PARTITION'
+    )
+      return true;
   return false;
 }
 

@@ -16,8 +16,13 @@
  * nothing (its shard is down and not yet replaced) holds the job back for `holdMs` of wall time,
  * after which held events go on without it: late collectives are then judged as late ones are.
  *
- * The collectives' records are merged per step (slowlink/shard-merge.ts) and judged right
- * before the step's events are released.
+ * A shard sends a communicator's members only when they change and every `MEMBERS_EVERY` steps
+ * (shard-reduce.ts); the job stage keeps each group's list per communicator and joins the groups'
+ * lists once, not every step. A communicator's step with a record whose group's list is not known
+ * here (this process started after that group last sent it) is not judged: judged with part of its
+ * members, its shortest time could be a slower member's and a rail could be blamed for another's
+ * link. Its other steps are, from the first one after every group sent its list again. Counted in
+ * `collectives_members_unknown`.
  *
  * Held events are not out yet, so their bus messages must not be committed (docs/kafka.md, "A job
  * stage killed or moved"): the pipeline tells where each input was read (`position`), and
@@ -38,14 +43,25 @@ import { HeldEvents } from './held-events.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
 import { type ShardEvents, type ShardSteps, stepsOf } from './shard-forward.js';
-import { MergedCollectives } from './slowlink/shard-merge.js';
 import {
+  MEMBERS_EVERY,
+  type Member,
+  mergeReduced,
+  type ReducedCollective,
   type ReducedEdges,
+  reducedKey,
   SHARD_FORMAT,
   type ShardFinding,
   type ShardRecord,
   type ShardReduced,
 } from './slowlink/shard-reduce.js';
+
+/**
+ * A step's merged record of a collective, or the groups' p2p records as each sent them (the judge
+ * keeps each edge's shortest time itself, so they are not merged here: a merge copied every edge
+ * of the step, and indexed it, only to be taken apart again).
+ */
+type Pending = ReducedCollective | ReducedEdges[];
 
 export interface JobStageOptions {
   /** Longest a held event waits for a host group, in wall-clock ms (default 120 s). */
@@ -67,13 +83,19 @@ const MAX_TOLD = 1024;
 interface ShardedJob {
   groups: Set<number>;
   through: Map<number, number>;
-  /** Its collectives' records, merged per step until the step's events are released. */
-  collectives: MergedCollectives;
+  /** Merged records by step, then by communicator, until their step's events are released. */
+  pending: Map<number, Map<string, Pending>>;
   /**
    * Events held, given back in event-time order, each with when it was held and where it was
    * read: the job's own events on its topic, its steps on the shard records' (shard-forward.ts).
    */
   held: HeldEvents;
+  /** Steps whose collectives went to the judge already: later records of them go at once. */
+  appliedThrough: number;
+  /** Per communicator (`op|comm`), each group's member list as it last sent it, and the step it came with. */
+  members: Map<string, Map<number, { list: Member[]; step: number }>>;
+  /** Per communicator, the groups' lists last joined and their join (reused while they are the same). */
+  unions: Map<string, { parts: Map<number, Member[]>; members: Member[] }>;
   /**
    * The hang detector's signs from the shards, in arrival order with when each came (wall clock),
    * until the job's events and every group's signs reach their time; each group's latest signs
@@ -98,6 +120,10 @@ export class JobStageRunner extends DetectorRunner {
   private readonly sharded = new Map<string, ShardedJob>();
   /** Open throttle incidents the shards reported, by `host/gpu`: what a straggler links to. */
   private readonly throttles = new Map<string, string>();
+  /** Collective records copied here (merged into), as against those kept as they came. */
+  private readonly copies = new WeakSet<ReducedCollective>();
+  /** A pending collective's member list per group; null: some group's list is not known here. */
+  private readonly parts = new WeakMap<ReducedCollective, Map<number, Member[]> | null>();
   private membersUnknown = 0;
   /** Rows or events shards passed on that were not valid events (shard-forward.ts): dropped. */
   private malformedSteps = 0;
@@ -280,7 +306,60 @@ export class JobStageRunner extends DetectorRunner {
     }
     if (r.t !== 'reduced' && r.t !== 'edges') return;
     s.groups.add(r.group);
-    s.collectives.add(r, !this.replaying);
+    const live = !this.replaying;
+    const list = r.t === 'reduced' ? this.membersOf(s, r) : undefined;
+    if (r.step <= s.appliedThrough) {
+      if (r.t === 'edges') this.judge(r, live);
+      else if (list) this.judge({ ...r, members: list }, live);
+      else this.membersUnknown++;
+      return;
+    }
+    let byKey = s.pending.get(r.step);
+    if (!byKey) {
+      byKey = new Map();
+      s.pending.set(r.step, byKey);
+    }
+    const key = reducedKey(r);
+    const have = byKey.get(key);
+    if (r.t === 'edges') {
+      if (Array.isArray(have)) have.push(r);
+      else byKey.set(key, [r]);
+      if (live) this.live.add(r);
+      return;
+    }
+    // The first record is kept as it came; a copy is made only when a second one joins it.
+    if (!have) {
+      byKey.set(key, r);
+      this.parts.set(r, list ? new Map([[r.group, list]]) : null);
+    } else if (!Array.isArray(have)) {
+      const into = this.own(byKey, key, have);
+      mergeReduced(into, r);
+      const parts = this.parts.get(into);
+      const had = parts?.get(r.group);
+      // A group's step sent in two parts (an idle flush came before its last reports): both lists.
+      if (!list) this.parts.set(into, null);
+      else parts?.set(r.group, had && had !== list ? joined([had, list]) : list);
+    }
+    // A step's record is live if any part of it is (a copy made by the join carries it on).
+    if (live || (have && this.live.has(have))) this.live.add(byKey.get(key) as ReducedCollective);
+  }
+
+  /**
+   * A record's member list: the one it brings (kept as its group's, the same array as before if
+   * unchanged, so the join of the groups' lists is reused), or its group's last; undefined if unknown.
+   */
+  private membersOf(s: ShardedJob, r: ReducedCollective): Member[] | undefined {
+    const key = reducedKey(r);
+    let byGroup = s.members.get(key);
+    const last = byGroup?.get(r.group);
+    if (!r.members) return last?.list;
+    if (!byGroup) {
+      byGroup = new Map();
+      s.members.set(key, byGroup);
+    }
+    const list = last && sameList(last.list, r.members) ? last.list : r.members;
+    byGroup.set(r.group, { list, step: r.step });
+    return list;
   }
 
   /** Records refused for their format: how many, when (wall clock) the first and the latest came. */
@@ -301,6 +380,30 @@ export class JobStageRunner extends DetectorRunner {
     if (this.told.has(key) || this.told.size >= MAX_TOLD) return;
     this.told.add(key);
     this.onRefused?.(format, source);
+  }
+
+  /** A record of `byKey` this runner may change: the one that came, copied on its first join. */
+  private own(byKey: Map<string, Pending>, key: string, have: ReducedCollective): ReducedCollective {
+    if (this.copies.has(have)) return have;
+    const copy = { ...have };
+    this.copies.add(copy);
+    this.parts.set(copy, this.parts.get(have) ?? null);
+    byKey.set(key, copy);
+    return copy;
+  }
+
+  /** The join of a collective's groups' member lists: the last one again while the lists are the same. */
+  private union(s: ShardedJob, key: string, parts: Map<number, Member[]>): Member[] {
+    if (parts.size === 1) return parts.values().next().value!;
+    const last = s.unions.get(key);
+    if (last && last.parts.size === parts.size) {
+      let same = true;
+      for (const [g, list] of parts) if (last.parts.get(g) !== list) same = false;
+      if (same) return last.members;
+    }
+    const members = joined(parts.values());
+    s.unions.set(key, { parts, members });
+    return members;
   }
 
   override flush(): void {
@@ -382,12 +485,11 @@ export class JobStageRunner extends DetectorRunner {
       s = {
         groups: new Set(),
         through: new Map(),
-        collectives: new MergedCollectives({
-          live: this.live,
-          judge: (r, live) => this.judge(r, live),
-          unknown: () => this.membersUnknown++,
-        }),
+        pending: new Map(),
         held: new HeldEvents(),
+        appliedThrough: Number.NEGATIVE_INFINITY,
+        members: new Map(),
+        unions: new Map(),
         signs: [],
         signsAt: [],
         signsMin: Number.POSITIVE_INFINITY,
@@ -453,7 +555,7 @@ export class JobStageRunner extends DetectorRunner {
         this.releaseHead(s);
       }
       this.drainSigns(s, Number.POSITIVE_INFINITY, true);
-      s.collectives.applyThrough(Number.POSITIVE_INFINITY);
+      this.applyThrough(s, Number.POSITIVE_INFINITY);
     }
   }
 
@@ -482,7 +584,7 @@ export class JobStageRunner extends DetectorRunner {
   private pass(s: ShardedJob, e: RankwatchEvent): void {
     this.keep(this.live.has(e), () => {
       this.drainSigns(s, e.ts);
-      if (e.kind === 'step') s.collectives.applyThrough(e.step);
+      if (e.kind === 'step') this.applyThrough(s, e.step);
       if (e.ts > this.clock) this.clock = e.ts;
       if (e.kind === 'job_event' && (e.event === 'restart' || e.event === 'finished')) s.endedAt = e.ts;
       super.push(e);
@@ -536,6 +638,44 @@ export class JobStageRunner extends DetectorRunner {
     if (this.out.findings.length > before) this.link(before);
   }
 
+  /** The merged collectives of every step up to `step` go to the judge, oldest first. */
+  private applyThrough(s: ShardedJob, step: number): void {
+    if (step <= s.appliedThrough) return;
+    const steps = [...s.pending.keys()].filter((k) => k <= step).sort((a, b) => a - b);
+    for (const k of steps) {
+      for (const [key, r] of s.pending.get(k)!) {
+        if (Array.isArray(r))
+          this.judge(
+            r,
+            r.some((x) => this.live.has(x)),
+          );
+        else {
+          const parts = this.parts.get(r);
+          if (!parts) this.membersUnknown++;
+          else {
+            r.members = this.union(s, key, parts);
+            this.judge(r, this.live.has(r));
+          }
+        }
+      }
+      s.pending.delete(k);
+      this.forgetGone(s, k);
+    }
+    if (step !== Number.POSITIVE_INFINITY) s.appliedThrough = step;
+  }
+
+  /** Member lists of communicators no group has sent for long (renamed by a restart): not kept. */
+  private forgetGone(s: ShardedJob, step: number): void {
+    if (step % MEMBERS_EVERY !== 0) return;
+    for (const [key, byGroup] of s.members) {
+      for (const [g, v] of byGroup) if (v.step < step - 3 * MEMBERS_EVERY) byGroup.delete(g);
+      if (byGroup.size === 0) {
+        s.members.delete(key);
+        s.unions.delete(key);
+      }
+    }
+  }
+
   private judge(r: ShardReduced | ReducedEdges[], live: boolean): void {
     this.keep(live, () => {
       const before = this.out.findings.length;
@@ -561,4 +701,24 @@ export class JobStageRunner extends DetectorRunner {
       if (this.out.findings.length > before) this.link(before);
     }
   }
+}
+
+function sameList(a: Member[], b: Member[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++)
+    if (a[i][0] !== b[i][0] || a[i][1] !== b[i][1] || a[i][2] !== b[i][2]) return false;
+  return true;
+}
+
+/** Member lists joined: each rank once, in the order the lists give them. */
+function joined(lists: Iterable<Member[]>): Member[] {
+  const seen = new Set<number>();
+  const members: Member[] = [];
+  for (const list of lists)
+    for (const m of list)
+      if (!seen.has(m[0])) {
+        seen.add(m[0]);
+        members.push(m);
+      }
+  return members;
 }

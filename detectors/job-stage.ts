@@ -7,8 +7,8 @@
  * (`drainSigns`), the job judged at its signs' time (`signsTime`), and a stalled job's events
  * held until its signs reach them (`signsBehind`).
  *
- * The two inputs arrive in no fixed order, so a sharded job's events are held and released in
- * event-time order (held-events.ts) as the unsharded run would have seen them: a step event of step S goes to the
+ * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
+ * and released as the unsharded run would have seen them: a step event of step S goes to the
  * detectors once every host group of the job (its `job` event's `host_groups`, and any group that
  * sent a mark) is complete through S, right after the merged collectives of the steps up to S
  * (in a recorded stream a step's collectives come before its step events). The judge then sees
@@ -35,14 +35,11 @@
 import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput } from '../schema/output.js';
-import { eventProblem } from '../schema/validate.js';
 import type { DetectorConfig } from './detector.js';
 import type { HangDetector } from './hang/hang.js';
 import { QUIET_MS, type ShardSigns, SignsMirror } from './hang/shard-signs.js';
-import { HeldEvents } from './held-events.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
-import { type ShardEvents, type ShardSteps, stepsOf } from './shard-forward.js';
 import {
   MEMBERS_EVERY,
   type Member,
@@ -85,11 +82,13 @@ interface ShardedJob {
   through: Map<number, number>;
   /** Merged records by step, then by communicator, until their step's events are released. */
   pending: Map<number, Map<string, Pending>>;
-  /**
-   * Events held, given back in event-time order, each with when it was held and where it was
-   * read: the job's own events on its topic, its steps on the shard records' (shard-forward.ts).
-   */
-  held: HeldEvents;
+  /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
+  held: RankwatchEvent[];
+  heldAt: number[];
+  /** Each held event's offset in its partition (`from`: the job's events' `topic/partition`). */
+  heldPos: number[];
+  from: string;
+  head: number;
   /** Steps whose collectives went to the judge already: later records of them go at once. */
   appliedThrough: number;
   /** Per communicator (`op|comm`), each group's member list as it last sent it, and the step it came with. */
@@ -111,9 +110,6 @@ interface ShardedJob {
   signsCameAt: number;
   /** Event time of the job's last restart or finish handed over: signs before it tell of the run it ended. */
   endedAt: number;
-  /** The latest `job` event read here, and the latest a shard had read before steps it sent: they wait for it. */
-  jobAt: number;
-  needsJobAt: number;
 }
 
 export class JobStageRunner extends DetectorRunner {
@@ -125,8 +121,6 @@ export class JobStageRunner extends DetectorRunner {
   /** A pending collective's member list per group; null: some group's list is not known here. */
   private readonly parts = new WeakMap<ReducedCollective, Map<number, Member[]> | null>();
   private membersUnknown = 0;
-  /** Rows or events shards passed on that were not valid events (shard-forward.ts): dropped. */
-  private malformedSteps = 0;
   private readonly holdMs: number;
   private readonly now: () => number;
   private readonly onRefused?: (format: unknown, source: string) => void;
@@ -136,8 +130,6 @@ export class JobStageRunner extends DetectorRunner {
   private readonly told = new Set<string>();
   /** When (wall clock) held events were last looked at for `holdMs` at a take. */
   private sweptAt = 0;
-  /** The latest event time of any input (events, and records that carry one). */
-  private inputTs = 0;
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
   /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
@@ -173,24 +165,25 @@ export class JobStageRunner extends DetectorRunner {
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
     if (s.signs.length > 0 && s.signsMin < t) t = s.signsMin;
-    const first = s.held.top();
-    const held = first !== undefined;
-    if (held && first.ts < t) t = first.ts;
+    const held = s.head < s.held.length;
+    if (held && s.held[s.head].ts < t) t = s.held[s.head].ts;
     const stopped = this.clock - t >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs;
     return !held && s.signs.length === 0 && stopped ? undefined : t;
   }
 
   override push(e: RankwatchEvent): void {
-    this.came(e.ts);
     const job = (e as { job?: string }).job;
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
     if (!s) {
       if (e.ts > this.clock) this.clock = e.ts;
       super.push(e);
-    } else if (s.held.size === 0 && !this.waits(s, e)) this.pass(s, e);
+    } else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
     else {
-      s.held.push(e, this.now(), this.at.from, this.at.offset);
+      s.held.push(e);
+      s.heldAt.push(this.now());
+      s.heldPos.push(this.at.offset);
+      s.from = this.at.from;
       if (!this.replaying) this.live.add(e);
       this.release(s);
     }
@@ -205,7 +198,9 @@ export class JobStageRunner extends DetectorRunner {
   /** Per `topic/partition`, the lowest offset whose events are held: commits stop there. */
   heldFrom(): Map<string, number> {
     const from = new Map<string, number>();
-    for (const s of this.sharded.values()) s.held.lowestOffsets(from);
+    for (const s of this.sharded.values())
+      if (s.head < s.held.length && s.heldPos[s.head] < (from.get(s.from) ?? Number.POSITIVE_INFINITY))
+        from.set(s.from, s.heldPos[s.head]);
     return from;
   }
 
@@ -249,27 +244,9 @@ export class JobStageRunner extends DetectorRunner {
     this.kept.push(super.take());
   }
 
-  /** The latest event time of any input, records included. */
-  inputTime(): number {
-    return this.inputTs;
-  }
-
-  /** Input of event time `ts` came. */
-  private came(ts: number): void {
-    if (ts > this.inputTs) this.inputTs = ts;
-  }
-
-  /** An event a shard passed on: checked as the pipeline checks what it reads (a record could be tampered with). */
-  private passedOn(e: unknown): void {
-    if (eventProblem(e) === undefined && (e as { job?: unknown }).job !== undefined)
-      this.push(e as RankwatchEvent);
-    else this.malformedSteps++;
-  }
-
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
-    const r = value as ShardRecord | ShardFinding | ShardSigns | ShardSteps | ShardEvents;
-    if (typeof (r as { ts?: unknown })?.ts === 'number') this.came((r as { ts: number }).ts);
+    const r = value as ShardRecord | ShardFinding | ShardSigns;
     // Read in another format, a record would be judged wrong without a word: refused, and said.
     if (r?.format !== SHARD_FORMAT) {
       this.refuse(value);
@@ -277,14 +254,6 @@ export class JobStageRunner extends DetectorRunner {
     }
     if (r.t === 'finding') {
       this.adopt(r.finding);
-      return;
-    }
-    if (r.t === 'steps' || r.t === 'events') {
-      // The job is sharded (its groups' events come here), its `job` event possibly not yet read.
-      const s = this.shardedJob(r.job);
-      if (typeof r.job_ts === 'number' && r.job_ts > s.needsJobAt) s.needsJobAt = r.job_ts;
-      if (r.t === 'steps') this.malformedSteps += stepsOf(r, (e) => this.push(e));
-      else for (const e of r.events) this.passedOn(e);
       return;
     }
     const s = this.shardedJob(r.job);
@@ -426,11 +395,10 @@ export class JobStageRunner extends DetectorRunner {
     if (now > this.clock) this.clock = now;
     let upTo = now;
     for (const s of this.sharded.values()) {
-      this.releaseWaited(s, wall);
+      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
       this.release(s);
       this.drainSigns(s, this.signsBound(s));
-      const first = s.held.top();
-      if (first && first.ts < upTo) upTo = first.ts;
+      if (s.head < s.held.length && s.held[s.head].ts < upTo) upTo = s.held[s.head].ts;
     }
     super.advance(upTo);
   }
@@ -445,7 +413,8 @@ export class JobStageRunner extends DetectorRunner {
     if (wall - this.sweptAt < 1_000) return;
     this.sweptAt = wall;
     for (const s of this.sharded.values()) {
-      if (!this.releaseWaited(s, wall)) continue;
+      if (!(s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs)) continue;
+      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
       this.release(s);
       this.drainSigns(s, this.signsBound(s));
     }
@@ -456,12 +425,8 @@ export class JobStageRunner extends DetectorRunner {
     super.forget(job);
   }
 
-  override stats(): RunnerCounters & { collectives_members_unknown: number; shard_steps_malformed: number } {
-    return {
-      ...super.stats(),
-      collectives_members_unknown: this.membersUnknown,
-      shard_steps_malformed: this.malformedSteps,
-    };
+  override stats(): RunnerCounters & { collectives_members_unknown: number } {
+    return { ...super.stats(), collectives_members_unknown: this.membersUnknown };
   }
 
   protected override throttleIncident(host: string, gpu: number): string | undefined {
@@ -471,11 +436,8 @@ export class JobStageRunner extends DetectorRunner {
   /** A job event that names host groups makes the job sharded: its events wait for them. */
   private announce(e: JobEvent): void {
     const n = (e as { host_groups?: number }).host_groups;
-    const known = this.sharded.get(e.job);
-    if (known && e.ts > known.jobAt) known.jobAt = e.ts;
     if (n === undefined) return;
     const s = this.shardedJob(e.job);
-    if (e.ts > s.jobAt) s.jobAt = e.ts;
     for (let g = 0; g < n; g++) s.groups.add(g);
   }
 
@@ -486,7 +448,11 @@ export class JobStageRunner extends DetectorRunner {
         groups: new Set(),
         through: new Map(),
         pending: new Map(),
-        held: new HeldEvents(),
+        held: [],
+        heldAt: [],
+        heldPos: [],
+        from: '',
+        head: 0,
         appliedThrough: Number.NEGATIVE_INFINITY,
         members: new Map(),
         unions: new Map(),
@@ -497,8 +463,6 @@ export class JobStageRunner extends DetectorRunner {
         mirror: new SignsMirror(),
         signsCameAt: 0,
         endedAt: Number.NEGATIVE_INFINITY,
-        jobAt: Number.NEGATIVE_INFINITY,
-        needsJobAt: Number.NEGATIVE_INFINITY,
       };
       this.sharded.set(id, s);
     }
@@ -506,15 +470,12 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   /**
-   * Whether an event must wait: a step until the job event its shard had read came here and every
-   * group of its job is complete through it; any
+   * Whether an event must wait: a step until every group of its job is complete through it; any
    * event of a job gone quiet until its signs reach the event's time (`signsBehind`).
    */
   private waits(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind !== 'job' && s.jobAt < s.needsJobAt) return true;
-    if (e.kind === 'step') {
+    if (e.kind === 'step')
       for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
-    }
     return this.signsBehind(s, e);
   }
 
@@ -528,16 +489,9 @@ export class JobStageRunner extends DetectorRunner {
    * stopped (as `signsTime` tells).
    */
   private signsBehind(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind === 'step') {
-      if (s.signsClock.size === 0) return false;
-      const p = this.hang?.progressOf((e as { job: string }).job, false);
-      if (!p || e.ts - p.maxTs < QUIET_MS) return false;
-    }
-    // The job's own events wait for the shards' steps of before them, whose progress their signs
-    // tell (a group's signs of second T follow its steps read before T); none yet: every group is
-    // behind (held at most `holdMs`, as every held event). A group that never sent any (no GPU of
-    // it reports) is not waited for.
-    if (s.signsClock.size === 0) return true;
+    if (s.signsClock.size === 0) return false;
+    const p = this.hang?.progressOf((e as { job: string }).job, false);
+    if (!p || e.ts - p.maxTs < QUIET_MS) return false;
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
     if (t >= e.ts) return false;
@@ -545,13 +499,13 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   private release(s: ShardedJob): void {
-    for (let e = s.held.top(); e !== undefined && !this.waits(s, e); e = s.held.top()) this.releaseHead(s);
+    while (s.head < s.held.length && !this.waits(s, s.held[s.head])) this.releaseHead(s);
   }
 
   private releaseAll(): void {
     for (const s of this.sharded.values()) {
-      for (let e = s.held.top(); e !== undefined; e = s.held.top()) {
-        this.drainSigns(s, e.ts, true);
+      while (s.head < s.held.length) {
+        this.drainSigns(s, s.held[s.head].ts, true);
         this.releaseHead(s);
       }
       this.drainSigns(s, Number.POSITIVE_INFINITY, true);
@@ -560,24 +514,14 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   private releaseHead(s: ShardedJob): void {
-    this.pass(s, s.held.pop());
-  }
-
-  /**
-   * Held events that waited `holdMs` go on without the groups they wait for, with every event
-   * before them in event time; true if any did.
-   */
-  private releaseWaited(s: ShardedJob, wall: number): boolean {
-    let any = false;
-    for (
-      let at = s.held.oldestArrival();
-      at !== undefined && wall - at >= this.holdMs;
-      at = s.held.oldestArrival()
-    ) {
-      this.releaseHead(s);
-      any = true;
+    const e = s.held[s.head++];
+    if (s.head === s.held.length) {
+      s.held.length = 0;
+      s.heldAt.length = 0;
+      s.heldPos.length = 0;
+      s.head = 0;
     }
-    return any;
+    this.pass(s, e);
   }
 
   /** An event to the detectors; a step's after the merged collectives of its step and those before. */
@@ -593,8 +537,7 @@ export class JobStageRunner extends DetectorRunner {
 
   /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
   private signsBound(s: ShardedJob): number {
-    const first = s.held.top();
-    return first ? Math.min(this.clock, first.ts) : this.clock;
+    return s.head < s.held.length ? Math.min(this.clock, s.held[s.head].ts) : this.clock;
   }
 
   /**

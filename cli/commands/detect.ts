@@ -220,16 +220,13 @@ ${optionsHelp(STORE_OPTIONS)}`,
         stage === 'job' ? { commitLimit: (p) => pipeline?.commitLimit(transport.config.topic, p) } : {},
       ),
     );
-    // The job stage also reads what its shards send (their reductions, and the job's steps and
-    // other events they pass on, held as the job's own are); a shard sends it.
+    // The job stage also reads what its shards send; a shard sends it.
     const records =
       stage === undefined
         ? undefined
         : new KafkaTransport(
             { ...base, topic: recordsTopic, group: `${base.group ?? KAFKA_DEFAULTS.group}.records` },
-            transportDeps(
-              stage === 'job' ? { commitLimit: (p) => pipeline?.commitLimit(recordsTopic, p) } : {},
-            ),
+            transportDeps(),
           );
     const toJobStage = (rs: unknown[]) => records!.publish(batchByKey(rs));
     pipeline = buildPipeline({
@@ -321,7 +318,6 @@ ${optionsHelp(STORE_OPTIONS)}`,
         store_retries: c.store_retries,
         shard_records_refused: jobStage?.refusals().records ?? 0,
         collectives_members_unknown: jobStage?.stats().collectives_members_unknown ?? 0,
-        shard_steps_malformed: jobStage?.stats().shard_steps_malformed ?? 0,
         late_steps: p.runner.stats().late_steps,
         duplicate_steps: p.runner.stats().duplicate_steps,
       };

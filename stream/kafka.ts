@@ -223,6 +223,12 @@ export function deadLetterValue(
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A delivery's place in its partition: handed to the handler `after` the one before it, then `handed`. */
+interface Turn {
+  after: Promise<void>;
+  handed: () => void;
+}
+
 /**
  * Resolves once every partition of the topics has a leader that serves it, trying again for up to
  * about 15 s. A topic created a moment ago (by this process, or by one started beside it: a job
@@ -1075,7 +1081,7 @@ export class KafkaTransport implements Transport {
     d: Delivery,
     heartbeat: () => Promise<void>,
     isRunning: () => boolean,
-    turn: { after: Promise<void>; handed: () => void },
+    turn: Turn,
   ): Promise<boolean> {
     const first = d.messages?.[0]?.offset ?? d.offset;
     try {
@@ -1090,7 +1096,7 @@ export class KafkaTransport implements Transport {
     d: Delivery,
     first: number,
     isRunning: () => boolean,
-    turn: { after: Promise<void>; handed: () => void },
+    turn: Turn,
   ): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       try {

@@ -306,6 +306,9 @@ ${optionsHelp(STORE_OPTIONS)}`,
     const figures = () => {
       const t = transport.counters();
       const c = p.counters();
+      // One walk over the jobs: a job stage's counters are its runner's and more.
+      const js = jobStage?.stats();
+      const r = js ?? p.runner.stats();
       return {
         batches: c.batches,
         events: c.events,
@@ -317,9 +320,9 @@ ${optionsHelp(STORE_OPTIONS)}`,
         commits: t.commits,
         store_retries: c.store_retries,
         shard_records_refused: jobStage?.refusals().records ?? 0,
-        collectives_members_unknown: jobStage?.stats().collectives_members_unknown ?? 0,
-        late_steps: p.runner.stats().late_steps,
-        duplicate_steps: p.runner.stats().duplicate_steps,
+        collectives_members_unknown: js?.collectives_members_unknown ?? 0,
+        late_steps: r.late_steps,
+        duplicate_steps: r.duplicate_steps,
       };
     };
     const stats = () => logger.info({ counters: figures() }, 'counters');

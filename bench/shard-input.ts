@@ -11,7 +11,7 @@ import { HostGroupKeys, parseShardKey } from '../stream/host-groups.js';
 import type { Batch } from '../stream/transport.js';
 
 export interface JobStageInput {
-  /** A batch keyed by job (step, job and checkpoint events). */
+  /** A batch keyed by job (its `job` event: the rest comes in the shard stage's records). */
   jobBatch(b: Batch): void;
   /** Shard records the shard stage sent after a delivery. */
   records(rs: unknown[]): void;

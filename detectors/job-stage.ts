@@ -7,8 +7,8 @@
  * (`drainSigns`), the job judged at its signs' time (`signsTime`), and a stalled job's events
  * held until its signs reach them (`signsBehind`).
  *
- * The two inputs arrive in no fixed order, so a sharded job's events are held in arrival order
- * and released as the unsharded run would have seen them: a step event of step S goes to the
+ * The two inputs arrive in no fixed order, so a sharded job's events are held and released in
+ * event-time order (held-events.ts) as the unsharded run would have seen them: a step event of step S goes to the
  * detectors once every host group of the job (its `job` event's `host_groups`, and any group that
  * sent a mark) is complete through S, right after the merged collectives of the steps up to S
  * (in a recorded stream a step's collectives come before its step events). The judge then sees
@@ -16,13 +16,8 @@
  * nothing (its shard is down and not yet replaced) holds the job back for `holdMs` of wall time,
  * after which held events go on without it: late collectives are then judged as late ones are.
  *
- * A shard sends a communicator's members only when they change and every `MEMBERS_EVERY` steps
- * (shard-reduce.ts); the job stage keeps each group's list per communicator and joins the groups'
- * lists once, not every step. A communicator's step with a record whose group's list is not known
- * here (this process started after that group last sent it) is not judged: judged with part of its
- * members, its shortest time could be a slower member's and a rail could be blamed for another's
- * link. Its other steps are, from the first one after every group sent its list again. Counted in
- * `collectives_members_unknown`.
+ * The collectives' records are merged per step (slowlink/shard-merge.ts) and judged right
+ * before the step's events are released.
  *
  * Held events are not out yet, so their bus messages must not be committed (docs/kafka.md, "A job
  * stage killed or moved"): the pipeline tells where each input was read (`position`), and
@@ -35,30 +30,22 @@
 import type { JobEvent, RankwatchEvent } from '../schema/events.js';
 import type { Finding } from '../schema/finding.js';
 import type { DetectorOutput } from '../schema/output.js';
+import { eventProblem } from '../schema/validate.js';
 import type { DetectorConfig } from './detector.js';
 import type { HangDetector } from './hang/hang.js';
 import { QUIET_MS, type ShardSigns, SignsMirror } from './hang/shard-signs.js';
+import { HeldEvents } from './held-events.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
+import { type ShardEvents, type ShardSteps, stepsOf } from './shard-forward.js';
+import { MergedCollectives } from './slowlink/shard-merge.js';
 import {
-  MEMBERS_EVERY,
-  type Member,
-  mergeReduced,
-  type ReducedCollective,
   type ReducedEdges,
-  reducedKey,
   SHARD_FORMAT,
   type ShardFinding,
   type ShardRecord,
   type ShardReduced,
 } from './slowlink/shard-reduce.js';
-
-/**
- * A step's merged record of a collective, or the groups' p2p records as each sent them (the judge
- * keeps each edge's shortest time itself, so they are not merged here: a merge copied every edge
- * of the step, and indexed it, only to be taken apart again).
- */
-type Pending = ReducedCollective | ReducedEdges[];
 
 export interface JobStageOptions {
   /** Longest a held event waits for a host group, in wall-clock ms (default 120 s). */
@@ -80,21 +67,13 @@ const MAX_TOLD = 1024;
 interface ShardedJob {
   groups: Set<number>;
   through: Map<number, number>;
-  /** Merged records by step, then by communicator, until their step's events are released. */
-  pending: Map<number, Map<string, Pending>>;
-  /** Events held in arrival order from `head` on, and when each was held (a queue: no shift per event). */
-  held: RankwatchEvent[];
-  heldAt: number[];
-  /** Each held event's offset in its partition (`from`: the job's events' `topic/partition`). */
-  heldPos: number[];
-  from: string;
-  head: number;
-  /** Steps whose collectives went to the judge already: later records of them go at once. */
-  appliedThrough: number;
-  /** Per communicator (`op|comm`), each group's member list as it last sent it, and the step it came with. */
-  members: Map<string, Map<number, { list: Member[]; step: number }>>;
-  /** Per communicator, the groups' lists last joined and their join (reused while they are the same). */
-  unions: Map<string, { parts: Map<number, Member[]>; members: Member[] }>;
+  /** Its collectives' records, merged per step until the step's events are released. */
+  collectives: MergedCollectives;
+  /**
+   * Events held, given back in event-time order, each with when it was held and where it was
+   * read: the job's own events on its topic, its steps on the shard records' (shard-forward.ts).
+   */
+  held: HeldEvents;
   /**
    * The hang detector's signs from the shards, in arrival order with when each came (wall clock),
    * until the job's events and every group's signs reach their time; each group's latest signs
@@ -110,17 +89,18 @@ interface ShardedJob {
   signsCameAt: number;
   /** Event time of the job's last restart or finish handed over: signs before it tell of the run it ended. */
   endedAt: number;
+  /** The latest `job` event read here, and the latest a shard had read before steps it sent: they wait for it. */
+  jobAt: number;
+  needsJobAt: number;
 }
 
 export class JobStageRunner extends DetectorRunner {
   private readonly sharded = new Map<string, ShardedJob>();
   /** Open throttle incidents the shards reported, by `host/gpu`: what a straggler links to. */
   private readonly throttles = new Map<string, string>();
-  /** Collective records copied here (merged into), as against those kept as they came. */
-  private readonly copies = new WeakSet<ReducedCollective>();
-  /** A pending collective's member list per group; null: some group's list is not known here. */
-  private readonly parts = new WeakMap<ReducedCollective, Map<number, Member[]> | null>();
   private membersUnknown = 0;
+  /** Rows or events shards passed on that were not valid events (shard-forward.ts): dropped. */
+  private malformedSteps = 0;
   private readonly holdMs: number;
   private readonly now: () => number;
   private readonly onRefused?: (format: unknown, source: string) => void;
@@ -130,6 +110,8 @@ export class JobStageRunner extends DetectorRunner {
   private readonly told = new Set<string>();
   /** When (wall clock) held events were last looked at for `holdMs` at a take. */
   private sweptAt = 0;
+  /** The latest event time of any input (events, and records that carry one). */
+  private inputTs = 0;
   /** Event time of the latest event handed to the detectors, or of the idle bus. */
   private clock = 0;
   /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
@@ -165,25 +147,24 @@ export class JobStageRunner extends DetectorRunner {
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
     if (s.signs.length > 0 && s.signsMin < t) t = s.signsMin;
-    const held = s.head < s.held.length;
-    if (held && s.held[s.head].ts < t) t = s.held[s.head].ts;
+    const first = s.held.top();
+    const held = first !== undefined;
+    if (held && first.ts < t) t = first.ts;
     const stopped = this.clock - t >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs;
     return !held && s.signs.length === 0 && stopped ? undefined : t;
   }
 
   override push(e: RankwatchEvent): void {
+    this.came(e.ts);
     const job = (e as { job?: string }).job;
     if (e.kind === 'job') this.announce(e);
     const s = job === undefined ? undefined : this.sharded.get(job);
     if (!s) {
       if (e.ts > this.clock) this.clock = e.ts;
       super.push(e);
-    } else if (s.head === s.held.length && !this.waits(s, e)) this.pass(s, e);
+    } else if (s.held.size === 0 && !this.waits(s, e)) this.pass(s, e);
     else {
-      s.held.push(e);
-      s.heldAt.push(this.now());
-      s.heldPos.push(this.at.offset);
-      s.from = this.at.from;
+      s.held.push(e, this.now(), this.at.from, this.at.offset);
       if (!this.replaying) this.live.add(e);
       this.release(s);
     }
@@ -198,9 +179,7 @@ export class JobStageRunner extends DetectorRunner {
   /** Per `topic/partition`, the lowest offset whose events are held: commits stop there. */
   heldFrom(): Map<string, number> {
     const from = new Map<string, number>();
-    for (const s of this.sharded.values())
-      if (s.head < s.held.length && s.heldPos[s.head] < (from.get(s.from) ?? Number.POSITIVE_INFINITY))
-        from.set(s.from, s.heldPos[s.head]);
+    for (const s of this.sharded.values()) s.held.lowestOffsets(from);
     return from;
   }
 
@@ -244,9 +223,27 @@ export class JobStageRunner extends DetectorRunner {
     this.kept.push(super.take());
   }
 
+  /** The latest event time of any input, records included. */
+  inputTime(): number {
+    return this.inputTs;
+  }
+
+  /** Input of event time `ts` came. */
+  private came(ts: number): void {
+    if (ts > this.inputTs) this.inputTs = ts;
+  }
+
+  /** An event a shard passed on: checked as the pipeline checks what it reads (a record could be tampered with). */
+  private passedOn(e: unknown): void {
+    if (eventProblem(e) === undefined && (e as { job?: unknown }).job !== undefined)
+      this.push(e as RankwatchEvent);
+    else this.malformedSteps++;
+  }
+
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
-    const r = value as ShardRecord | ShardFinding | ShardSigns;
+    const r = value as ShardRecord | ShardFinding | ShardSigns | ShardSteps | ShardEvents;
+    if (typeof (r as { ts?: unknown })?.ts === 'number') this.came((r as { ts: number }).ts);
     // Read in another format, a record would be judged wrong without a word: refused, and said.
     if (r?.format !== SHARD_FORMAT) {
       this.refuse(value);
@@ -254,6 +251,14 @@ export class JobStageRunner extends DetectorRunner {
     }
     if (r.t === 'finding') {
       this.adopt(r.finding);
+      return;
+    }
+    if (r.t === 'steps' || r.t === 'events') {
+      // The job is sharded (its groups' events come here), its `job` event possibly not yet read.
+      const s = this.shardedJob(r.job);
+      if (typeof r.job_ts === 'number' && r.job_ts > s.needsJobAt) s.needsJobAt = r.job_ts;
+      if (r.t === 'steps') this.malformedSteps += stepsOf(r, (e) => this.push(e));
+      else for (const e of r.events) this.passedOn(e);
       return;
     }
     const s = this.shardedJob(r.job);
@@ -275,60 +280,7 @@ export class JobStageRunner extends DetectorRunner {
     }
     if (r.t !== 'reduced' && r.t !== 'edges') return;
     s.groups.add(r.group);
-    const live = !this.replaying;
-    const list = r.t === 'reduced' ? this.membersOf(s, r) : undefined;
-    if (r.step <= s.appliedThrough) {
-      if (r.t === 'edges') this.judge(r, live);
-      else if (list) this.judge({ ...r, members: list }, live);
-      else this.membersUnknown++;
-      return;
-    }
-    let byKey = s.pending.get(r.step);
-    if (!byKey) {
-      byKey = new Map();
-      s.pending.set(r.step, byKey);
-    }
-    const key = reducedKey(r);
-    const have = byKey.get(key);
-    if (r.t === 'edges') {
-      if (Array.isArray(have)) have.push(r);
-      else byKey.set(key, [r]);
-      if (live) this.live.add(r);
-      return;
-    }
-    // The first record is kept as it came; a copy is made only when a second one joins it.
-    if (!have) {
-      byKey.set(key, r);
-      this.parts.set(r, list ? new Map([[r.group, list]]) : null);
-    } else if (!Array.isArray(have)) {
-      const into = this.own(byKey, key, have);
-      mergeReduced(into, r);
-      const parts = this.parts.get(into);
-      const had = parts?.get(r.group);
-      // A group's step sent in two parts (an idle flush came before its last reports): both lists.
-      if (!list) this.parts.set(into, null);
-      else parts?.set(r.group, had && had !== list ? joined([had, list]) : list);
-    }
-    // A step's record is live if any part of it is (a copy made by the join carries it on).
-    if (live || (have && this.live.has(have))) this.live.add(byKey.get(key) as ReducedCollective);
-  }
-
-  /**
-   * A record's member list: the one it brings (kept as its group's, the same array as before if
-   * unchanged, so the join of the groups' lists is reused), or its group's last; undefined if unknown.
-   */
-  private membersOf(s: ShardedJob, r: ReducedCollective): Member[] | undefined {
-    const key = reducedKey(r);
-    let byGroup = s.members.get(key);
-    const last = byGroup?.get(r.group);
-    if (!r.members) return last?.list;
-    if (!byGroup) {
-      byGroup = new Map();
-      s.members.set(key, byGroup);
-    }
-    const list = last && sameList(last.list, r.members) ? last.list : r.members;
-    byGroup.set(r.group, { list, step: r.step });
-    return list;
+    s.collectives.add(r, !this.replaying);
   }
 
   /** Records refused for their format: how many, when (wall clock) the first and the latest came. */
@@ -351,30 +303,6 @@ export class JobStageRunner extends DetectorRunner {
     this.onRefused?.(format, source);
   }
 
-  /** A record of `byKey` this runner may change: the one that came, copied on its first join. */
-  private own(byKey: Map<string, Pending>, key: string, have: ReducedCollective): ReducedCollective {
-    if (this.copies.has(have)) return have;
-    const copy = { ...have };
-    this.copies.add(copy);
-    this.parts.set(copy, this.parts.get(have) ?? null);
-    byKey.set(key, copy);
-    return copy;
-  }
-
-  /** The join of a collective's groups' member lists: the last one again while the lists are the same. */
-  private union(s: ShardedJob, key: string, parts: Map<number, Member[]>): Member[] {
-    if (parts.size === 1) return parts.values().next().value!;
-    const last = s.unions.get(key);
-    if (last && last.parts.size === parts.size) {
-      let same = true;
-      for (const [g, list] of parts) if (last.parts.get(g) !== list) same = false;
-      if (same) return last.members;
-    }
-    const members = joined(parts.values());
-    s.unions.set(key, { parts, members });
-    return members;
-  }
-
   override flush(): void {
     this.releaseAll();
     super.flush();
@@ -395,10 +323,11 @@ export class JobStageRunner extends DetectorRunner {
     if (now > this.clock) this.clock = now;
     let upTo = now;
     for (const s of this.sharded.values()) {
-      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
+      this.releaseWaited(s, wall);
       this.release(s);
       this.drainSigns(s, this.signsBound(s));
-      if (s.head < s.held.length && s.held[s.head].ts < upTo) upTo = s.held[s.head].ts;
+      const first = s.held.top();
+      if (first && first.ts < upTo) upTo = first.ts;
     }
     super.advance(upTo);
   }
@@ -413,8 +342,7 @@ export class JobStageRunner extends DetectorRunner {
     if (wall - this.sweptAt < 1_000) return;
     this.sweptAt = wall;
     for (const s of this.sharded.values()) {
-      if (!(s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs)) continue;
-      while (s.head < s.held.length && wall - s.heldAt[s.head] >= this.holdMs) this.releaseHead(s);
+      if (!this.releaseWaited(s, wall)) continue;
       this.release(s);
       this.drainSigns(s, this.signsBound(s));
     }
@@ -425,8 +353,12 @@ export class JobStageRunner extends DetectorRunner {
     super.forget(job);
   }
 
-  override stats(): RunnerCounters & { collectives_members_unknown: number } {
-    return { ...super.stats(), collectives_members_unknown: this.membersUnknown };
+  override stats(): RunnerCounters & { collectives_members_unknown: number; shard_steps_malformed: number } {
+    return {
+      ...super.stats(),
+      collectives_members_unknown: this.membersUnknown,
+      shard_steps_malformed: this.malformedSteps,
+    };
   }
 
   protected override throttleIncident(host: string, gpu: number): string | undefined {
@@ -436,8 +368,11 @@ export class JobStageRunner extends DetectorRunner {
   /** A job event that names host groups makes the job sharded: its events wait for them. */
   private announce(e: JobEvent): void {
     const n = (e as { host_groups?: number }).host_groups;
+    const known = this.sharded.get(e.job);
+    if (known && e.ts > known.jobAt) known.jobAt = e.ts;
     if (n === undefined) return;
     const s = this.shardedJob(e.job);
+    if (e.ts > s.jobAt) s.jobAt = e.ts;
     for (let g = 0; g < n; g++) s.groups.add(g);
   }
 
@@ -447,15 +382,12 @@ export class JobStageRunner extends DetectorRunner {
       s = {
         groups: new Set(),
         through: new Map(),
-        pending: new Map(),
-        held: [],
-        heldAt: [],
-        heldPos: [],
-        from: '',
-        head: 0,
-        appliedThrough: Number.NEGATIVE_INFINITY,
-        members: new Map(),
-        unions: new Map(),
+        collectives: new MergedCollectives({
+          live: this.live,
+          judge: (r, live) => this.judge(r, live),
+          unknown: () => this.membersUnknown++,
+        }),
+        held: new HeldEvents(),
         signs: [],
         signsAt: [],
         signsMin: Number.POSITIVE_INFINITY,
@@ -463,6 +395,8 @@ export class JobStageRunner extends DetectorRunner {
         mirror: new SignsMirror(),
         signsCameAt: 0,
         endedAt: Number.NEGATIVE_INFINITY,
+        jobAt: Number.NEGATIVE_INFINITY,
+        needsJobAt: Number.NEGATIVE_INFINITY,
       };
       this.sharded.set(id, s);
     }
@@ -470,12 +404,15 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   /**
-   * Whether an event must wait: a step until every group of its job is complete through it; any
+   * Whether an event must wait: a step until the job event its shard had read came here and every
+   * group of its job is complete through it; any
    * event of a job gone quiet until its signs reach the event's time (`signsBehind`).
    */
   private waits(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind === 'step')
+    if (e.kind !== 'job' && s.jobAt < s.needsJobAt) return true;
+    if (e.kind === 'step') {
       for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
+    }
     return this.signsBehind(s, e);
   }
 
@@ -489,9 +426,16 @@ export class JobStageRunner extends DetectorRunner {
    * stopped (as `signsTime` tells).
    */
   private signsBehind(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (s.signsClock.size === 0) return false;
-    const p = this.hang?.progressOf((e as { job: string }).job, false);
-    if (!p || e.ts - p.maxTs < QUIET_MS) return false;
+    if (e.kind === 'step') {
+      if (s.signsClock.size === 0) return false;
+      const p = this.hang?.progressOf((e as { job: string }).job, false);
+      if (!p || e.ts - p.maxTs < QUIET_MS) return false;
+    }
+    // The job's own events wait for the shards' steps of before them, whose progress their signs
+    // tell (a group's signs of second T follow its steps read before T); none yet: every group is
+    // behind (held at most `holdMs`, as every held event). A group that never sent any (no GPU of
+    // it reports) is not waited for.
+    if (s.signsClock.size === 0) return true;
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
     if (t >= e.ts) return false;
@@ -499,36 +443,46 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   private release(s: ShardedJob): void {
-    while (s.head < s.held.length && !this.waits(s, s.held[s.head])) this.releaseHead(s);
+    for (let e = s.held.top(); e !== undefined && !this.waits(s, e); e = s.held.top()) this.releaseHead(s);
   }
 
   private releaseAll(): void {
     for (const s of this.sharded.values()) {
-      while (s.head < s.held.length) {
-        this.drainSigns(s, s.held[s.head].ts, true);
+      for (let e = s.held.top(); e !== undefined; e = s.held.top()) {
+        this.drainSigns(s, e.ts, true);
         this.releaseHead(s);
       }
       this.drainSigns(s, Number.POSITIVE_INFINITY, true);
-      this.applyThrough(s, Number.POSITIVE_INFINITY);
+      s.collectives.applyThrough(Number.POSITIVE_INFINITY);
     }
   }
 
   private releaseHead(s: ShardedJob): void {
-    const e = s.held[s.head++];
-    if (s.head === s.held.length) {
-      s.held.length = 0;
-      s.heldAt.length = 0;
-      s.heldPos.length = 0;
-      s.head = 0;
+    this.pass(s, s.held.pop());
+  }
+
+  /**
+   * Held events that waited `holdMs` go on without the groups they wait for, with every event
+   * before them in event time; true if any did.
+   */
+  private releaseWaited(s: ShardedJob, wall: number): boolean {
+    let any = false;
+    for (
+      let at = s.held.oldestArrival();
+      at !== undefined && wall - at >= this.holdMs;
+      at = s.held.oldestArrival()
+    ) {
+      this.releaseHead(s);
+      any = true;
     }
-    this.pass(s, e);
+    return any;
   }
 
   /** An event to the detectors; a step's after the merged collectives of its step and those before. */
   private pass(s: ShardedJob, e: RankwatchEvent): void {
     this.keep(this.live.has(e), () => {
       this.drainSigns(s, e.ts);
-      if (e.kind === 'step') this.applyThrough(s, e.step);
+      if (e.kind === 'step') s.collectives.applyThrough(e.step);
       if (e.ts > this.clock) this.clock = e.ts;
       if (e.kind === 'job_event' && (e.event === 'restart' || e.event === 'finished')) s.endedAt = e.ts;
       super.push(e);
@@ -537,7 +491,8 @@ export class JobStageRunner extends DetectorRunner {
 
   /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
   private signsBound(s: ShardedJob): number {
-    return s.head < s.held.length ? Math.min(this.clock, s.held[s.head].ts) : this.clock;
+    const first = s.held.top();
+    return first ? Math.min(this.clock, first.ts) : this.clock;
   }
 
   /**
@@ -581,44 +536,6 @@ export class JobStageRunner extends DetectorRunner {
     if (this.out.findings.length > before) this.link(before);
   }
 
-  /** The merged collectives of every step up to `step` go to the judge, oldest first. */
-  private applyThrough(s: ShardedJob, step: number): void {
-    if (step <= s.appliedThrough) return;
-    const steps = [...s.pending.keys()].filter((k) => k <= step).sort((a, b) => a - b);
-    for (const k of steps) {
-      for (const [key, r] of s.pending.get(k)!) {
-        if (Array.isArray(r))
-          this.judge(
-            r,
-            r.some((x) => this.live.has(x)),
-          );
-        else {
-          const parts = this.parts.get(r);
-          if (!parts) this.membersUnknown++;
-          else {
-            r.members = this.union(s, key, parts);
-            this.judge(r, this.live.has(r));
-          }
-        }
-      }
-      s.pending.delete(k);
-      this.forgetGone(s, k);
-    }
-    if (step !== Number.POSITIVE_INFINITY) s.appliedThrough = step;
-  }
-
-  /** Member lists of communicators no group has sent for long (renamed by a restart): not kept. */
-  private forgetGone(s: ShardedJob, step: number): void {
-    if (step % MEMBERS_EVERY !== 0) return;
-    for (const [key, byGroup] of s.members) {
-      for (const [g, v] of byGroup) if (v.step < step - 3 * MEMBERS_EVERY) byGroup.delete(g);
-      if (byGroup.size === 0) {
-        s.members.delete(key);
-        s.unions.delete(key);
-      }
-    }
-  }
-
   private judge(r: ShardReduced | ReducedEdges[], live: boolean): void {
     this.keep(live, () => {
       const before = this.out.findings.length;
@@ -644,24 +561,4 @@ export class JobStageRunner extends DetectorRunner {
       if (this.out.findings.length > before) this.link(before);
     }
   }
-}
-
-function sameList(a: Member[], b: Member[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++)
-    if (a[i][0] !== b[i][0] || a[i][1] !== b[i][1] || a[i][2] !== b[i][2]) return false;
-  return true;
-}
-
-/** Member lists joined: each rank once, in the order the lists give them. */
-function joined(lists: Iterable<Member[]>): Member[] {
-  const seen = new Set<number>();
-  const members: Member[] = [];
-  for (const list of lists)
-    for (const m of list)
-      if (!seen.has(m[0])) {
-        seen.add(m[0]);
-        members.push(m);
-      }
-  return members;
 }

@@ -3,7 +3,8 @@
  * host-group partitions of GPU samples and collectives, runs the detectors of the `shard` stage on
  * them (the GPU's own: throttle) and reduces collectives to one record per communicator and step
  * for the job stage (detectors/slowlink/shard-reduce.ts), and sends the hang detector's live signs
- * (GPU verdicts, collective progress: detectors/hang/shard-signs.ts). Its records come out with
+ * (GPU verdicts, collective progress: detectors/hang/shard-signs.ts), and passes its groups' step
+ * events on in columns (shard-forward.ts). Its records come out with
  * `take()`, in `shard`, for the pipeline to publish before the delivery is acknowledged.
  */
 import type { RankwatchEvent } from '../schema/events.js';
@@ -12,6 +13,7 @@ import { gpusPerHost, groupOfRank, parseShardKey } from '../stream/host-groups.j
 import type { DetectorConfig } from './detector.js';
 import { SignsTracker } from './hang/shard-signs.js';
 import { DetectorRunner } from './runner.js';
+import { passOn } from './shard-forward.js';
 import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 
 /** The jobs whose events came under one bus key, each with the host groups of its collectives. */
@@ -27,6 +29,8 @@ export class ShardStageRunner extends DetectorRunner {
   /** Each job's GPUs per host and hosts per group, from its `job` event. */
   private readonly layout = new Map<string, { perHost: number; groupHosts: number }>();
   private latest = 0;
+  /** Each job's latest `job` event's time: its steps wait for it at the job stage (shard-forward.ts). */
+  private readonly jobAt = new Map<string, number>();
   /**
    * Per bus key read here (a delivery's first: the rest of it shares its partition), the jobs and
    * each job's host groups whose events came under it, so a partition that moves away takes
@@ -55,22 +59,35 @@ export class ShardStageRunner extends DetectorRunner {
   }
 
   override push(e: RankwatchEvent): void {
-    super.push(e);
+    // A job's steps, restarts, checkpoints and faults are the job stage's: passed on as they came
+    // (shard-forward.ts). GPU samples and collectives are this stage's; a `job` event both's.
+    const own = e.kind === 'gpu' || e.kind === 'collective' || e.kind === 'job';
+    if (own) super.push(e);
     if (e.ts > this.latest) this.latest = e.ts;
-    if (e.kind === 'job' && e.host_group_size !== undefined)
-      this.layout.set(e.job, { perHost: gpusPerHost(e), groupHosts: e.host_group_size });
+    if (e.kind === 'job') {
+      this.jobAt.set(e.job, e.ts);
+      if (e.host_group_size !== undefined)
+        this.layout.set(e.job, { perHost: gpusPerHost(e), groupHosts: e.host_group_size });
+    }
     const job = (e as { job?: string }).job;
     if (job !== undefined && job !== this.lastJob) {
       this.lastJob = job;
       this.lastGroup = -1;
       if (!this.current?.has(job)) this.current?.set(job, new Set());
     }
-    if (e.kind !== 'collective' && e.kind !== 'gpu') return;
-    const l = job === undefined ? undefined : this.layout.get(job);
-    const group = l && e.rank !== undefined ? groupOfRank(e.rank, l.perHost, l.groupHosts) : this.group;
-    if (group !== this.lastGroup && job !== undefined) {
+    if (e.kind === 'job' || job === undefined) return;
+    const l = this.layout.get(job);
+    const rank = (e as { rank?: number }).rank;
+    const group =
+      l && rank !== undefined && rank >= 0 ? groupOfRank(rank, l.perHost, l.groupHosts) : this.group;
+    if (group !== this.lastGroup) {
       this.lastGroup = group;
       this.current?.get(job)?.add(group);
+    }
+    if (!own) {
+      passOn(e, job, group, this.jobAt.get(job) ?? null, this.records);
+      if (e.kind === 'step') this.reducer.noteStep(job, group, e.step);
+      return;
     }
     this.signs.add(e, group, this.records);
     if (e.kind === 'collective') this.reducer.add(e, group, this.records as ShardRecord[]);
@@ -118,6 +135,7 @@ export class ShardStageRunner extends DetectorRunner {
       }
       if (![...this.under.values()].some((o) => o.has(job))) {
         super.forget(job);
+        this.jobAt.delete(job);
         this.signs.forget(job);
       }
     }

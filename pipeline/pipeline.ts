@@ -37,6 +37,8 @@ export interface Holds {
   heldFrom(): ReadonlyMap<string, number>;
   /** Drops the output of replayed input; what live input it released meanwhile comes with the next take. */
   dropReplayed(): void;
+  /** The latest event time of its input, records included (a sharded job's events come in them). */
+  inputTime(): number;
 }
 
 export interface PipelineOptions {
@@ -516,6 +518,11 @@ export class Pipeline {
     if (d.topic === undefined || d.topic !== this.o.shardRecordsTopic) return false;
     this.reading(d, d.offset, replayed);
     this.o.onShardRecords?.(d.events);
+    // The bus goes idle, and event time moves on, from the records too: a job stage may read
+    // nothing else (its sharded jobs' events come in them).
+    this.deliveredAt = Date.now();
+    const t = this.o.holds?.inputTime() ?? 0;
+    if (t > this.eventTime) this.eventTime = t;
     return true;
   }
 

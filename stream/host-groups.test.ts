@@ -29,7 +29,7 @@ const coll = (rank: number) => ({
 });
 
 describe('host-group keys (the sharded layout)', () => {
-  it('keys GPU samples and collectives by a fixed range of hosts; steps, checkpoints and faults by job', () => {
+  it("keys a job's events by a fixed range of hosts, by rank; those of no rank with the first group", () => {
     const k = new HostGroupKeys({ groupHosts: 2 });
     k.keysOf(job);
     // 8 GPUs a host, 2 hosts a group: ranks 0-15 in group 0, 16-31 in group 1.
@@ -37,7 +37,14 @@ describe('host-group keys (the sharded layout)', () => {
     expect(k.keysOf(coll(16))).toEqual(['j/hostgroup-1']);
     expect(k.keysOf(coll(63))).toEqual(['j/hostgroup-3']);
     for (const kind of ['step', 'checkpoint', 'fault', 'job_event'])
-      expect(k.keysOf({ v: 1, kind, ts: 1, job: 'j', rank: 40, host: 'h5' })).toEqual(['j']);
+      expect(k.keysOf({ v: 1, kind, ts: 1, job: 'j', rank: 40, host: 'h5' })).toEqual(['j/hostgroup-2']);
+    // A restart, a host's fault of no rank: in order with group 0's steps, through its shard.
+    expect(k.keysOf({ v: 1, kind: 'job_event', ts: 1, job: 'j', event: 'restart' })).toEqual([
+      'j/hostgroup-0',
+    ]);
+    expect(k.keysOf({ v: 1, kind: 'fault', ts: 1, job: 'j', host: 'h5', source: 'xid' })).toEqual([
+      'j/hostgroup-0',
+    ]);
   });
 
   it("copies the job event into every group, stamped with the job's group count and size", () => {
@@ -48,11 +55,14 @@ describe('host-group keys (the sharded layout)', () => {
     expect(groupCount(64, 8, 3)).toBe(3);
   });
 
-  it('leaves what it cannot place keyed as before: samples without a job by host, no rank by job', () => {
+  it('leaves what names no job keyed as before (by host); of a job but no rank: the first group', () => {
     const k = new HostGroupKeys({ groupHosts: 1 });
     expect(k.keysOf({ v: 1, kind: 'gpu', ts: 1, host: 'h1', gpu: 0 })).toEqual(['host:h1']);
-    expect(k.keysOf({ v: 1, kind: 'gpu', ts: 1, job: 'j', host: 'h1', gpu: 0 })).toEqual(['j']);
-    expect(k.keysOf({ v: 1, kind: 'collective', ts: 1, job: 'j', rank: -1, host: 'h1' })).toEqual(['j']);
+    expect(k.keysOf({ v: 1, kind: 'fault', ts: 1, host: 'h1', source: 'xid' })).toEqual(['host:h1']);
+    expect(k.keysOf({ v: 1, kind: 'gpu', ts: 1, job: 'j', host: 'h1', gpu: 0 })).toEqual(['j/hostgroup-0']);
+    expect(k.keysOf({ v: 1, kind: 'collective', ts: 1, job: 'j', rank: -1, host: 'h1' })).toEqual([
+      'j/hostgroup-0',
+    ]);
   });
 
   it('batches by key in order, and tells shard keys from job keys', () => {

@@ -1,8 +1,10 @@
 /**
- * The sharded layout's keys (docs/operations.md, "Capacity"): GPU samples and collectives of a job
- * are keyed `JOB/hostgroup-N`, a fixed range of host indexes per group, so each group's partition
- * goes to a shard `detect`; steps, the job's own events, checkpoints and faults stay keyed by job
- * for its job stage. A host's index is its ranks' (rank / GPUs per host, Megatron order), so
+ * The sharded layout's keys (docs/operations.md, "Capacity"): every event of a job is keyed
+ * `JOB/hostgroup-N`, a fixed range of host indexes per group (an event of no rank: group 0), so
+ * each group's partition goes to a shard `detect`, which passes what is not its own (steps, job
+ * events, checkpoints, faults) on to the job stage in the order it read them
+ * (detectors/shard-forward.ts); the `job` event goes under the job's key, for its job stage, and
+ * under every group's. A host's index is its ranks' (rank / GPUs per host, Megatron order), so
  * every node's collector computes the same group without a list of the job's hosts.
  *
  * Unsharded keying (`keyOf`) stays the default: a job of a few thousand GPUs fits one process.
@@ -66,11 +68,15 @@ export class HostGroupKeys {
   keysOf(event: unknown): string[] {
     const e = event as { kind?: unknown; job?: unknown; rank?: unknown; world_size?: unknown };
     const job = typeof e.job === 'string' && e.job ? e.job : undefined;
-    if (job && (e.kind === 'gpu' || e.kind === 'collective') && typeof e.rank === 'number' && e.rank >= 0)
+    if (!job || typeof e.kind !== 'string') return [keyOf(event)];
+    if (e.kind !== 'job' && typeof e.rank === 'number' && e.rank >= 0)
       return [
         `${job}/hostgroup-${groupOfRank(e.rank, this.perHost.get(job) ?? DEFAULT_GPUS_PER_HOST, this.groupHosts)}`,
       ];
-    if (job && e.kind === 'job' && typeof e.world_size === 'number') {
+    // Of no rank (a restart, a checkpoint, a fault of the host): with the first group's, in order
+    // with the steps its shard passes on (detectors/shard-forward.ts).
+    if (e.kind !== 'job') return [`${job}/hostgroup-0`];
+    if (typeof e.world_size === 'number') {
       const per = gpusPerHost(event as { world_size: number; hosts?: unknown });
       this.perHost.set(job, per);
       const n = groupCount(e.world_size, per, this.groupHosts);

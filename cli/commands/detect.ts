@@ -220,13 +220,16 @@ ${optionsHelp(STORE_OPTIONS)}`,
         stage === 'job' ? { commitLimit: (p) => pipeline?.commitLimit(transport.config.topic, p) } : {},
       ),
     );
-    // The job stage also reads what its shards send; a shard sends it.
+    // The job stage also reads what its shards send (their reductions, and the job's steps and
+    // other events they pass on, held as the job's own are); a shard sends it.
     const records =
       stage === undefined
         ? undefined
         : new KafkaTransport(
             { ...base, topic: recordsTopic, group: `${base.group ?? KAFKA_DEFAULTS.group}.records` },
-            transportDeps(),
+            transportDeps(
+              stage === 'job' ? { commitLimit: (p) => pipeline?.commitLimit(recordsTopic, p) } : {},
+            ),
           );
     const toJobStage = (rs: unknown[]) => records!.publish(batchByKey(rs));
     pipeline = buildPipeline({
@@ -321,6 +324,7 @@ ${optionsHelp(STORE_OPTIONS)}`,
         store_retries: c.store_retries,
         shard_records_refused: jobStage?.refusals().records ?? 0,
         collectives_members_unknown: js?.collectives_members_unknown ?? 0,
+        shard_steps_malformed: js?.shard_steps_malformed ?? 0,
         late_steps: r.late_steps,
         duplicate_steps: r.duplicate_steps,
       };

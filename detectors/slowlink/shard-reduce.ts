@@ -39,7 +39,7 @@ import { busbwGBps } from './busbw.js';
  * moved or meaning something else) comes with a new number: shards and job stage then run the same
  * version (docs/kafka.md, "Upgrading the sharded layout").
  */
-export const SHARD_FORMAT = 3;
+export const SHARD_FORMAT = 4;
 
 /** A member of a reduced collective: rank, host, GPU (-1: not given). */
 export type Member = [number, string, number];
@@ -145,6 +145,8 @@ interface GroupState {
   /** Per communicator (`op|comm`), the member list last sent, by rank, and the step it went with. */
   sent: Map<string, { byRank: Map<number, Member>; step: number }>;
   maxStep: number;
+  /** The latest step of the group's step events (passed on as read): a flush marks it complete too. */
+  stepMax: number;
   through: number;
 }
 
@@ -248,9 +250,19 @@ export class ShardReducer {
     r.edges.push(edge);
   }
 
+  /**
+   * A step event of `group` was passed on (detectors/shard-forward.ts): a flush marks its step
+   * complete, so the job stage does not wait for collectives of it that never come (the job's
+   * last step, or a step with none).
+   */
+  noteStep(job: string, group: number, step: number): void {
+    const g = this.group(job, group);
+    if (step > g.stepMax) g.stepMax = step;
+  }
+
   /** Sends every open step (end of input, an idle bus). */
   flush(out: ShardRecord[], ts: number): void {
-    for (const g of this.groups.values()) this.sendThrough(g, g.maxStep, ts, out);
+    for (const g of this.groups.values()) this.sendThrough(g, Math.max(g.maxStep, g.stepMax), ts, out);
   }
 
   /** Another process owns the job (or one host group of it) now: drop its open steps without sending them. */
@@ -271,6 +283,7 @@ export class ShardReducer {
         edgesOf: new Map(),
         sent: new Map(),
         maxStep: Number.NEGATIVE_INFINITY,
+        stepMax: Number.NEGATIVE_INFINITY,
         through: Number.NEGATIVE_INFINITY,
       };
       this.groups.set(k, g);

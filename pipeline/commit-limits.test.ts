@@ -88,3 +88,26 @@ describe("a job stage's pipeline", () => {
     expect(p.commitLimit('events', 0)).toBe(offset);
   });
 });
+
+describe("a job stage's delivery of several records messages", () => {
+  it('holds the records topic back at the message whose steps it holds, not at the delivery’s last', async () => {
+    const { records } = shardOut(simulated(FAMILY_FAULTS.nic), 2);
+    const p = buildPipeline({ transport: new MemoryTransport(), stage: 'job', shardRecordsTopic: 'records' });
+    // The shards' steps wait for their job's `job` event (on the events topic, not read yet): the
+    // first of three messages, merged into one delivery as a busy consumer does, holds steps.
+    const third = Math.ceil(records.length / 3);
+    const parts = [records.slice(0, third), records.slice(third, 2 * third), records.slice(2 * third)];
+    expect(parts[0].some((r) => (r as { t?: string }).t === 'steps')).toBe(true);
+    await p.handle({
+      key: 'j',
+      partition: 0,
+      offset: 7,
+      events: records,
+      topic: 'records',
+      messages: parts.map((m, i) => ({ offset: 5 + i, events: m.length, undecodable: 0 })),
+    });
+    // Committing to 7 would mark messages 5 and 6 done while their steps are held: a new owner of
+    // the job would not read them live.
+    expect(p.commitLimit('records', 0)).toBe(5);
+  });
+});

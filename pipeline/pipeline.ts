@@ -516,8 +516,20 @@ export class Pipeline {
   /** A job stage's delivery of shard records: handed over, true; anything else, false. */
   private shardRecords(d: Delivery, replayed: boolean): boolean {
     if (d.topic === undefined || d.topic !== this.o.shardRecordsTopic) return false;
-    this.reading(d, d.offset, replayed);
-    this.o.onShardRecords?.(d.events);
+    // Each message's records as read at its own offset: one delivery holds several messages, and
+    // a record held by the job stage must hold back the commit from its message, not the last one.
+    const msgs = d.messages;
+    if (msgs?.length && msgs.reduce((n, m) => n + m.events, 0) === d.events.length) {
+      let i = 0;
+      for (const m of msgs) {
+        this.reading(d, m.offset, replayed);
+        this.o.onShardRecords?.(d.events.slice(i, i + m.events));
+        i += m.events;
+      }
+    } else {
+      this.reading(d, d.offset, replayed);
+      this.o.onShardRecords?.(d.events);
+    }
     // The bus goes idle, and event time moves on, from the records too: a job stage may read
     // nothing else (its sharded jobs' events come in them).
     this.deliveredAt = Date.now();

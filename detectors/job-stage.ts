@@ -133,10 +133,12 @@ export class JobStageRunner extends DetectorRunner {
     this.onRefused = o.onRefused;
     this.hang = this.fleetDetector(HANG)?.detector;
     this.hang?.judgeBy((job) => this.signsTime(job));
+    // Nor is a sharded job quiet while its groups' shards are behind the other jobs' time.
+    this.judgeQuietBy((job) => this.signsTime(job));
   }
 
   /**
-   * How far a sharded job's hang is judged: as far as every group's signs came, not past the
+   * How far a sharded job's hang, and whether it went quiet, are judged: as far as every group's signs came, not past the
    * job's first held event or its first signs not handed over yet. A job whose signs stopped (its
    * GPUs went silent, or its shards sent none for `holdMs`) is judged on the stream's time, as
    * without them, once the stream is `SIGNS_LAG_MS` past them and nothing of it is held.

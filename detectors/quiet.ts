@@ -43,6 +43,8 @@ export class QuietTracker {
   private readonly jobs = new Map<string, Tracked>();
   private watermark = 0;
   private nextSweep = 0;
+  /** A job's own clock, where it has one (`judgeBy`). */
+  private clockOf?: (job: string) => number | undefined;
 
   constructor(private readonly cfg: LifecycleConfig) {}
 
@@ -106,6 +108,15 @@ export class QuietTracker {
   }
 
   /**
+   * Jobs judged on a clock of their own where `clockOf` gives one, never past the watermark: a
+   * sharded job's steps come through its host groups' shards (detectors/job-stage.ts), and one of
+   * them behind another job's is not quiet on that job's time.
+   */
+  judgeBy(clockOf: (job: string) => number | undefined): void {
+    this.clockOf = clockOf;
+  }
+
+  /**
    * Moves the watermark to `ts` (never back) and says which jobs turned stale and which ended.
    * Without `force`, sweeps at most once per second of watermark time (undefined: no sweep).
    */
@@ -116,7 +127,8 @@ export class QuietTracker {
     const stale: string[] = [];
     const ended: QuietEnd[] = [];
     for (const [job, t] of this.jobs) {
-      const quiet = this.watermark - t.lastStepTs;
+      const own = this.clockOf?.(job);
+      const quiet = (own === undefined || own > this.watermark ? this.watermark : own) - t.lastStepTs;
       if (quiet >= t.endMs) ended.push({ job, lastStepTs: t.lastStepTs, endTs: t.lastStepTs + t.endMs });
       else if (quiet >= t.staleMs && t.state === 'running') {
         t.state = 'stale';

@@ -503,6 +503,11 @@ export class DetectorRunner {
     this.dropJob(id, j);
   }
 
+  /** Judges whether a job went quiet on its own clock where `clockOf` gives one (a job stage's sharded jobs). */
+  protected judgeQuietBy(clockOf: (job: string) => number | undefined): void {
+    this.quiet.judgeBy(clockOf);
+  }
+
   /** A job's state goes; its late and duplicate steps stay counted. */
   private dropJob(id: string, j: JobRuntime): void {
     this.counters.duplicate_steps += j.assembler.duplicates;

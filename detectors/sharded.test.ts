@@ -403,6 +403,68 @@ describe('the sharded layout finds what one process finds', () => {
     expect(stage.stats().collectives_members_unknown).toBe(1);
   });
 
+  it("a job whose shards lag minutes behind another job's goes neither stale nor late on the other's time", () => {
+    // Two jobs on hosts of their own, the second started five minutes after the first. The first
+    // job's shards read it up to step 20 and went idle (their idle flush marks the groups complete
+    // through the step their collectives reached, before its step events came), then fell behind:
+    // the job stage reads all of the second job before the rest of the first. On the second job's
+    // time the first would look quiet (no step for minutes); judged so, its open step would close
+    // with part of its host groups and the rest would come late (the broker join test under load).
+    const first = events(FAMILY_FAULTS.slow_rank).map((e) => ({ ...e, job: 'behind' }) as RankwatchEvent);
+    const second = events(FAMILY_FAULTS.nic).map(
+      (e) =>
+        JSON.parse(
+          JSON.stringify({ ...e, job: 'ahead', ts: e.ts + 300_000 }).replace(/"gpu-(\d{4})"/g, '"a-$1"'),
+        ) as RankwatchEvent,
+    );
+    const input = [...first, ...second].sort((a, b) => a.ts - b.ts);
+    const want = incidents(unsharded(input));
+    const cut = Math.min(...first.filter((e) => e.kind === 'step' && e.step === 20).map((e) => e.ts));
+    const shards = [new ShardStageRunner(), new ShardStageRunner()];
+    const { found, records, collect } = shardOutput();
+    const jobEvents: RankwatchEvent[] = [];
+    const feed = (keep: (e: RankwatchEvent) => boolean) => {
+      for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+        const mine = (b.events as RankwatchEvent[]).filter(keep);
+        const key = parseShardKey(b.key);
+        if (!key) jobEvents.push(...mine);
+        else if (mine.length) {
+          const s = shards[key.group % 2];
+          s.keyed(b.key);
+          for (const e of mine) s.push(e);
+          collect(s);
+        }
+      }
+    };
+    const early = (e: RankwatchEvent) => e.job === 'behind' && e.ts < cut;
+    feed(early);
+    for (const s of shards) {
+      s.advance(cut + 5_000);
+      collect(s);
+    }
+    const half = records.length;
+    feed((e) => !early(e));
+    for (const s of shards) {
+      s.flush();
+      collect(s);
+    }
+    // The rest of the first job comes from three host groups, then all of the second job, then the
+    // first job's last group: its shard is the one behind.
+    const jobStage = new JobStageRunner();
+    const rest = records.slice(half) as { job?: string; group?: number }[];
+    const lagging = (r: { job?: string; group?: number }) => r.job === 'behind' && r.group === 0;
+    for (const e of jobEvents) if (e.job === 'behind') jobStage.push(e);
+    for (const r of records.slice(0, half)) jobStage.shardRecord(r);
+    for (const r of rest) if (r.job === 'behind' && !lagging(r)) jobStage.shardRecord(r);
+    for (const e of jobEvents) if (e.job === 'ahead') jobStage.push(e);
+    for (const r of rest) if (r.job === 'ahead' || r.job === undefined) jobStage.shardRecord(r);
+    for (const r of rest) if (lagging(r)) jobStage.shardRecord(r);
+    jobStage.endOfInput();
+    found.push(...jobStage.take().findings);
+    expect(jobStage.stats().late_steps).toBe(0);
+    expect(incidents(found)).toEqual(want);
+  });
+
   it('an idle bus while the shards are behind moves no held job on: its findings stay those of replay', () => {
     const input = events(FAMILY_FAULTS.nic);
     const want = incidents(unsharded(input));

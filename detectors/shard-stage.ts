@@ -86,7 +86,7 @@ export class ShardStageRunner extends DetectorRunner {
     }
     if (!own) {
       passOn(e, job, group, this.jobAt.get(job) ?? null, this.records);
-      if (e.kind === 'step') this.reducer.noteStep(job, group, e.step);
+      if (e.kind === 'step') this.reducer.noteStep(job, group, e.step, e.ts, this.records as ShardRecord[]);
       return;
     }
     this.signs.add(e, group, this.records);

@@ -277,6 +277,34 @@ describe('the sharded layout finds what one process finds', () => {
     expect(jobStage.take().findings.map((f) => f.type)).toContain('straggler');
   });
 
+  it('a job whose collectors send no collectives goes on step by step, not at the shards\' idle flush or the hold', () => {
+    const input = events(FAMILY_FAULTS.slow_rank).filter((e) => e.kind !== 'collective');
+    const want = incidents(unsharded(input));
+    const shards = [new ShardStageRunner(), new ShardStageRunner()];
+    const jobStage = new JobStageRunner({}, { now: () => 0 }); // wall time stands still: no hold runs out
+    const found: Finding[] = [];
+    for (const b of new HostGroupKeys({ groupHosts: 1 }).batch(structuredClone(input), 500)) {
+      const key = parseShardKey(b.key);
+      if (!key) for (const e of b.events) jobStage.push(e as RankwatchEvent);
+      else {
+        const s = shards[key.group % 2];
+        s.keyed(b.key);
+        for (const e of b.events) s.push(e as RankwatchEvent);
+        for (const r of s.take().shard ?? []) jobStage.shardRecord(r);
+      }
+    }
+    // The shards never went idle, nor flushed: the straggler is found from their marks alone.
+    found.push(...jobStage.take().findings);
+    expect(found.map((f) => f.type)).toContain('straggler');
+    for (const s of shards) {
+      s.flush();
+      for (const r of s.take().shard ?? []) jobStage.shardRecord(r);
+    }
+    jobStage.endOfInput();
+    found.push(...jobStage.take().findings);
+    expect(incidents(found)).toEqual(want);
+  });
+
   it("a shard sends a communicator's members when they first come, when they change and every so many steps", () => {
     const reducer = new ShardReducer();
     const out: ShardRecord[] = [];

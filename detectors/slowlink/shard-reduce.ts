@@ -253,11 +253,18 @@ export class ShardReducer {
   /**
    * A step event of `group` was passed on (detectors/shard-forward.ts): a flush marks its step
    * complete, so the job stage does not wait for collectives of it that never come (the job's
-   * last step, or a step with none).
+   * last step, or a step with none). A group that has sent no collective at all (a job whose
+   * collectors send none) is marked complete through the step before, as a later step's
+   * collective marks it: else its steps would wait at the job stage for an idle flush, which a
+   * shard busy with other jobs never has, or for `--shard-hold-s`.
    */
-  noteStep(job: string, group: number, step: number): void {
+  noteStep(job: string, group: number, step: number, ts: number, out: ShardRecord[]): void {
     const g = this.group(job, group);
-    if (step > g.stepMax) g.stepMax = step;
+    if (step <= g.stepMax) return;
+    const before = g.stepMax;
+    g.stepMax = step;
+    if (g.maxStep === Number.NEGATIVE_INFINITY && before > Number.NEGATIVE_INFINITY)
+      this.sendThrough(g, step - 1, ts, out);
   }
 
   /** Sends every open step (end of input, an idle bus). */

@@ -18,7 +18,11 @@ export class HeldEvents {
   private ats: number[] = [];
   private offsets: number[] = [];
   private froms: string[] = [];
+  /** Whether each was read live (not replayed by a new owner): its output must come out. */
+  private lives: boolean[] = [];
   private seq = 0;
+  /** Whether the event `pop()` took out last was read live. */
+  poppedLive = false;
   /** Per partition, held events per offset. */
   private readonly byOffset = new Map<string, Map<number, number>>();
   /** Held events per wall-clock time they came, in the order they came (times only rise). */
@@ -33,9 +37,10 @@ export class HeldEvents {
     return this.events[0];
   }
 
-  push(e: RankwatchEvent, at: number, from: string, offset: number): void {
+  push(e: RankwatchEvent, at: number, from: string, offset: number, live: boolean): void {
     let i = this.events.length;
     this.events.push(e);
+    this.lives.push(live);
     this.seqs.push(this.seq++);
     this.ats.push(at);
     this.offsets.push(offset);
@@ -58,6 +63,7 @@ export class HeldEvents {
   /** Takes the earliest held event out. */
   pop(): RankwatchEvent {
     const e = this.events[0];
+    this.poppedLive = this.lives[0];
     count(this.byArrival, this.ats[0], -1);
     const o = this.byOffset.get(this.froms[0])!;
     count(o, this.offsets[0], -1);
@@ -69,6 +75,7 @@ export class HeldEvents {
     this.ats.pop();
     this.offsets.pop();
     this.froms.pop();
+    this.lives.pop();
     let i = 0;
     for (;;) {
       const l = 2 * i + 1;
@@ -109,6 +116,7 @@ export class HeldEvents {
     swapIn(this.ats, a, b);
     swapIn(this.offsets, a, b);
     swapIn(this.froms, a, b);
+    swapIn(this.lives, a, b);
   }
 }
 

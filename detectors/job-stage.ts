@@ -67,6 +67,8 @@ const MAX_TOLD = 1024;
 interface ShardedJob {
   groups: Set<number>;
   through: Map<number, number>;
+  /** The lowest `through` of `groups` (a group without a mark: -Infinity); undefined once either changed. */
+  throughAll: number | undefined;
   /** Its collectives' records, merged per step until the step's events are released. */
   collectives: MergedCollectives;
   /**
@@ -117,7 +119,7 @@ export class JobStageRunner extends DetectorRunner {
   /** Where what is pushed now was read, and whether it is replayed (a new owner's rebuild). */
   private at = { from: '', offset: 0 };
   private replaying = false;
-  /** Events and records pushed live: what they release or judge comes out even during a replay. */
+  /** Records pushed live (events carry it in their heap): what they judge comes out even during a replay. */
   private readonly live = new WeakSet<object>();
   /** Output of live input released during a replay, for the next take; `keeping` while it runs. */
   private kept: DetectorOutput[] = [];
@@ -164,10 +166,9 @@ export class JobStageRunner extends DetectorRunner {
     if (!s) {
       if (e.ts > this.clock) this.clock = e.ts;
       super.push(e);
-    } else if (s.held.size === 0 && !this.waits(s, e)) this.pass(s, e);
+    } else if (s.held.size === 0 && !this.waits(s, e)) this.pass(s, e, !this.replaying);
     else {
-      s.held.push(e, this.now(), this.at.from, this.at.offset);
-      if (!this.replaying) this.live.add(e);
+      s.held.push(e, this.now(), this.at.from, this.at.offset, !this.replaying);
       this.release(s);
     }
   }
@@ -275,13 +276,16 @@ export class JobStageRunner extends DetectorRunner {
       return;
     }
     if (r.t === 'mark') {
-      s.groups.add(r.group);
-      if (r.through > (s.through.get(r.group) ?? Number.NEGATIVE_INFINITY)) s.through.set(r.group, r.through);
+      this.addGroup(s, r.group);
+      if (r.through > (s.through.get(r.group) ?? Number.NEGATIVE_INFINITY)) {
+        s.through.set(r.group, r.through);
+        s.throughAll = undefined;
+      }
       this.release(s);
       return;
     }
     if (r.t !== 'reduced' && r.t !== 'edges') return;
-    s.groups.add(r.group);
+    this.addGroup(s, r.group);
     s.collectives.add(r, !this.replaying);
   }
 
@@ -375,7 +379,7 @@ export class JobStageRunner extends DetectorRunner {
     if (n === undefined) return;
     const s = this.shardedJob(e.job);
     if (e.ts > s.jobAt) s.jobAt = e.ts;
-    for (let g = 0; g < n; g++) s.groups.add(g);
+    for (let g = 0; g < n; g++) this.addGroup(s, g);
   }
 
   private shardedJob(id: string): ShardedJob {
@@ -384,6 +388,7 @@ export class JobStageRunner extends DetectorRunner {
       s = {
         groups: new Set(),
         through: new Map(),
+        throughAll: undefined,
         collectives: new MergedCollectives({
           live: this.live,
           judge: (r, live) => this.judge(r, live),
@@ -405,6 +410,22 @@ export class JobStageRunner extends DetectorRunner {
     return s;
   }
 
+  private addGroup(s: ShardedJob, g: number): void {
+    if (s.groups.has(g)) return;
+    s.groups.add(g);
+    s.throughAll = undefined;
+  }
+
+  /** How far every group of the job is complete (asked per held step: kept until a mark or a group changes it). */
+  private throughAll(s: ShardedJob): number {
+    if (s.throughAll === undefined) {
+      let low = Number.POSITIVE_INFINITY;
+      for (const g of s.groups) low = Math.min(low, s.through.get(g) ?? Number.NEGATIVE_INFINITY);
+      s.throughAll = low;
+    }
+    return s.throughAll;
+  }
+
   /**
    * Whether an event must wait: a step until the job event its shard had read came here and every
    * group of its job is complete through it; any
@@ -413,7 +434,7 @@ export class JobStageRunner extends DetectorRunner {
   private waits(s: ShardedJob, e: RankwatchEvent): boolean {
     if (e.kind !== 'job' && s.jobAt < s.needsJobAt) return true;
     if (e.kind === 'step') {
-      for (const g of s.groups) if ((s.through.get(g) ?? Number.NEGATIVE_INFINITY) < e.step) return true;
+      if (this.throughAll(s) < e.step) return true;
     }
     return this.signsBehind(s, e);
   }
@@ -460,7 +481,8 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   private releaseHead(s: ShardedJob): void {
-    this.pass(s, s.held.pop());
+    const e = s.held.pop();
+    this.pass(s, e, s.held.poppedLive);
   }
 
   /**
@@ -480,15 +502,19 @@ export class JobStageRunner extends DetectorRunner {
     return any;
   }
 
-  /** An event to the detectors; a step's after the merged collectives of its step and those before. */
-  private pass(s: ShardedJob, e: RankwatchEvent): void {
-    this.keep(this.live.has(e), () => {
-      this.drainSigns(s, e.ts);
-      if (e.kind === 'step') s.collectives.applyThrough(e.step);
-      if (e.ts > this.clock) this.clock = e.ts;
-      if (e.kind === 'job_event' && (e.event === 'restart' || e.event === 'finished')) s.endedAt = e.ts;
-      super.push(e);
-    });
+  /** An event to the detectors (`live`: read live, not replayed); no closure per event unless a replay runs. */
+  private pass(s: ShardedJob, e: RankwatchEvent, live: boolean): void {
+    if (this.replaying && live && !this.keeping) this.keep(true, () => this.hand(s, e));
+    else this.hand(s, e);
+  }
+
+  /** A step's after the merged collectives of its step and those before. */
+  private hand(s: ShardedJob, e: RankwatchEvent): void {
+    this.drainSigns(s, e.ts);
+    if (e.kind === 'step') s.collectives.applyThrough(e.step);
+    if (e.ts > this.clock) this.clock = e.ts;
+    if (e.kind === 'job_event' && (e.event === 'restart' || e.event === 'finished')) s.endedAt = e.ts;
+    super.push(e);
   }
 
   /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */

@@ -93,11 +93,11 @@ describe('held events', () => {
   const ev = (ts: number, n: number) =>
     ({ v: 1, kind: 'job_event', ts, job: 'j', event: `e${n}` }) as RankwatchEvent;
 
-  it('come back in event-time order, ties in the order they came; the lowest offset per partition and the longest wait are kept', () => {
+  it('come back in event-time order, ties in the order they came, each with whether it was read live; the lowest offset per partition and the longest wait are kept', () => {
     const h = new HeldEvents();
     const ts = [50, 10, 30, 10, 70, 20, 30];
     ts.forEach((t, i) => {
-      h.push(ev(t, i), 1000 + i, i % 2 ? 'records/0' : 'events/0', 100 + i);
+      h.push(ev(t, i), 1000 + i, i % 2 ? 'records/0' : 'events/0', 100 + i, i % 3 !== 0);
     });
     const low = new Map<string, number>();
     h.lowestOffsets(low);
@@ -109,8 +109,13 @@ describe('held events', () => {
     );
     expect(h.oldestArrival()).toBe(1000);
     const order: string[] = [];
-    while (h.size) order.push(`${h.top()!.ts}:${(h.pop() as { event: string }).event}`);
-    expect(order).toEqual(['10:e1', '10:e3', '20:e5', '30:e2', '30:e6', '50:e0', '70:e4']);
+    while (h.size) {
+      const top = h.top()!.ts;
+      const e = h.pop() as { event: string };
+      order.push(`${top}:${e.event}${h.poppedLive ? '' : ' replayed'}`);
+    }
+    // Pushed replayed: e0, e3 and e6 (every third).
+    expect(order).toEqual(['10:e1', '10:e3 replayed', '20:e5', '30:e2', '30:e6 replayed', '50:e0 replayed', '70:e4']);
     expect(h.oldestArrival()).toBeUndefined();
     const none = new Map<string, number>();
     h.lowestOffsets(none);

@@ -115,7 +115,15 @@ describe('held events', () => {
       order.push(`${top}:${e.event}${h.poppedLive ? '' : ' replayed'}`);
     }
     // Pushed replayed: e0, e3 and e6 (every third).
-    expect(order).toEqual(['10:e1', '10:e3 replayed', '20:e5', '30:e2', '30:e6 replayed', '50:e0 replayed', '70:e4']);
+    expect(order).toEqual([
+      '10:e1',
+      '10:e3 replayed',
+      '20:e5',
+      '30:e2',
+      '30:e6 replayed',
+      '50:e0 replayed',
+      '70:e4',
+    ]);
     expect(h.oldestArrival()).toBeUndefined();
     const none = new Map<string, number>();
     h.lowestOffsets(none);

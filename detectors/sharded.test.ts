@@ -277,7 +277,7 @@ describe('the sharded layout finds what one process finds', () => {
     expect(jobStage.take().findings.map((f) => f.type)).toContain('straggler');
   });
 
-  it('a job whose collectors send no collectives goes on step by step, not at the shards\' idle flush or the hold', () => {
+  it("a job whose collectors send no collectives goes on step by step, not at the shards' idle flush or the hold", () => {
     const input = events(FAMILY_FAULTS.slow_rank).filter((e) => e.kind !== 'collective');
     const want = incidents(unsharded(input));
     const shards = [new ShardStageRunner(), new ShardStageRunner()];

@@ -44,6 +44,10 @@ const incidents = (fs: Finding[]) =>
 const settled = async (group: string, members: number) =>
   (await groupMembers(brokers(), group)).length === members;
 
+/** The late steps a stopped process counted (its counters line at exit). */
+const lateSteps = (p: ReturnType<typeof rankwatch>) =>
+  Number(p.log().match(/"late_steps":(\d+)/)?.[1] ?? Number.NaN);
+
 let events: RankwatchEvent[] = [];
 let want: string[] = [];
 
@@ -195,6 +199,7 @@ describe.skipIf(brokers().length === 0)('a job stage killed or joined mid-stream
     await l.expectFound();
     for (const p of [job1, ...shards]) p.kill('SIGTERM');
     for (const p of [job1, ...shards]) expect(await exited(p, 60_000)).toBe(0);
+    expect(lateSteps(job1)).toBe(0);
 
     // Lost 0, doubled 0: every job-keyed event once in the job stage's store; every step once in
     // the raw tables and the rollups of the shards that read them.
@@ -234,5 +239,7 @@ describe.skipIf(brokers().length === 0)('a job stage killed or joined mid-stream
     await l.expectFound();
     for (const p of [job0, job1, ...shards]) p.kill('SIGTERM');
     for (const p of [job0, job1, ...shards]) expect(await exited(p, 60_000)).toBe(0);
+    // No step came after its step was closed (a job judged stale on another job's time did that).
+    for (const p of [job0, job1]) expect(lateSteps(p)).toBe(0);
   }, 900_000);
 });

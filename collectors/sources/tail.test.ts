@@ -48,6 +48,17 @@ describe('FileTail', () => {
     await t.stop();
   });
 
+  it('reads on stop what was written since the last poll (a path renamed away before the new file came)', async () => {
+    const p = join(dir, 'g.log');
+    writeFileSync(p, 'one\n');
+    const { t, lines } = tail(p, 'start');
+    await t.poll();
+    appendFileSync(p, 'two\n');
+    renameSync(p, `${p}.1`);
+    await t.stop();
+    expect(lines).toEqual(['one', 'two']);
+  });
+
   it('starts over after truncation (copytruncate)', async () => {
     const p = join(dir, 'c.log');
     writeFileSync(p, 'aaaaaaaaaa\nbbbbbbbbbb\n');

@@ -4,7 +4,8 @@
  * read to its end first, the new one from its start) and truncation (size below the read
  * position: start over). A missing or unreadable file is reported and retried. A last line
  * without its newline (a writer that died mid-line, a finished file cut short) is handed over once
- * the file has stopped growing for `partialFlushMs`, and on stop(): never silently lost. CR of
+ * the file has stopped growing for `partialFlushMs`, and on stop(), which reads what was written
+ * since the last poll first: never silently lost. CR of
  * CRLF is stripped.
  */
 import { type FileHandle, open, stat } from 'node:fs/promises';
@@ -60,6 +61,9 @@ export class FileTail {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.running;
+    // What was written since the last poll is read too: a follower stopped because its path went
+    // (renamed away by a rotation, the new file not there yet) would lose the old file's last lines.
+    if (this.fd) await this.readToEnd().catch(() => {});
     this.flushPartial();
     await this.fd?.close().catch(() => {});
     this.fd = undefined;

@@ -417,7 +417,7 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   /** How far every group of the job is complete (asked per held step: kept until a mark or a group changes it). */
-  private throughAll(s: ShardedJob): number {
+  private completeThrough(s: ShardedJob): number {
     if (s.throughAll === undefined) {
       let low = Number.POSITIVE_INFINITY;
       for (const g of s.groups) low = Math.min(low, s.through.get(g) ?? Number.NEGATIVE_INFINITY);
@@ -434,7 +434,7 @@ export class JobStageRunner extends DetectorRunner {
   private waits(s: ShardedJob, e: RankwatchEvent): boolean {
     if (e.kind !== 'job' && s.jobAt < s.needsJobAt) return true;
     if (e.kind === 'step') {
-      if (this.throughAll(s) < e.step) return true;
+      if (this.completeThrough(s) < e.step) return true;
     }
     return this.signsBehind(s, e);
   }

@@ -6,20 +6,32 @@
  * closes frames early (`latenessMs`, `maxOpenSteps`) with part of their ranks. In event time, they
  * reach it as a recorded stream (replay) gives them.
  *
- * A binary heap over parallel arrays (no object per held event). It also keeps, per partition,
- * how many held events each offset has and when (wall clock) each was held, so the lowest offset
- * held (commits stop there) and the longest wait are read without a walk over what is held.
+ * A binary heap of slot numbers over slots in parallel arrays: a sift moves one number. A step a
+ * shard passed on is held as its row of the record it came in (`pushRow`), made an event only when
+ * it is taken out: a held event object lives until its step is complete in every host group, long
+ * enough to be promoted, and the old generation's collector would walk one per rank and step; a
+ * record's columns are a few arrays. It also keeps, per partition, how many held events each
+ * offset has and when (wall clock) each was held, so the lowest offset held (commits stop there)
+ * and the longest wait are read without a walk over what is held.
  */
 import type { RankwatchEvent } from '../schema/events.js';
+import { type ShardSteps, stepAt } from './shard-forward.js';
 
 export class HeldEvents {
-  private events: RankwatchEvent[] = [];
+  /** Slot numbers, a binary heap by event time, then by the order they came. */
+  private heap: number[] = [];
+  /** Per slot: an event, or the record and row of a step (`event` undefined). */
+  private events: (RankwatchEvent | undefined)[] = [];
+  private records: (ShardSteps | undefined)[] = [];
+  private rows: number[] = [];
+  private tss: number[] = [];
   private seqs: number[] = [];
   private ats: number[] = [];
   private offsets: number[] = [];
   private froms: string[] = [];
   /** Whether each was read live (not replayed by a new owner): its output must come out. */
   private lives: boolean[] = [];
+  private free: number[] = [];
   private seq = 0;
   /** Whether the event `pop()` took out last was read live. */
   poppedLive = false;
@@ -29,62 +41,64 @@ export class HeldEvents {
   private readonly byArrival = new Map<number, number>();
 
   get size(): number {
-    return this.events.length;
+    return this.heap.length;
   }
 
-  /** The earliest held event (event time), or undefined. */
-  top(): RankwatchEvent | undefined {
-    return this.events[0];
+  /** Event time of the earliest held event, or undefined. */
+  topTs(): number | undefined {
+    return this.heap.length === 0 ? undefined : this.tss[this.heap[0]];
+  }
+
+  /** The earliest held event's kind; only while one is held. */
+  topKind(): RankwatchEvent['kind'] {
+    return this.events[this.heap[0]]?.kind ?? 'step';
+  }
+
+  /** The earliest held event's step (NaN: not a step); only while one is held. */
+  topStep(): number {
+    const slot = this.heap[0];
+    const e = this.events[slot];
+    if (e === undefined) return this.records[slot]!.step[this.rows[slot]];
+    return e.kind === 'step' ? e.step : Number.NaN;
   }
 
   push(e: RankwatchEvent, at: number, from: string, offset: number, live: boolean): void {
-    let i = this.events.length;
-    this.events.push(e);
-    this.lives.push(live);
-    this.seqs.push(this.seq++);
-    this.ats.push(at);
-    this.offsets.push(offset);
-    this.froms.push(from);
-    count(this.byArrival, at, 1);
-    let o = this.byOffset.get(from);
-    if (!o) {
-      o = new Map();
-      this.byOffset.set(from, o);
-    }
-    count(o, offset, 1);
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.before(i, p)) break;
-      this.swap(i, p);
-      i = p;
-    }
+    this.hold(e, undefined, 0, e.ts, at, from, offset, live);
+  }
+
+  /** Row `row` of a steps record (checked: `stepRowOk`), held as it is. */
+  pushRow(r: ShardSteps, row: number, at: number, from: string, offset: number, live: boolean): void {
+    this.hold(undefined, r, row, r.ts[row], at, from, offset, live);
   }
 
   /** Takes the earliest held event out. */
   pop(): RankwatchEvent {
-    const e = this.events[0];
-    this.poppedLive = this.lives[0];
-    count(this.byArrival, this.ats[0], -1);
-    const o = this.byOffset.get(this.froms[0])!;
-    count(o, this.offsets[0], -1);
-    if (o.size === 0) this.byOffset.delete(this.froms[0]);
-    const last = this.events.length - 1;
-    this.swap(0, last);
-    this.events.pop();
-    this.seqs.pop();
-    this.ats.pop();
-    this.offsets.pop();
-    this.froms.pop();
-    this.lives.pop();
+    const heap = this.heap;
+    const slot = heap[0];
+    const e = this.events[slot] ?? stepAt(this.records[slot]!, this.rows[slot]);
+    this.poppedLive = this.lives[slot];
+    count(this.byArrival, this.ats[slot], -1);
+    const from = this.froms[slot];
+    const o = this.byOffset.get(from)!;
+    count(o, this.offsets[slot], -1);
+    if (o.size === 0) this.byOffset.delete(from);
+    this.events[slot] = undefined;
+    this.records[slot] = undefined;
+    this.free.push(slot);
+    const last = heap.pop()!;
+    const n = heap.length;
+    if (n === 0) return e;
+    // Sift the last slot down from the root.
     let i = 0;
     for (;;) {
       const l = 2 * i + 1;
-      if (l >= last) break;
-      const m = l + 1 < last && this.before(l + 1, l) ? l + 1 : l;
-      if (!this.before(m, i)) break;
-      this.swap(i, m);
+      if (l >= n) break;
+      const m = l + 1 < n && this.before(heap[l + 1], heap[l]) ? l + 1 : l;
+      if (!this.before(heap[m], last)) break;
+      heap[i] = heap[m];
       i = m;
     }
+    heap[i] = last;
     return e;
   }
 
@@ -103,27 +117,65 @@ export class HeldEvents {
     }
   }
 
+  private hold(
+    e: RankwatchEvent | undefined,
+    r: ShardSteps | undefined,
+    row: number,
+    ts: number,
+    at: number,
+    from: string,
+    offset: number,
+    live: boolean,
+  ): void {
+    let slot = this.free.pop();
+    if (slot === undefined) {
+      slot = this.tss.length;
+      this.events.push(e);
+      this.records.push(r);
+      this.rows.push(row);
+      this.tss.push(ts);
+      this.seqs.push(this.seq++);
+      this.ats.push(at);
+      this.offsets.push(offset);
+      this.froms.push(from);
+      this.lives.push(live);
+    } else {
+      this.events[slot] = e;
+      this.records[slot] = r;
+      this.rows[slot] = row;
+      this.tss[slot] = ts;
+      this.seqs[slot] = this.seq++;
+      this.ats[slot] = at;
+      this.offsets[slot] = offset;
+      this.froms[slot] = from;
+      this.lives[slot] = live;
+    }
+    count(this.byArrival, at, 1);
+    let o = this.byOffset.get(from);
+    if (!o) {
+      o = new Map();
+      this.byOffset.set(from, o);
+    }
+    count(o, offset, 1);
+    // Sift up from the end.
+    const heap = this.heap;
+    let i = heap.length;
+    heap.push(slot);
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (!this.before(slot, heap[p])) break;
+      heap[i] = heap[p];
+      i = p;
+    }
+    heap[i] = slot;
+  }
+
+  /** Whether slot `a` comes before slot `b`. */
   private before(a: number, b: number): boolean {
-    const ta = this.events[a].ts;
-    const tb = this.events[b].ts;
+    const ta = this.tss[a];
+    const tb = this.tss[b];
     return ta < tb || (ta === tb && this.seqs[a] < this.seqs[b]);
   }
-
-  private swap(a: number, b: number): void {
-    if (a === b) return;
-    swapIn(this.events, a, b);
-    swapIn(this.seqs, a, b);
-    swapIn(this.ats, a, b);
-    swapIn(this.offsets, a, b);
-    swapIn(this.froms, a, b);
-    swapIn(this.lives, a, b);
-  }
-}
-
-function swapIn<T>(xs: T[], a: number, b: number): void {
-  const t = xs[a];
-  xs[a] = xs[b];
-  xs[b] = t;
 }
 
 function count<K>(m: Map<K, number>, k: K, by: number): void {

@@ -37,7 +37,7 @@ import { QUIET_MS, type ShardSigns, SignsMirror } from './hang/shard-signs.js';
 import { HeldEvents } from './held-events.js';
 import { HANG } from './list.js';
 import { DetectorRunner, type RunnerCounters } from './runner.js';
-import { type ShardEvents, type ShardSteps, stepsOf } from './shard-forward.js';
+import { type ShardEvents, type ShardSteps, stepAt, stepRowOk, stepRows } from './shard-forward.js';
 import { MergedCollectives } from './slowlink/shard-merge.js';
 import {
   type ReducedEdges,
@@ -65,6 +65,7 @@ const SIGNS_LAG_MS = 30_000;
 const MAX_TOLD = 1024;
 
 interface ShardedJob {
+  id: string;
   groups: Set<number>;
   through: Map<number, number>;
   /** The lowest `through` of `groups` (a group without a mark: -Infinity); undefined once either changed. */
@@ -151,9 +152,9 @@ export class JobStageRunner extends DetectorRunner {
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
     if (s.signs.length > 0 && s.signsMin < t) t = s.signsMin;
-    const first = s.held.top();
+    const first = s.held.topTs();
     const held = first !== undefined;
-    if (held && first.ts < t) t = first.ts;
+    if (held && first < t) t = first;
     const stopped = this.clock - t >= SIGNS_LAG_MS || this.now() - s.signsCameAt >= this.holdMs;
     return !held && s.signs.length === 0 && stopped ? undefined : t;
   }
@@ -166,7 +167,8 @@ export class JobStageRunner extends DetectorRunner {
     if (!s) {
       if (e.ts > this.clock) this.clock = e.ts;
       super.push(e);
-    } else if (s.held.size === 0 && !this.waits(s, e)) this.pass(s, e, !this.replaying);
+    } else if (s.held.size === 0 && !this.waits(s, e.kind, e.kind === 'step' ? e.step : Number.NaN, e.ts))
+      this.pass(s, e, !this.replaying);
     else {
       s.held.push(e, this.now(), this.at.from, this.at.offset, !this.replaying);
       this.release(s);
@@ -243,6 +245,28 @@ export class JobStageRunner extends DetectorRunner {
     else this.malformedSteps++;
   }
 
+  /**
+   * A steps record's rows, as their events would be pushed: held as rows of the record
+   * (held-events.ts), made events when handed over. Malformed rows are counted and dropped.
+   */
+  private pushRows(s: ShardedJob, r: ShardSteps): void {
+    const n = stepRows(r);
+    for (let i = 0; i < n; i++) {
+      if (!stepRowOk(r, i)) {
+        this.malformedSteps++;
+        continue;
+      }
+      const ts = r.ts[i];
+      this.came(ts);
+      if (s.held.size === 0 && !this.waits(s, 'step', r.step[i], ts))
+        this.pass(s, stepAt(r, i), !this.replaying);
+      else {
+        s.held.pushRow(r, i, this.now(), this.at.from, this.at.offset, !this.replaying);
+        this.release(s);
+      }
+    }
+  }
+
   /** A record from a shard (the internal topic): a reduced collective, a mark or a GPU finding. */
   shardRecord(value: unknown): void {
     const r = value as ShardRecord | ShardFinding | ShardSigns | ShardSteps | ShardEvents;
@@ -260,7 +284,7 @@ export class JobStageRunner extends DetectorRunner {
       // The job is sharded (its groups' events come here), its `job` event possibly not yet read.
       const s = this.shardedJob(r.job);
       if (typeof r.job_ts === 'number' && r.job_ts > s.needsJobAt) s.needsJobAt = r.job_ts;
-      if (r.t === 'steps') this.malformedSteps += stepsOf(r, (e) => this.push(e));
+      if (r.t === 'steps') this.pushRows(s, r);
       else for (const e of r.events) this.passedOn(e);
       return;
     }
@@ -332,8 +356,8 @@ export class JobStageRunner extends DetectorRunner {
       this.releaseWaited(s, wall);
       this.release(s);
       this.drainSigns(s, this.signsBound(s));
-      const first = s.held.top();
-      if (first && first.ts < upTo) upTo = first.ts;
+      const first = s.held.topTs();
+      if (first !== undefined && first < upTo) upTo = first;
     }
     super.advance(upTo);
   }
@@ -386,6 +410,7 @@ export class JobStageRunner extends DetectorRunner {
     let s = this.sharded.get(id);
     if (!s) {
       s = {
+        id,
         groups: new Set(),
         through: new Map(),
         throughAll: undefined,
@@ -427,16 +452,14 @@ export class JobStageRunner extends DetectorRunner {
   }
 
   /**
-   * Whether an event must wait: a step until the job event its shard had read came here and every
-   * group of its job is complete through it; any
-   * event of a job gone quiet until its signs reach the event's time (`signsBehind`).
+   * Whether an event (its kind, step if a step, and time) must wait: a step until the job event
+   * its shard had read came here and every group of its job is complete through it; any event of
+   * a job gone quiet until its signs reach the event's time (`signsBehind`).
    */
-  private waits(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind !== 'job' && s.jobAt < s.needsJobAt) return true;
-    if (e.kind === 'step') {
-      if (this.completeThrough(s) < e.step) return true;
-    }
-    return this.signsBehind(s, e);
+  private waits(s: ShardedJob, kind: RankwatchEvent['kind'], step: number, ts: number): boolean {
+    if (kind !== 'job' && s.jobAt < s.needsJobAt) return true;
+    if (kind === 'step' && this.completeThrough(s) < step) return true;
+    return this.signsBehind(s, kind, ts);
   }
 
   /**
@@ -448,11 +471,11 @@ export class JobStageRunner extends DetectorRunner {
    * A job moving on is not held (its signs trail its steps by a second), nor one whose signs
    * stopped (as `signsTime` tells).
    */
-  private signsBehind(s: ShardedJob, e: RankwatchEvent): boolean {
-    if (e.kind === 'step') {
+  private signsBehind(s: ShardedJob, kind: RankwatchEvent['kind'], ts: number): boolean {
+    if (kind === 'step') {
       if (s.signsClock.size === 0) return false;
-      const p = this.hang?.progressOf((e as { job: string }).job, false);
-      if (!p || e.ts - p.maxTs < QUIET_MS) return false;
+      const p = this.hang?.progressOf(s.id, false);
+      if (!p || ts - p.maxTs < QUIET_MS) return false;
     }
     // The job's own events wait for the shards' steps of before them, whose progress their signs
     // tell (a group's signs of second T follow its steps read before T); none yet: every group is
@@ -461,18 +484,20 @@ export class JobStageRunner extends DetectorRunner {
     if (s.signsClock.size === 0) return true;
     let t = Number.POSITIVE_INFINITY;
     for (const g of s.signsClock.values()) if (g < t) t = g;
-    if (t >= e.ts) return false;
+    if (t >= ts) return false;
     return this.clock - t < SIGNS_LAG_MS && this.now() - s.signsCameAt < this.holdMs;
   }
 
   private release(s: ShardedJob): void {
-    for (let e = s.held.top(); e !== undefined && !this.waits(s, e); e = s.held.top()) this.releaseHead(s);
+    const held = s.held;
+    while (held.size > 0 && !this.waits(s, held.topKind(), held.topStep(), held.topTs()!))
+      this.releaseHead(s);
   }
 
   private releaseAll(): void {
     for (const s of this.sharded.values()) {
-      for (let e = s.held.top(); e !== undefined; e = s.held.top()) {
-        this.drainSigns(s, e.ts, true);
+      for (let ts = s.held.topTs(); ts !== undefined; ts = s.held.topTs()) {
+        this.drainSigns(s, ts, true);
         this.releaseHead(s);
       }
       this.drainSigns(s, Number.POSITIVE_INFINITY, true);
@@ -519,8 +544,8 @@ export class JobStageRunner extends DetectorRunner {
 
   /** How far the job's signs may go now: the events handed over (of any job, or the idle bus), not past the job's first held one. */
   private signsBound(s: ShardedJob): number {
-    const first = s.held.top();
-    return first ? Math.min(this.clock, first.ts) : this.clock;
+    const first = s.held.topTs();
+    return first !== undefined ? Math.min(this.clock, first) : this.clock;
   }
 
   /**

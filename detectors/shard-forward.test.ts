@@ -110,7 +110,7 @@ describe('held events', () => {
     expect(h.oldestArrival()).toBe(1000);
     const order: string[] = [];
     while (h.size) {
-      const top = h.top()!.ts;
+      const top = h.topTs();
       const e = h.pop() as { event: string };
       order.push(`${top}:${e.event}${h.poppedLive ? '' : ' replayed'}`);
     }
@@ -128,5 +128,70 @@ describe('held events', () => {
     const none = new Map<string, number>();
     h.lowestOffsets(none);
     expect(none.size).toBe(0);
+  });
+
+  it('hold a step record’s rows with events, in one event-time order, and make each row the event it was only when taken out', () => {
+    const steps = (from: number, ts: number[]): ShardSteps => {
+      const out: unknown[] = [];
+      for (const [i, t] of ts.entries())
+        passOn(
+          {
+            v: 1,
+            kind: 'step',
+            ts: t,
+            job: 'j',
+            rank: from + i,
+            host: 'h',
+            gpu: i,
+            step: 7,
+            step_ms: 1,
+            compute_ms: 1,
+          },
+          'j',
+          0,
+          null,
+          out,
+        );
+      return JSON.parse(JSON.stringify(out[0])) as ShardSteps;
+    };
+    const h = new HeldEvents();
+    const a = steps(0, [40, 10, 30]);
+    const b = steps(10, [20, 10]);
+    for (let i = 0; i < a.ts.length; i++) h.pushRow(a, i, 1, 'records/0', i, true);
+    h.push(ev(10, 9), 1, 'events/0', 0, true);
+    expect([h.topTs(), h.topKind(), h.topStep()]).toEqual([10, 'step', 7]);
+    const got: string[] = [];
+    const take = () => {
+      const e = h.pop() as StepEvent & { event?: string };
+      got.push(`${e.ts}:${e.kind === 'step' ? `rank ${e.rank}` : e.event}`);
+      return e;
+    };
+    expect(take()).toEqual({
+      v: 1,
+      kind: 'step',
+      ts: 10,
+      job: 'j',
+      rank: 1,
+      host: 'h',
+      gpu: 1,
+      step: 7,
+      step_ms: 1,
+      compute_ms: 1,
+    });
+    expect([h.topKind(), Number.isNaN(h.topStep())]).toEqual(['job_event', true]);
+    take();
+    // Slots taken out are used again: order still by time, then by when each came.
+    for (let i = 0; i < b.ts.length; i++) h.pushRow(b, i, 2, 'records/1', i, true);
+    h.push(ev(30, 8), 2, 'events/0', 1, true);
+    while (h.size) take();
+    expect(got).toEqual([
+      '10:rank 1',
+      '10:e9',
+      '10:rank 11',
+      '20:rank 10',
+      '30:rank 2',
+      '30:e8',
+      '40:rank 0',
+    ]);
   });
 });

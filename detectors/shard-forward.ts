@@ -156,56 +156,65 @@ function newRecord(job: string, group: number, jobTs: JobTs, out: unknown[]): Sh
 }
 
 /**
- * Hands on a record's rows as the step events they were (the fields the contract names; a field
- * the event did not have is absent, as in the event). Returns how many rows were malformed: a
- * record of this format comes from a shard of this version, so that is a bug or a tampered
- * topic, and such a row is dropped rather than judged.
+ * Whether row `i` of a steps record has the fields every step event has, each of its type. A
+ * record of this format comes from a shard of this version, so a row without them is a bug or a
+ * tampered topic, and such a row is dropped rather than judged.
  */
+export function stepRowOk(r: ShardSteps, i: number): boolean {
+  return (
+    typeof r.ts?.[i] === 'number' &&
+    typeof r.rank?.[i] === 'number' &&
+    typeof r.host?.[i] === 'string' &&
+    typeof r.gpu?.[i] === 'number' &&
+    typeof r.step?.[i] === 'number' &&
+    typeof r.step_ms?.[i] === 'number' &&
+    typeof r.compute_ms?.[i] === 'number'
+  );
+}
+
+/** Rows of a steps record (its `ts` column's length). */
+export function stepRows(r: ShardSteps): number {
+  return Array.isArray(r.ts) ? r.ts.length : 0;
+}
+
+/**
+ * Row `i` of a steps record (`stepRowOk`) as the step event it was: the fields the contract names;
+ * a field the event did not have is absent, as in the event.
+ */
+export function stepAt(r: ShardSteps, i: number): StepEvent {
+  const e: StepEvent = {
+    v: 1,
+    kind: 'step',
+    ts: r.ts[i],
+    job: r.job,
+    rank: r.rank[i],
+    host: r.host[i],
+    gpu: r.gpu[i],
+    step: r.step[i],
+    step_ms: r.step_ms[i],
+    compute_ms: r.compute_ms[i],
+  };
+  const stage = r.stage?.[i];
+  if (typeof stage === 'number') e.stage = stage;
+  const wait = r.comm_wait_ms?.[i];
+  if (typeof wait === 'number') e.comm_wait_ms = wait;
+  const tokens = r.tokens?.[i];
+  if (typeof tokens === 'number') e.tokens = tokens;
+  const pid = r.pid?.[i];
+  if (typeof pid === 'number') e.pid = pid;
+  const extra = r.extra?.[i];
+  if (extra && typeof extra === 'object')
+    for (const k in extra) if (!COLUMNS.has(k)) (e as Record<string, unknown>)[k] = extra[k];
+  return e;
+}
+
+/** Hands on a record's rows as the step events they were; returns how many rows were malformed (`stepRowOk`). */
 export function stepsOf(r: ShardSteps, each: (e: StepEvent) => void): number {
-  const n = Array.isArray(r.ts) ? r.ts.length : 0;
+  const n = stepRows(r);
   let bad = 0;
   for (let i = 0; i < n; i++) {
-    const rank = r.rank?.[i];
-    const host = r.host?.[i];
-    const gpu = r.gpu?.[i];
-    const step = r.step?.[i];
-    const stepMs = r.step_ms?.[i];
-    const compute = r.compute_ms?.[i];
-    if (
-      typeof rank !== 'number' ||
-      typeof host !== 'string' ||
-      typeof gpu !== 'number' ||
-      typeof step !== 'number' ||
-      typeof stepMs !== 'number' ||
-      typeof compute !== 'number'
-    ) {
-      bad++;
-      continue;
-    }
-    const e: StepEvent = {
-      v: 1,
-      kind: 'step',
-      ts: r.ts[i],
-      job: r.job,
-      rank,
-      host,
-      gpu,
-      step,
-      step_ms: stepMs,
-      compute_ms: compute,
-    };
-    const stage = r.stage?.[i];
-    if (typeof stage === 'number') e.stage = stage;
-    const wait = r.comm_wait_ms?.[i];
-    if (typeof wait === 'number') e.comm_wait_ms = wait;
-    const tokens = r.tokens?.[i];
-    if (typeof tokens === 'number') e.tokens = tokens;
-    const pid = r.pid?.[i];
-    if (typeof pid === 'number') e.pid = pid;
-    const extra = r.extra?.[i];
-    if (extra && typeof extra === 'object')
-      for (const k in extra) if (!COLUMNS.has(k)) (e as Record<string, unknown>)[k] = extra[k];
-    each(e);
+    if (stepRowOk(r, i)) each(stepAt(r, i));
+    else bad++;
   }
   return bad;
 }

@@ -12,10 +12,20 @@
  * enough to be promoted, and the old generation's collector would walk one per rank and step; a
  * record's columns are a few arrays. It also keeps, per partition, how many held events each
  * offset has and when (wall clock) each was held, so the lowest offset held (commits stop there)
- * and the longest wait are read without a walk over what is held.
+ * and the longest wait are read without a walk over what is held: counted per origin (where and
+ * when a run of events was read, e.g. a record's rows), not per event.
  */
 import type { RankwatchEvent } from '../schema/events.js';
 import { type ShardSteps, stepAt } from './shard-forward.js';
+
+/** Where and when (wall clock) held events were read, and how many of them are still held. */
+interface Origin {
+  at: number;
+  from: string;
+  offset: number;
+  live: boolean;
+  held: number;
+}
 
 export class HeldEvents {
   /** Slot numbers, a binary heap by event time, then by the order they came. */
@@ -26,14 +36,12 @@ export class HeldEvents {
   private rows: number[] = [];
   private tss: number[] = [];
   private seqs: number[] = [];
-  private ats: number[] = [];
-  private offsets: number[] = [];
-  private froms: string[] = [];
-  /** Whether each was read live (not replayed by a new owner): its output must come out. */
-  private lives: boolean[] = [];
+  private origins: Origin[] = [];
   private free: number[] = [];
+  /** The origin of the last event held: the next, read at the same place and time, shares it. */
+  private last: Origin | undefined;
   private seq = 0;
-  /** Whether the event `pop()` took out last was read live. */
+  /** Whether the event `pop()` took out last was read live (not replayed by a new owner): its output must come out. */
   poppedLive = false;
   /** Per partition, held events per offset. */
   private readonly byOffset = new Map<string, Map<number, number>>();
@@ -76,12 +84,14 @@ export class HeldEvents {
     const heap = this.heap;
     const slot = heap[0];
     const e = this.events[slot] ?? stepAt(this.records[slot]!, this.rows[slot]);
-    this.poppedLive = this.lives[slot];
-    count(this.byArrival, this.ats[slot], -1);
-    const from = this.froms[slot];
-    const o = this.byOffset.get(from)!;
-    count(o, this.offsets[slot], -1);
-    if (o.size === 0) this.byOffset.delete(from);
+    const origin = this.origins[slot];
+    this.poppedLive = origin.live;
+    if (--origin.held === 0) {
+      count(this.byArrival, origin.at, -1);
+      const o = this.byOffset.get(origin.from)!;
+      count(o, origin.offset, -1);
+      if (o.size === 0) this.byOffset.delete(origin.from);
+    }
     this.events[slot] = undefined;
     this.records[slot] = undefined;
     this.free.push(slot);
@@ -127,6 +137,26 @@ export class HeldEvents {
     offset: number,
     live: boolean,
   ): void {
+    let origin = this.last;
+    if (
+      origin === undefined ||
+      origin.held === 0 ||
+      origin.at !== at ||
+      origin.offset !== offset ||
+      origin.from !== from ||
+      origin.live !== live
+    ) {
+      origin = { at, from, offset, live, held: 0 };
+      this.last = origin;
+      count(this.byArrival, at, 1);
+      let o = this.byOffset.get(from);
+      if (!o) {
+        o = new Map();
+        this.byOffset.set(from, o);
+      }
+      count(o, offset, 1);
+    }
+    origin.held++;
     let slot = this.free.pop();
     if (slot === undefined) {
       slot = this.tss.length;
@@ -135,28 +165,15 @@ export class HeldEvents {
       this.rows.push(row);
       this.tss.push(ts);
       this.seqs.push(this.seq++);
-      this.ats.push(at);
-      this.offsets.push(offset);
-      this.froms.push(from);
-      this.lives.push(live);
+      this.origins.push(origin);
     } else {
       this.events[slot] = e;
       this.records[slot] = r;
       this.rows[slot] = row;
       this.tss[slot] = ts;
       this.seqs[slot] = this.seq++;
-      this.ats[slot] = at;
-      this.offsets[slot] = offset;
-      this.froms[slot] = from;
-      this.lives[slot] = live;
+      this.origins[slot] = origin;
     }
-    count(this.byArrival, at, 1);
-    let o = this.byOffset.get(from);
-    if (!o) {
-      o = new Map();
-      this.byOffset.set(from, o);
-    }
-    count(o, offset, 1);
     // Sift up from the end.
     const heap = this.heap;
     let i = heap.length;

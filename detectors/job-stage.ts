@@ -251,6 +251,7 @@ export class JobStageRunner extends DetectorRunner {
    */
   private pushRows(s: ShardedJob, r: ShardSteps): void {
     const n = stepRows(r);
+    const at = this.now();
     for (let i = 0; i < n; i++) {
       if (!stepRowOk(r, i)) {
         this.malformedSteps++;
@@ -261,7 +262,7 @@ export class JobStageRunner extends DetectorRunner {
       if (s.held.size === 0 && !this.waits(s, 'step', r.step[i], ts))
         this.pass(s, stepAt(r, i), !this.replaying);
       else {
-        s.held.pushRow(r, i, this.now(), this.at.from, this.at.offset, !this.replaying);
+        s.held.pushRow(r, i, at, this.at.from, this.at.offset, !this.replaying);
         this.release(s);
       }
     }

@@ -194,4 +194,31 @@ describe('held events', () => {
       '40:rank 0',
     ]);
   });
+
+  it('keep a partition’s offset and its wait while any row of a record read there is held, however many were taken out', () => {
+    const h = new HeldEvents();
+    const r = {
+      ts: [3, 1, 2],
+      rank: [0, 1, 2],
+      host: ['h', 'h', 'h'],
+      gpu: [0, 1, 2],
+      step: [4, 4, 4],
+      step_ms: [1, 1, 1],
+      compute_ms: [1, 1, 1],
+    } as unknown as ShardSteps;
+    for (let i = 0; i < 3; i++) h.pushRow(r, i, 500, 'records/2', 40, true);
+    h.push(ev(5, 1), 600, 'records/2', 41, false);
+    const lowest = () => {
+      const m = new Map<string, number>();
+      h.lowestOffsets(m);
+      return m.get('records/2');
+    };
+    h.pop();
+    h.pop();
+    expect([lowest(), h.oldestArrival()]).toEqual([40, 500]);
+    expect((h.pop() as StepEvent).rank).toBe(0);
+    expect([lowest(), h.oldestArrival(), h.poppedLive]).toEqual([41, 600, true]);
+    h.pop();
+    expect([lowest(), h.oldestArrival(), h.poppedLive]).toEqual([undefined, undefined, false]);
+  });
 });

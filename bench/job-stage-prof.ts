@@ -14,7 +14,7 @@
  * or deploy/kafka/kafka.sh started on KAFKA_PORT).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
@@ -28,6 +28,8 @@ const option = argOption;
 const ranks = Number(option('ranks') ?? 65_536);
 const steps = Number(option('steps') ?? 3);
 const perfFile = option('perf');
+/** `--warm`: the process first reads a job of the same size (compiling, heap growth), then the measured one. */
+const warm = process.argv.includes('--warm');
 const nodeArgs = (option('node-args') ?? '').split(' ').filter(Boolean);
 
 /** CPU ms of a process's live threads by name (the main thread as `main`). */
@@ -87,18 +89,26 @@ function perfSplit(file: string, mainTid: number): string[] {
 
 const b = await broker();
 if (!b) process.exit(1);
-const jobBatches: Batch[] = [];
-const recordBatches: Batch[] = [];
+let jobBatches: Batch[] = [];
+let recordBatches: Batch[] = [];
 let records = 0;
 let recordBytes = 0;
-const eventCount = jobStageInput(ranks, steps, 'job-stage-prof', {
-  jobBatch: (batch) => jobBatches.push(batch),
-  records: (rs) => {
-    records += rs.length;
-    for (const r of rs) recordBytes += JSON.stringify(r).length + 1;
-    recordBatches.push(...batchByKey(rs));
-  },
-});
+const make = (job: string) =>
+  jobStageInput(ranks, steps, job, {
+    jobBatch: (batch) => jobBatches.push(batch),
+    records: (rs) => {
+      records += rs.length;
+      for (const r of rs) recordBytes += JSON.stringify(r).length + 1;
+      recordBatches.push(...batchByKey(rs));
+    },
+  });
+if (warm) make('job-stage-warm');
+const warmInput = warm ? { jobBatches, recordBatches } : undefined;
+jobBatches = [];
+recordBatches = [];
+records = 0;
+recordBytes = 0;
+const eventCount = make('job-stage-prof');
 const jobEvents = jobBatches.reduce((n, x) => n + x.events.length, 0);
 console.log(
   `${eventCount} events of a ${ranks}-rank job, ${steps} steps: the job stage reads ${jobEvents} of them and ${records} shard records (${(recordBytes / eventCount).toFixed(1)} bytes of JSON per event)`,
@@ -107,12 +117,16 @@ console.log(
 const id = `rw-jsprof.${Date.now().toString(36)}`;
 const t = { topic: `${id}.events`, shardTopic: `${id}.shards`, deadLetterTopic: `${id}.dlq` };
 const recordsTopic = `${id}.records`;
-const events_ = new KafkaTransport({ brokers: b.brokers, ...t, partitions: 8 });
-await events_.publish(jobBatches);
-await events_.stop();
-const records_ = new KafkaTransport({ brokers: b.brokers, ...t, topic: recordsTopic, partitions: 8 });
-for (let i = 0; i < recordBatches.length; i += 256) await records_.publish(recordBatches.slice(i, i + 256));
-await records_.stop();
+async function publish(input: { jobBatches: Batch[]; recordBatches: Batch[] }): Promise<void> {
+  const events_ = new KafkaTransport({ brokers: b!.brokers, ...t, partitions: 8 });
+  await events_.publish(input.jobBatches);
+  await events_.stop();
+  const records_ = new KafkaTransport({ brokers: b!.brokers, ...t, topic: recordsTopic, partitions: 8 });
+  for (let i = 0; i < input.recordBatches.length; i += 256)
+    await records_.publish(input.recordBatches.slice(i, i + 256));
+  await records_.stop();
+}
+await publish(warmInput ?? { jobBatches, recordBatches });
 
 const dir = mkdtempSync(join(tmpdir(), 'rankwatch-jsprof-'));
 const errPath = join(dir, 'stderr');
@@ -132,9 +146,12 @@ const args = [
   ...['--group', id, '--partitions', '8', '--data', join(dir, 'data'), '--no-events'],
   ...['--stats-interval', '0', '--idle-advance-s', '2'],
 ];
+const outPath = join(dir, 'stdout');
 const p = spawn(process.execPath, [...nodeArgs, cli, ...args], {
-  stdio: ['ignore', 'ignore', openSync(errPath, 'w')],
+  stdio: ['ignore', openSync(outPath, 'w'), openSync(errPath, 'w')],
 });
+/** Bytes of its stdout when the measured window began (`--node-args "--trace-opt --trace-deopt"` write there). */
+let outFrom = 0;
 const admin = new Kafka({ brokers: b.brokers, logLevel: logLevel.NOTHING }).admin();
 await admin.connect();
 const caughtUp = async () => {
@@ -152,6 +169,8 @@ const caughtUp = async () => {
 };
 let before: Map<string, number> | undefined;
 let beforeMs = 0;
+let idleMsPerS: number | undefined;
+let measuredAt = 0;
 let perf: ReturnType<typeof spawn> | undefined;
 const t0 = Date.now();
 try {
@@ -162,12 +181,22 @@ try {
     if (Date.now() - t0 > 900_000) throw new Error('the job stage did not catch up in 15 minutes');
     if (!before) {
       if (!readFileSync(errPath, 'utf8').includes('joined group')) continue;
+      if (warmInput && !(await caughtUp())) continue;
+      if (warmInput) {
+        // What it costs idle, warm: a fixed cost per second, not per event.
+        const idle0 = await cpuSeconds(p.pid!);
+        await new Promise((r) => setTimeout(r, 10_000));
+        idleMsPerS = ((await cpuSeconds(p.pid!)) - idle0) * 100;
+      }
       before = await cpuByThread(p.pid!);
       beforeMs = (await cpuSeconds(p.pid!)) * 1000;
+      measuredAt = Date.now();
+      outFrom = statSync(outPath).size;
       if (perfFile)
         perf = spawn('perf', ['record', '-F', '299', '--per-thread', '-p', String(p.pid), '-o', perfFile], {
           stdio: 'ignore',
         });
+      if (warmInput) await publish({ jobBatches, recordBatches });
     } else if (await caughtUp()) break;
   }
   const after = await cpuByThread(p.pid!);
@@ -180,8 +209,12 @@ try {
   // chDB starts threads per query (RuntimeData, QueryPipelineEx...): ended, they count in the process's total only.
   used.push(['threads that ended (chDB query threads)', total - used.reduce((s, [, ms]) => s + ms, 0)]);
   const us = (ms: number) => ((ms * 1000) / eventCount).toFixed(2);
+  const windowS = (Date.now() - measuredAt) / 1000;
   console.log(
-    `job stage: ${us(total)} µs of CPU per event of the job (${((Date.now() - t0) / 1000).toFixed(0)} s)`,
+    `job stage: ${us(total)} µs of CPU per event of the job over ${windowS.toFixed(0)} s` +
+      (idleMsPerS === undefined
+        ? ''
+        : `; idle it costs ${idleMsPerS.toFixed(1)} ms a second, so ${us(total - idleMsPerS * windowS)} µs of work per event`),
   );
   console.log(
     `by thread name, µs per event: ${used
@@ -190,6 +223,12 @@ try {
       .join(', ')}`,
   );
   if (perfFile) for (const line of perfSplit(perfFile, p.pid!)) console.log(line);
+  const traced = readFileSync(outPath, 'utf8').slice(outFrom);
+  if (nodeArgs.includes('--trace-opt'))
+    console.log(
+      `in the measured window V8 optimized ${traced.match(/completed optimizing/g)?.length ?? 0} functions and deoptimized ${traced.match(/bailout \(kind/g)?.length ?? 0}`,
+    );
+  if (process.env.TRACE_DUMP) writeFileSync(process.env.TRACE_DUMP, traced);
 } finally {
   p.kill('SIGTERM');
   await new Promise((r) => (p.exitCode !== null ? r(0) : p.once('exit', r)));

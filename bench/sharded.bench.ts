@@ -7,7 +7,13 @@
  * stopped (SIGSTOP, with a session timeout longer than the publish): a process that joined first
  * would otherwise read partitions that a later join moves to another, which then replays them
  * (rebalance work, more of it the more processes, not the layout's steady cost), and a publish
- * slower than the readers would measure small deliveries and idle flushes. Each process's CPU
+ * slower than the readers would measure small deliveries and idle flushes. The processes first
+ * read the job's first `--warm-steps` steps (3 by default) as they come, until caught up: what a
+ * process pays once (compiling its code, growing its heap) and what a job pays once (its ranks,
+ * communicators and per-rank state made at its first step) are not what carrying it costs; a
+ * 100k-GPU job runs for days. The measured part is its next `--steps` steps. The job's event time
+ * lies an hour or two ahead of the clock, so that the idle bus between the parts (whose time is
+ * the wall clock's) neither ends the job nor ages its state. Each process's CPU
  * time (user + system from /proc, chDB's threads included) is read over an idle window first
  * (what it costs per second with nothing to do: polling, timers, the engine), then from SIGCONT
  * until every group has committed the last offset: the difference, summed
@@ -54,30 +60,41 @@ interface Layout {
   sent?: { messages: number; records: Map<string, number> };
 }
 
-/** Messages on a topic, and its records by type: what the shards sent their job stage. */
-async function recordsOn(kafka: Kafka, topic: string): Promise<Layout['sent']> {
+/** A topic's offsets where its partitions end now, by partition. */
+async function endsOf(kafka: Kafka, topic: string): Promise<Map<number, number>> {
   const admin = kafka.admin();
   await admin.connect();
   const ends = await admin.fetchTopicOffsets(topic).finally(() => admin.disconnect());
-  const messages = ends.reduce((n, e) => n + Number(e.high) - Number(e.low), 0);
+  return new Map(ends.map((e) => [e.partition, Number(e.high)]));
+}
+
+/** Messages on a topic from offsets `from` on, and their records by type: what the shards sent their job stage. */
+async function recordsOn(kafka: Kafka, topic: string, from: Map<number, number>): Promise<Layout['sent']> {
+  const ends = await endsOf(kafka, topic);
+  let messages = 0;
+  for (const [p, high] of ends) messages += high - (from.get(p) ?? 0);
+  let all = 0;
+  for (const high of ends.values()) all += high;
   const records = new Map<string, number>();
   const consumer = kafka.consumer({ groupId: `${topic}-count` });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
   let seen = 0;
-  const all = new Promise<void>((resolve) => {
-    if (messages === 0) resolve();
+  const read = new Promise<void>((resolve) => {
+    if (all === 0) resolve();
     void consumer.run({
-      eachMessage: async ({ message }) => {
-        for (const r of decodeBatch(message.value!).events) {
-          const t = String((r as { t?: unknown }).t);
-          records.set(t, (records.get(t) ?? 0) + 1);
-        }
-        if (++seen >= messages) resolve();
+      eachMessage: async ({ partition, message }) => {
+        // The warm-up's records (before `from`) are read past, not counted.
+        if (Number(message.offset) >= (from.get(partition) ?? 0))
+          for (const r of decodeBatch(message.value!).events) {
+            const t = String((r as { t?: unknown }).t);
+            records.set(t, (records.get(t) ?? 0) + 1);
+          }
+        if (++seen >= all) resolve();
       },
     });
   });
-  await all;
+  await read;
   await consumer.disconnect();
   return { messages, records };
 }
@@ -104,6 +121,7 @@ const IDLE_S = 8;
 export async function shardedBench(): Promise<Section | undefined> {
   const ranks = flag('ranks', 65_536);
   const steps = flag('steps', 3);
+  const warmSteps = flag('warm-steps', 3);
   const profDir = option('prof');
   // `--layouts 0,1`: some layouts only (0: the unsharded baseline, always measured first).
   const shardCounts = (option('layouts') ?? '0,1,2,4').split(',').map(Number);
@@ -111,10 +129,16 @@ export async function shardedBench(): Promise<Section | undefined> {
     throw new Error('--layouts: shard counts, the first 0 (the unsharded baseline), e.g. 0,1');
   const b = await broker();
   if (!b) return undefined;
-  const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
-  const events: RankwatchEvent[] = [
-    ...new ClusterSim({ ranks, steps, startTs, job: 'sharded-bench' }).events(),
+  const startTs = Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000;
+  const all: RankwatchEvent[] = [
+    ...new ClusterSim({ ranks, steps: warmSteps + steps, startTs, job: 'sharded-bench' }).events(),
   ];
+  // The warm-up: everything before the first step or collective of step `warmSteps`.
+  const split = all.findIndex(
+    (e) => (e.kind === 'step' || e.kind === 'collective') && (e as { step: number }).step >= warmSteps,
+  );
+  const warm = all.slice(0, split);
+  const events = all.slice(split);
   const n = events.length;
   const spanS = (events.at(-1)!.ts - events[0].ts) / 1000;
   const id = `rw-bench.${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -126,21 +150,28 @@ export async function shardedBench(): Promise<Section | undefined> {
   // 16 groups (512 hosts each at 65,536 ranks, the default size) over the partitions.
   const groupHosts = Math.max(1, Math.floor(ranks / 8 / 16));
   // As collectors send them: one message per host and second (the job's own events apart).
-  const perHostSecond: RankwatchEvent[][] = [];
-  const at = new Map<string, RankwatchEvent[]>();
-  for (const e of events) {
-    const k = `${(e as { host?: string }).host ?? ''}|${Math.floor(e.ts / 1000)}`;
-    let list = at.get(k);
-    if (!list) {
-      list = [];
-      at.set(k, list);
-      perHostSecond.push(list);
+  const perHostSecond = (es: RankwatchEvent[]) => {
+    const out: RankwatchEvent[][] = [];
+    const at = new Map<string, RankwatchEvent[]>();
+    for (const e of es) {
+      const k = `${(e as { host?: string }).host ?? ''}|${Math.floor(e.ts / 1000)}`;
+      let list = at.get(k);
+      if (!list) {
+        list = [];
+        at.set(k, list);
+        out.push(list);
+      }
+      list.push(e);
     }
-    list.push(e);
-  }
-  const publish = async (t: KafkaTransport, keyed: (es: RankwatchEvent[]) => Batch[]) => {
-    for (let i = 0; i < perHostSecond.length; i += 512)
-      await t.publish(perHostSecond.slice(i, i + 512).flatMap(keyed));
+    return out;
+  };
+  const parts = { warm: perHostSecond(warm), measured: perHostSecond(events) };
+  const publish = async (
+    t: KafkaTransport,
+    keyed: (es: RankwatchEvent[]) => Batch[],
+    messages: RankwatchEvent[][],
+  ) => {
+    for (let i = 0; i < messages.length; i += 512) await t.publish(messages.slice(i, i + 512).flatMap(keyed));
     await t.stop();
   };
   try {
@@ -218,21 +249,6 @@ export async function shardedBench(): Promise<Section | undefined> {
           throw new Error(`detect did not start: ${procs.map((x) => x.log()).join('\n')}`);
         await new Promise((r) => setTimeout(r, 100));
       }
-      const cpu = () => Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
-      const idleFrom = await cpu();
-      await new Promise((r) => setTimeout(r, IDLE_S * 1000));
-      const idleTo = await cpu();
-      const idlePerS = idleTo.map((c, i) => ((c - idleFrom[i]) * 1e6) / IDLE_S);
-      for (const x of procs) x.p.kill('SIGSTOP');
-      // Sharded keys (host groups to the shard topic); the baseline reads the same events keyed by job.
-      const keys = new HostGroupKeys({ groupHosts });
-      await publish(new KafkaTransport({ brokers: b.brokers, ...t, partitions: PARTITIONS }), (es) =>
-        shards === 0 ? batchByKey(es) : keys.batch(es),
-      );
-      const before = await cpu();
-      const threadsBefore = await cpuByThread(procs[0].p.pid!);
-      const t0 = Date.now();
-      for (const x of procs) x.p.kill('SIGCONT');
       const done = async () => {
         for (const [g, topic] of groups) {
           const ends = await admin.fetchTopicOffsets(topic);
@@ -246,11 +262,36 @@ export async function shardedBench(): Promise<Section | undefined> {
         return true;
       };
       // Caught up, and still caught up after the shards' idle flush (their last steps' records).
-      for (let settled = 0; settled < 2; ) {
-        await new Promise((r) => setTimeout(r, 2500));
-        settled = (await done()) ? settled + 1 : 0;
-        if (Date.now() > until + 1_200_000) throw new Error('the layout did not catch up');
+      const caughtUp = async () => {
+        for (let settled = 0; settled < 2; ) {
+          await new Promise((r) => setTimeout(r, 2500));
+          settled = (await done()) ? settled + 1 : 0;
+          if (Date.now() > until + 1_200_000) throw new Error('the layout did not catch up');
+        }
+      };
+      // Sharded keys (host groups to the shard topic); the baseline reads the same events keyed by job.
+      const keys = new HostGroupKeys({ groupHosts });
+      const keyed = (es: RankwatchEvent[]) => (shards === 0 ? batchByKey(es) : keys.batch(es));
+      const transport = () => new KafkaTransport({ brokers: b.brokers, ...t, partitions: PARTITIONS });
+      if (parts.warm.length) {
+        await publish(transport(), keyed, parts.warm);
+        await caughtUp();
       }
+      const cpu = () => Promise.all(procs.map((x) => cpuSeconds(x.p.pid!)));
+      const idleFrom = await cpu();
+      await new Promise((r) => setTimeout(r, IDLE_S * 1000));
+      const idleTo = await cpu();
+      const idlePerS = idleTo.map((c, i) => ((c - idleFrom[i]) * 1e6) / IDLE_S);
+      for (const x of procs) x.p.kill('SIGSTOP');
+      const recordsFrom = shards
+        ? await endsOf(kafka, records).catch(() => new Map<number, number>())
+        : new Map<number, number>();
+      await publish(transport(), keyed, parts.measured);
+      const before = await cpu();
+      const threadsBefore = await cpuByThread(procs[0].p.pid!);
+      const t0 = Date.now();
+      for (const x of procs) x.p.kill('SIGCONT');
+      await caughtUp();
       const after = await cpu();
       const threadsAfter = await cpuByThread(procs[0].p.pid!);
       const wallS = (Date.now() - t0) / 1000;
@@ -272,7 +313,7 @@ export async function shardedBench(): Promise<Section | undefined> {
         jobIdleUs: idle[0],
         wallS,
         jobThreads: threadsAfter.map((a, i) => (a - threadsBefore[i]) * 1e6),
-        ...(shards ? { sent: await recordsOn(kafka, records) } : {}),
+        ...(shards ? { sent: await recordsOn(kafka, records, recordsFrom) } : {}),
       };
     };
     for (const shards of shardCounts) {
@@ -289,7 +330,7 @@ export async function shardedBench(): Promise<Section | undefined> {
     const perEvent = (l: Layout) => l.cpuUs / n;
     const perGpuSecond = (l: Layout) => l.jobCpuUs / (ranks * spanS);
     const notes = [
-      `${n.toLocaleString('en-US')} events of one ${ranks.toLocaleString('en-US')}-rank job, ${steps} steps (${(n / ranks / spanS).toFixed(2)} events per GPU per second of event time), ${groupHosts} host(s) per group, one message per host and second as collectors send them, ${PARTITIONS} partitions, \`--no-events\` (steps and findings stored in each process's chDB).`,
+      `${n.toLocaleString('en-US')} events of one ${ranks.toLocaleString('en-US')}-rank job, ${steps} steps measured after its first ${warmSteps} (${warm.length.toLocaleString('en-US')} events, read first: the warm-up) (${(n / ranks / spanS).toFixed(2)} events per GPU per second of event time), ${groupHosts} host(s) per group, one message per host and second as collectors send them, ${PARTITIONS} partitions, \`--no-events\` (steps and findings stored in each process's chDB).`,
       ...layouts.map(
         (l) =>
           `${l.name}: ${perEvent(l).toFixed(1)} µs of CPU per event summed over its processes${l.shards ? `, job stage ${((100 * l.jobCpuUs) / l.cpuUs).toFixed(0)}% of it (${(l.jobCpuUs / n).toFixed(1)} µs per event of the job)` : ''}; of that, ${(l.idleUs / n).toFixed(1)} µs is what its ${l.shards + 1} process${l.shards ? 'es' : ''} cost idle (measured over ${IDLE_S} s before the publish) over the ${l.wallS.toFixed(0)} s it took, so ${((l.cpuUs - l.idleUs) / n).toFixed(1)} µs of work per event${l.shards ? ` (job stage ${((l.jobCpuUs - l.jobIdleUs) / n).toFixed(1)})` : ''}.`,

@@ -36,7 +36,10 @@ export interface ShardEvents {
   events: RankwatchEvent[];
 }
 
-/** A host group's step events, in the order read, a column per field (null: the event had none). */
+/**
+ * A host group's step events, in the order read, a column per field (null: the event had none);
+ * hosts as indexes into `hosts`, each name once per record.
+ */
 export interface ShardSteps {
   t: 'steps';
   format: number;
@@ -45,7 +48,8 @@ export interface ShardSteps {
   job_ts: JobTs;
   ts: number[];
   rank: number[];
-  host: string[];
+  hosts: string[];
+  host: number[];
   gpu: number[];
   stage: (number | null)[];
   step: number[];
@@ -119,7 +123,7 @@ function addStep(e: StepEvent, group: number, jobTs: JobTs, out: unknown[]): voi
       : newRecord(e.job, group, jobTs, out);
   r.ts.push(e.ts);
   r.rank.push(e.rank);
-  r.host.push(e.host);
+  r.host.push(hostIndex(r, e.host));
   r.gpu.push(e.gpu);
   r.stage.push(e.stage ?? null);
   r.step.push(e.step);
@@ -131,6 +135,24 @@ function addStep(e: StepEvent, group: number, jobTs: JobTs, out: unknown[]): voi
   r.extra.push(extraOf(e));
 }
 
+/** Each steps record's index of its `hosts`, while it is being filled. */
+const hostsOf = new WeakMap<ShardSteps, Map<string, number>>();
+
+function hostIndex(r: ShardSteps, host: string): number {
+  let index = hostsOf.get(r);
+  if (!index) {
+    index = new Map();
+    hostsOf.set(r, index);
+  }
+  let i = index.get(host);
+  if (i === undefined) {
+    i = r.hosts.length;
+    r.hosts.push(host);
+    index.set(host, i);
+  }
+  return i;
+}
+
 function newRecord(job: string, group: number, jobTs: JobTs, out: unknown[]): ShardSteps {
   const r: ShardSteps = {
     t: 'steps',
@@ -140,6 +162,7 @@ function newRecord(job: string, group: number, jobTs: JobTs, out: unknown[]): Sh
     job_ts: jobTs,
     ts: [],
     rank: [],
+    hosts: [],
     host: [],
     gpu: [],
     stage: [],
@@ -164,7 +187,7 @@ export function stepRowOk(r: ShardSteps, i: number): boolean {
   return (
     typeof r.ts?.[i] === 'number' &&
     typeof r.rank?.[i] === 'number' &&
-    typeof r.host?.[i] === 'string' &&
+    typeof r.hosts?.[r.host?.[i]] === 'string' &&
     typeof r.gpu?.[i] === 'number' &&
     typeof r.step?.[i] === 'number' &&
     typeof r.step_ms?.[i] === 'number' &&
@@ -188,7 +211,7 @@ export function stepAt(r: ShardSteps, i: number): StepEvent {
     ts: r.ts[i],
     job: r.job,
     rank: r.rank[i],
-    host: r.host[i],
+    host: r.hosts[r.host[i]],
     gpu: r.gpu[i],
     step: r.step[i],
     step_ms: r.step_ms[i],

@@ -361,6 +361,11 @@ describe('the sharded layout finds what one process finds', () => {
     expect(edges.map((e) => e[1])).toEqual(Array.from({ length: pairs }, (_, i) => 2 * i));
     // Both ends' reports in one edge: the sender's fields, the shortest and longest time, two reports.
     expect(edges.every((e) => e[0] === 'send' && e[8] === 5 && e[9] === 7 && e[10] === 2)).toBe(true);
+    // Each host named once per record, the edges naming it by index: the sender's and the peer's.
+    for (const r of parts) {
+      expect(new Set(r.hosts).size).toBe(r.hosts.length);
+      for (const e of r.edges) expect([r.hosts[e[2]], e[5]]).toEqual([`h${e[1] >> 3}`, null]);
+    }
   });
 
   it('a job stage that never saw a group send its members judges no communicator of it until it does, then finds what replay finds', () => {

@@ -39,7 +39,7 @@ import { busbwGBps } from './busbw.js';
  * moved or meaning something else) comes with a new number: shards and job stage then run the same
  * version (docs/kafka.md, "Upgrading the sharded layout").
  */
-export const SHARD_FORMAT = 4;
+export const SHARD_FORMAT = 5;
 
 /** A member of a reduced collective: rank, host, GPU (-1: not given). */
 export type Member = [number, string, number];
@@ -81,14 +81,16 @@ export const MEMBERS_EVERY = 16;
 /**
  * A p2p edge as its first report gave it (sender or receiver side; gpu -1 and peer_host null:
  * not given), then the shortest and longest duration, how many reports and the latest's time.
+ * Hosts are indexes into the record's `hosts`: a name once per record, not twice per edge (most
+ * of an edge's bytes and of the job stage's parsing, as names).
  */
 export type Edge = [
   op: string,
   rank: number,
-  host: string,
+  host: number,
   gpu: number,
   peer: number,
-  peer_host: string | null,
+  peer_host: number | null,
   bytes: number,
   nranks: number | null,
   min_ms: number,
@@ -108,6 +110,8 @@ export interface ReducedEdges {
   job: string;
   group: number;
   step: number;
+  /** The hosts the edges name, each once. */
+  hosts: string[];
   edges: Edge[];
 }
 
@@ -142,6 +146,8 @@ interface GroupState {
   seen: Map<ReducedCollective, Set<number>>;
   /** Per step's first p2p record (the one under `P2P`), all the step's edges by `comm|from>to`. */
   edgesOf: Map<ReducedEdges, Map<string, Edge>>;
+  /** Per p2p record, the index of each host in its `hosts`. */
+  hostsOf: Map<ReducedEdges, Map<string, number>>;
   /** Per communicator (`op|comm`), the member list last sent, by rank, and the step it went with. */
   sent: Map<string, { byRank: Map<number, Member>; step: number }>;
   maxStep: number;
@@ -214,7 +220,7 @@ export class ShardReducer {
   private addEdge(g: GroupState, byKey: Map<string, ShardReduced>, e: CollectiveEvent, group: number): void {
     let first = byKey.get(P2P) as ReducedEdges | undefined;
     if (!first) {
-      first = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, edges: [] };
+      first = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, hosts: [], edges: [] };
       byKey.set(P2P, first);
       g.edgesOf.set(first, new Map());
     }
@@ -229,16 +235,16 @@ export class ShardReducer {
     const part = Math.floor(edges.size / EDGES_PER_RECORD);
     let r = part === 0 ? first : (byKey.get(`${P2P}#${part}`) as ReducedEdges | undefined);
     if (!r) {
-      r = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, edges: [] };
+      r = { t: 'edges', format: SHARD_FORMAT, job: e.job, group, step: e.step, hosts: [], edges: [] };
       byKey.set(`${P2P}#${part}`, r);
     }
     const edge: Edge = [
       e.op,
       e.rank,
-      e.host,
+      this.hostIndex(g, r, e.host),
       e.gpu ?? -1,
       peer,
-      e.peer_host ?? null,
+      e.peer_host === undefined ? null : this.hostIndex(g, r, e.peer_host),
       e.bytes,
       e.nranks ?? null,
       e.dur_ms,
@@ -248,6 +254,22 @@ export class ShardReducer {
     ];
     edges.set(ek, edge);
     r.edges.push(edge);
+  }
+
+  /** `host`'s index in a p2p record's `hosts`, added if it is not there. */
+  private hostIndex(g: GroupState, r: ReducedEdges, host: string): number {
+    let index = g.hostsOf.get(r);
+    if (!index) {
+      index = new Map();
+      g.hostsOf.set(r, index);
+    }
+    let i = index.get(host);
+    if (i === undefined) {
+      i = r.hosts.length;
+      r.hosts.push(host);
+      index.set(host, i);
+    }
+    return i;
   }
 
   /**
@@ -288,6 +310,7 @@ export class ShardReducer {
         steps: new Map(),
         seen: new Map(),
         edgesOf: new Map(),
+        hostsOf: new Map(),
         sent: new Map(),
         maxStep: Number.NEGATIVE_INFINITY,
         stepMax: Number.NEGATIVE_INFINITY,
@@ -303,8 +326,10 @@ export class ShardReducer {
     const done = [...g.steps.keys()].filter((s) => s <= step).sort((a, b) => a - b);
     for (const s of done) {
       for (const r of g.steps.get(s)!.values()) {
-        if (r.t === 'edges') g.edgesOf.delete(r);
-        else {
+        if (r.t === 'edges') {
+          g.edgesOf.delete(r);
+          g.hostsOf.delete(r);
+        } else {
           r.busbw_gbs = busbwGBps(r.op, r.nranks ?? 2, r.bytes, r.min_ms);
           g.seen.delete(r);
           if (sentBefore(g, r)) r.members = undefined;

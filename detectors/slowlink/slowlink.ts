@@ -286,9 +286,14 @@ export class SlowLinkDetector {
    */
   private addEdges(r: ReducedEdges): void {
     const step = this.openStep(r.step);
+    const hosts: unknown[] = Array.isArray(r.hosts) ? r.hosts : [];
     for (const x of r.edges) {
-      const rail = this.rail(x[1], x[2], x[3] >= 0 ? x[3] : undefined);
-      this.addEdge(step, x[0], x[1], rail, x[4], x[5] ?? undefined, x[6], x[7] ?? undefined, x[8]);
+      const host = hosts[x[2]];
+      // A host index the record does not name: a shard's bug or a tampered topic, not an edge.
+      if (typeof host !== 'string') continue;
+      const rail = this.rail(x[1], host, x[3] >= 0 ? x[3] : undefined);
+      const peerHost = x[5] === null ? undefined : (hosts[x[5]] as string | undefined);
+      this.addEdge(step, x[0], x[1], rail, x[4], peerHost, x[6], x[7] ?? undefined, x[8]);
     }
   }
 

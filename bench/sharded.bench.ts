@@ -133,14 +133,15 @@ export async function shardedBench(): Promise<Section | undefined> {
   const all: RankwatchEvent[] = [
     ...new ClusterSim({ ranks, steps: warmSteps + steps, startTs, job: 'sharded-bench' }).events(),
   ];
-  // The warm-up: everything before the first step or collective of step `warmSteps`.
-  const split = all.findIndex(
-    (e) => (e.kind === 'step' || e.kind === 'collective') && (e as { step: number }).step >= warmSteps,
-  );
+  // The warm-up: everything up to the last step event of its steps (the end of step warmSteps - 1).
+  let boundary = Number.NEGATIVE_INFINITY;
+  for (const e of all) if (e.kind === 'step' && e.step < warmSteps && e.ts > boundary) boundary = e.ts;
+  const split = warmSteps > 0 ? all.findIndex((e) => e.ts > boundary) : 0;
   const warm = all.slice(0, split);
   const events = all.slice(split);
   const n = events.length;
-  const spanS = (events.at(-1)!.ts - events[0].ts) / 1000;
+  // The measured steps' time: from the warm-up's end (else the first event) to the last event.
+  const spanS = (events.at(-1)!.ts - (warmSteps > 0 ? boundary : events[0].ts)) / 1000;
   const id = `rw-bench.${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
   const created: string[] = [];
   const kafka = new Kafka({ brokers: b.brokers, logLevel: logLevel.NOTHING });
@@ -339,6 +340,14 @@ export async function shardedBench(): Promise<Section | undefined> {
         (l) =>
           `${l.name}: one job stage at 50% of a core carries a job of ${Math.round(0.5e6 / perGpuSecond(l)).toLocaleString('en-US')} GPUs at this event rate (${Math.round((0.5e6 - l.jobIdleUs / l.wallS) / ((l.jobCpuUs - l.jobIdleUs) / (ranks * spanS))).toLocaleString('en-US')} counting its idle cost per second once, not per event).`,
       ),
+      // What the job stage reads comes per rank and step (steps, p2p edges, a communicator's
+      // record), not per GPU sample: a job whose steps are longer costs it less per second.
+      ...rows.map((l) => {
+        const perRankStep = (l.jobCpuUs - l.jobIdleUs) / (ranks * steps);
+        const fits = (stepS: number) =>
+          Math.round(((0.5e6 - l.jobIdleUs / l.wallS) * stepS) / perRankStep).toLocaleString('en-US');
+        return `${l.name}: the job stage's work, ${perRankStep.toFixed(1)} µs per rank and step (its idle cost apart); at 50% of a core it carries a job of ${fits(spanS / steps)} GPUs at this run's ${(spanS / steps).toFixed(2)} s per step, ${fits(3.2)} at 3.2 s per step.`;
+      }),
       ...rows.map(
         (l) =>
           `${l.name}: the shards sent the job stage ${l.sent!.messages.toLocaleString('en-US')} messages of ${[...l.sent!.records.values()].reduce((a, b) => a + b, 0).toLocaleString('en-US')} records (${[...l.sent!.records].map(([t, c]) => `${t} ${c.toLocaleString('en-US')}`).join(', ')}).`,

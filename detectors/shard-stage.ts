@@ -19,6 +19,13 @@ import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 /** The jobs whose events came under one bus key, each with the host groups of its collectives. */
 type Under = Map<string, Set<number>>;
 
+/**
+ * A job this shard has read nothing of for this long (event time) ended or moved away: its state
+ * goes, its open steps sent first. A shard runs for months; the jobs it saw do not stay. (The
+ * signs tracker forgets a job after the same time.)
+ */
+const FORGET_MS = 3_600_000;
+
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();
   /** The hang detector's signs (GPU verdicts, collective progress), per host group. */
@@ -41,6 +48,9 @@ export class ShardStageRunner extends DetectorRunner {
   /** The job and group last noted in `current` (noted when they change, not per event). */
   private lastJob = '';
   private lastGroup = -1;
+  /** Each job's latest event time here (noted once per delivery and job), and when quiet jobs are next looked for. */
+  private readonly seen = new Map<string, number>();
+  private nextForget = 0;
 
   constructor(config: Partial<DetectorConfig> = {}) {
     super(config, 'shard');
@@ -74,6 +84,8 @@ export class ShardStageRunner extends DetectorRunner {
       this.lastJob = job;
       this.lastGroup = -1;
       if (!this.current?.has(job)) this.current?.set(job, new Set());
+      if (e.ts > (this.seen.get(job) ?? Number.NEGATIVE_INFINITY)) this.seen.set(job, e.ts);
+      if (this.latest >= this.nextForget) this.forgetQuiet();
     }
     if (e.kind === 'job' || job === undefined) return;
     const l = this.layout.get(job);
@@ -136,8 +148,26 @@ export class ShardStageRunner extends DetectorRunner {
       if (![...this.under.values()].some((o) => o.has(job))) {
         super.forget(job);
         this.jobAt.delete(job);
+        this.seen.delete(job);
         this.signs.forget(job);
       }
+    }
+  }
+
+  /** Jobs with nothing read here for `FORGET_MS`: their open steps sent, then all they held dropped. */
+  private forgetQuiet(): void {
+    this.nextForget = this.latest + 60_000;
+    for (const [job, at] of this.seen) {
+      if (this.latest - at <= FORGET_MS) continue;
+      this.reducer.flushJob(job, this.records as ShardRecord[], this.latest);
+      this.reducer.forget(job);
+      this.signs.forget(job);
+      super.forget(job);
+      this.seen.delete(job);
+      this.jobAt.delete(job);
+      this.layout.delete(job);
+      for (const [key, u] of this.under)
+        if (u.delete(job) && u.size === 0 && u !== this.current) this.under.delete(key);
     }
   }
 

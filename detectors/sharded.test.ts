@@ -613,3 +613,36 @@ describe('a step a shard sends in parts finds what one process finds', () => {
     });
   }
 });
+
+describe('a shard that runs for months', () => {
+  it('sends the open step of a job it has read nothing of for an hour, then keeps nothing of it', () => {
+    const shard = new ShardStageRunner();
+    const t0 = 1_800_000_000_000;
+    const coll = (job: string, rank: number, ts: number, step: number) =>
+      ({
+        ...{ v: 1, kind: 'collective', ts, job, rank, host: `h${rank >> 3}`, gpu: rank % 8 },
+        ...{ step, op: 'allreduce', comm: 'dp0', nranks: 4, bytes: 1 << 20, dur_ms: 5 },
+      }) as RankwatchEvent;
+    const reducedOf = (job: string) =>
+      (shard.take().shard ?? []).filter(
+        (r) => (r as ShardRecord).t === 'reduced' && (r as ShardRecord).job === job,
+      );
+    shard.keyed('old/hostgroup-0');
+    for (let rank = 0; rank < 4; rank++) shard.push(coll('old', rank, t0 + rank, 0));
+    expect(reducedOf('old')).toEqual([]); // its step is open: no later step, no idle bus
+    shard.keyed('busy/hostgroup-0');
+    shard.push(coll('busy', 0, t0 + 30 * 60_000, 0));
+    expect(reducedOf('old')).toEqual([]);
+    shard.keyed('busy/hostgroup-0');
+    shard.push(coll('busy', 0, t0 + 62 * 60_000, 1));
+    const sent = reducedOf('old') as ReducedCollective[];
+    expect(sent.map((r) => [r.step, r.count, r.members?.length])).toEqual([[0, 4, 4]]);
+    // Forgotten: the job's steps start over if it comes back (its members listed again).
+    shard.keyed('old/hostgroup-0');
+    for (let rank = 0; rank < 4; rank++) shard.push(coll('old', rank, t0 + 63 * 60_000, 1));
+    shard.flush();
+    expect((reducedOf('old') as ReducedCollective[]).map((r) => [r.step, r.members?.length])).toEqual([
+      [1, 4],
+    ]);
+  });
+});

@@ -294,6 +294,12 @@ export class ShardReducer {
     for (const g of this.groups.values()) this.sendThrough(g, Math.max(g.maxStep, g.stepMax), ts, out);
   }
 
+  /** Sends a job's open steps (a job heard from no more, before it is forgotten). */
+  flushJob(job: string, out: ShardRecord[], ts: number): void {
+    for (const g of this.groups.values())
+      if (g.job === job) this.sendThrough(g, Math.max(g.maxStep, g.stepMax), ts, out);
+  }
+
   /** Another process owns the job (or one host group of it) now: drop its open steps without sending them. */
   forget(job: string, group?: number): void {
     for (const [k, g] of this.groups)

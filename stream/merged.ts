@@ -9,6 +9,8 @@ import { zeroCounters } from './transport.js';
 export class MergedTransport implements Transport {
   readonly type: string;
   readonly name: string;
+  /** The parts whose consume() succeeded. */
+  private readonly consuming = new Set<Transport>();
 
   constructor(private readonly parts: readonly Transport[]) {
     this.type = parts[0].type;
@@ -19,8 +21,22 @@ export class MergedTransport implements Transport {
     return this.parts[0].publish(batches);
   }
 
+  /**
+   * Starts every part not reading yet. One that fails (its broker or topic not there yet) leaves
+   * the others reading, and the caller's next try starts it alone: a part asked twice would
+   * refuse ("has a consumer already"), every try after that.
+   */
   async consume(handler: DeliveryHandler): Promise<void> {
-    await Promise.all(this.parts.map((p) => p.consume(handler)));
+    const results = await Promise.allSettled(
+      this.parts
+        .filter((p) => !this.consuming.has(p))
+        .map(async (p) => {
+          await p.consume(handler);
+          this.consuming.add(p);
+        }),
+    );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   async drain(): Promise<void> {

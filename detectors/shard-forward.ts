@@ -11,6 +11,7 @@
  * (straggler, stall, MFU, hang, slow link, XID) see what replay sees.
  */
 import type { RankwatchEvent, StepEvent } from '../schema/events.js';
+import { hostIndex } from './record-hosts.js';
 import { SHARD_FORMAT } from './slowlink/shard-reduce.js';
 
 /**
@@ -133,24 +134,6 @@ function addStep(e: StepEvent, group: number, jobTs: JobTs, out: unknown[]): voi
   r.tokens.push(e.tokens ?? null);
   r.pid.push(e.pid ?? null);
   r.extra.push(extraOf(e));
-}
-
-/** Each steps record's index of its `hosts`, while it is being filled. */
-const hostsOf = new WeakMap<ShardSteps, Map<string, number>>();
-
-function hostIndex(r: ShardSteps, host: string): number {
-  let index = hostsOf.get(r);
-  if (!index) {
-    index = new Map();
-    hostsOf.set(r, index);
-  }
-  let i = index.get(host);
-  if (i === undefined) {
-    i = r.hosts.length;
-    r.hosts.push(host);
-    index.set(host, i);
-  }
-  return i;
 }
 
 function newRecord(job: string, group: number, jobTs: JobTs, out: unknown[]): ShardSteps {

@@ -31,6 +31,7 @@
  */
 import type { CollectiveEvent } from '../../schema/events.js';
 import type { Finding } from '../../schema/finding.js';
+import { hostIndex } from '../record-hosts.js';
 import { busbwGBps } from './busbw.js';
 
 /**
@@ -146,8 +147,6 @@ interface GroupState {
   seen: Map<ReducedCollective, Set<number>>;
   /** Per step's first p2p record (the one under `P2P`), all the step's edges by `comm|from>to`. */
   edgesOf: Map<ReducedEdges, Map<string, Edge>>;
-  /** Per p2p record, the index of each host in its `hosts`. */
-  hostsOf: Map<ReducedEdges, Map<string, number>>;
   /** Per communicator (`op|comm`), the member list last sent, by rank, and the step it went with. */
   sent: Map<string, { byRank: Map<number, Member>; step: number }>;
   maxStep: number;
@@ -241,10 +240,10 @@ export class ShardReducer {
     const edge: Edge = [
       e.op,
       e.rank,
-      this.hostIndex(g, r, e.host),
+      hostIndex(r, e.host),
       e.gpu ?? -1,
       peer,
-      e.peer_host === undefined ? null : this.hostIndex(g, r, e.peer_host),
+      e.peer_host === undefined ? null : hostIndex(r, e.peer_host),
       e.bytes,
       e.nranks ?? null,
       e.dur_ms,
@@ -254,22 +253,6 @@ export class ShardReducer {
     ];
     edges.set(ek, edge);
     r.edges.push(edge);
-  }
-
-  /** `host`'s index in a p2p record's `hosts`, added if it is not there. */
-  private hostIndex(g: GroupState, r: ReducedEdges, host: string): number {
-    let index = g.hostsOf.get(r);
-    if (!index) {
-      index = new Map();
-      g.hostsOf.set(r, index);
-    }
-    let i = index.get(host);
-    if (i === undefined) {
-      i = r.hosts.length;
-      r.hosts.push(host);
-      index.set(host, i);
-    }
-    return i;
   }
 
   /**
@@ -316,7 +299,6 @@ export class ShardReducer {
         steps: new Map(),
         seen: new Map(),
         edgesOf: new Map(),
-        hostsOf: new Map(),
         sent: new Map(),
         maxStep: Number.NEGATIVE_INFINITY,
         stepMax: Number.NEGATIVE_INFINITY,
@@ -332,10 +314,8 @@ export class ShardReducer {
     const done = [...g.steps.keys()].filter((s) => s <= step).sort((a, b) => a - b);
     for (const s of done) {
       for (const r of g.steps.get(s)!.values()) {
-        if (r.t === 'edges') {
-          g.edgesOf.delete(r);
-          g.hostsOf.delete(r);
-        } else {
+        if (r.t === 'edges') g.edgesOf.delete(r);
+        else {
           r.busbw_gbs = busbwGBps(r.op, r.nranks ?? 2, r.bytes, r.min_ms);
           g.seen.delete(r);
           if (sentBefore(g, r)) r.members = undefined;

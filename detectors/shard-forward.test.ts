@@ -6,9 +6,27 @@ import type { RankwatchEvent, StepEvent } from '../schema/events.js';
 import { FAMILY_FAULTS } from '../sim/fault-families.js';
 import { HeldEvents } from './held-events.js';
 import { JobStageRunner } from './job-stage.js';
-import { passOn, type ShardEvents, type ShardSteps, STEPS_PER_RECORD, stepsOf } from './shard-forward.js';
+import {
+  passOn,
+  type ShardEvents,
+  type ShardSteps,
+  STEPS_PER_RECORD,
+  stepAt,
+  stepRowOk,
+  stepRows,
+} from './shard-forward.js';
 import { simulated } from './sharded.suite.js';
 import { SHARD_FORMAT } from './slowlink/shard-reduce.js';
+
+/** A record's rows as the step events they were, as the job stage hands them over; how many were malformed. */
+function stepsOf(r: ShardSteps, each: (e: StepEvent) => void): number {
+  let bad = 0;
+  for (let i = 0; i < stepRows(r); i++) {
+    if (stepRowOk(r, i)) each(stepAt(r, i));
+    else bad++;
+  }
+  return bad;
+}
 
 /** Each record's events back, as the job stage reads them (through JSON, as the bus carries them). */
 function back(records: unknown[]): RankwatchEvent[] {

@@ -213,14 +213,3 @@ export function stepAt(r: ShardSteps, i: number): StepEvent {
     for (const k in extra) if (!COLUMNS.has(k)) (e as Record<string, unknown>)[k] = extra[k];
   return e;
 }
-
-/** Hands on a record's rows as the step events they were; returns how many rows were malformed (`stepRowOk`). */
-export function stepsOf(r: ShardSteps, each: (e: StepEvent) => void): number {
-  const n = stepRows(r);
-  let bad = 0;
-  for (let i = 0; i < n; i++) {
-    if (stepRowOk(r, i)) each(stepAt(r, i));
-    else bad++;
-  }
-  return bad;
-}

@@ -5,9 +5,13 @@
  * read by one real `detect --stage job`, started once the publish is done. Prints its CPU per event
  * of the job by thread from /proc, and, with `--perf FILE` (Linux perf, one sample every ~3 ms of
  * each thread), by what the threads run: the threads named `node` are V8's garbage collector and
- * compilers, libuv's pool and chDB's insert workers, which /proc cannot tell apart.
+ * compilers, libuv's pool and chDB's insert workers, which /proc cannot tell apart. With `--warm`
+ * the process first reads a job of the same size until caught up, then its idle cost is measured
+ * and the job is published and measured (its start-up, compiling and heap growth apart); with
+ * `--node-args "--trace-opt --trace-deopt"` it counts what V8 optimized and deoptimized in the
+ * measured window (TRACE_DUMP=FILE keeps the trace).
  *
- *   node --import tsx bench/job-stage-prof.ts [--ranks 65536] [--steps 3] [--perf /tmp/js.perf]
+ *   node --import tsx bench/job-stage-prof.ts [--ranks 65536] [--steps 3] [--warm] [--perf /tmp/js.perf]
  *        [--node-args "--cpu-prof --cpu-prof-dir /tmp/prof"]
  *
  * Needs `npm run --silent build` (it runs bin/rankwatch.js) and the broker (RANKWATCH_KAFKA_BROKERS,

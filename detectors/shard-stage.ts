@@ -11,20 +11,13 @@ import type { RankwatchEvent } from '../schema/events.js';
 import type { DetectorOutput } from '../schema/output.js';
 import { gpusPerHost, groupOfRank, parseShardKey } from '../stream/host-groups.js';
 import type { DetectorConfig } from './detector.js';
-import { SignsTracker } from './hang/shard-signs.js';
+import { FORGET_MS, SignsTracker } from './hang/shard-signs.js';
 import { DetectorRunner } from './runner.js';
 import { passOn } from './shard-forward.js';
 import { type ShardRecord, ShardReducer } from './slowlink/shard-reduce.js';
 
 /** The jobs whose events came under one bus key, each with the host groups of its collectives. */
 type Under = Map<string, Set<number>>;
-
-/**
- * A job this shard has read nothing of for this long (event time) ended or moved away: its state
- * goes, its open steps sent first. A shard runs for months; the jobs it saw do not stay. (The
- * signs tracker forgets a job after the same time.)
- */
-const FORGET_MS = 3_600_000;
 
 export class ShardStageRunner extends DetectorRunner {
   private readonly reducer = new ShardReducer();
@@ -154,7 +147,11 @@ export class ShardStageRunner extends DetectorRunner {
     }
   }
 
-  /** Jobs with nothing read here for `FORGET_MS`: their open steps sent, then all they held dropped. */
+  /**
+   * Jobs with nothing read here for `FORGET_MS` (an hour of event time, as the signs tracker's)
+   * ended or moved away: their open steps sent, then all they held dropped. A shard runs for
+   * months; the jobs it saw do not stay.
+   */
   private forgetQuiet(): void {
     this.nextForget = this.latest + 60_000;
     for (const [job, at] of this.seen) {

@@ -22,8 +22,8 @@ import { EMPTY_SLOT, IDLE, JobProgress, NO_SAMPLE, SLOTS } from './progress.js';
 export const TICK_MS = 1_000;
 /** Every this many records a group sends all its GPUs' verdicts, not only the changes. */
 export const FULL_EVERY = 60;
-/** A job with no event for this long is forgotten (HANG_DEFAULTS.forgetAfterMs). */
-const FORGET_MS = 3_600_000;
+/** A job with no event for this long is forgotten, here and by the shard stage (HANG_DEFAULTS.forgetAfterMs). */
+export const FORGET_MS = 3_600_000;
 /** A group's collectives quiet this long (below HANG_DEFAULTS.stallFloorMs): its ranks' progress goes out. */
 export const QUIET_MS = 10_000;
 
